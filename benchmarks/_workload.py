@@ -1,0 +1,60 @@
+"""The shared benchmark workload: a list of 100 instances of a dataclass with 8 leaves and 2
+static fields (``s0: str``, ``s1: int``), as in ANCHORS.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+N_INSTANCES = 100
+LEAF_NAMES = tuple(f"a{i}" for i in range(8))
+
+
+def make_class(name: str, decorator: Callable[[type], type] | None = None, static_meta: bool = True) -> type:
+    """A fresh dataclass ``a0..a7`` (floats) plus ``s0: str``, ``s1: int`` (static metadata)."""
+    meta = {"static": True} if static_meta else {}
+    ns: dict[str, Any] = {"__annotations__": {}}
+    for n in LEAF_NAMES:
+        ns["__annotations__"][n] = float
+    ns["__annotations__"]["s0"] = str
+    ns["__annotations__"]["s1"] = int
+    ns["s0"] = dataclasses.field(default="s", metadata=meta)
+    ns["s1"] = dataclasses.field(default=1, metadata=meta)
+    cls = type(name, (), ns)
+    cls.__module__ = __name__
+    cls = dataclasses.dataclass(cls)
+    if decorator is not None:
+        cls = decorator(cls) or cls
+    return cls
+
+
+def make_tree(cls: type) -> list[Any]:
+    return [cls(*(float(i * 8 + j) for j in range(8)), s0="s", s1=1) for i in range(N_INSTANCES)]
+
+
+def median_us(fn: Callable[[], Any], *, number: int = 200, repeat: int = 25) -> float:
+    """Median over ``repeat`` runs of the mean time of ``number`` calls, in microseconds."""
+    fn()
+    times = []
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times.append((time.perf_counter() - t0) / number * 1e6)
+    finally:
+        if gc_was:
+            gc.enable()
+    return statistics.median(times)
+
+
+def row(label: str, ours: float, theirs: float, target: float | None = None) -> str:
+    ratio = ours / theirs
+    verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
+    return f"{label:<58} {ours:9.1f} us vs {theirs:9.1f} us  ratio {ratio:5.2f}x{verdict}"

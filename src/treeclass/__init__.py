@@ -1,0 +1,94 @@
+"""treeclass: dataclasses, attrs classes and namedtuples as pytree nodes everywhere.
+
+Decorate a class once and it is a pytree node of every registry that is installed -- JAX,
+PyTorch (Python and C++ pytrees), optree -- and of treeclass's own embedded registry, which
+needs no framework. A class registered with ``name=`` serializes under that stable name.
+
+Example:
+    >>> import treeclass as tc
+    >>> @tc.pytree_dataclass(name="docs.Point")
+    ... class Point:
+    ...     x: float
+    ...     y: float
+    ...     label: str = tc.field(static=True, default="p")
+    >>> leaves, spec = tc.tree_flatten([Point(1.0, 2.0), Point(3.0, 4.0)])
+    >>> leaves
+    [1.0, 2.0, 3.0, 4.0]
+    >>> tc.tree_unflatten(spec, [0.0] * 4)[1]
+    Point(x=0.0, y=0.0, label='p')
+"""
+
+from __future__ import annotations
+
+from ._api import field, pytree_dataclass, register_dataclass, register_namedtuple
+from ._errors import (
+    NameConflictError,
+    NotAPytreeClassError,
+    RegistrationError,
+    RegistrationTypeError,
+    StructureMismatchError,
+    TreeclassError,
+    TreespecLoadError,
+    UnhashableStaticError,
+    UnnamedClassError,
+    UnregisteredNameError,
+    UnserializableStaticError,
+)
+from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
+from ._registry import active_backends, class_for_name, is_registered, name_of
+from ._tree import (
+    TreeSpec,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_leaves,
+    tree_leaves_with_path,
+    tree_map,
+    tree_map_with_path,
+    tree_structure,
+    tree_unflatten,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DictKey",
+    "GetAttrKey",
+    "KeyEntry",
+    "KeyPath",
+    "NameConflictError",
+    "NotAPytreeClassError",
+    "RegistrationError",
+    "RegistrationTypeError",
+    "SequenceKey",
+    "StructureMismatchError",
+    "TreeSpec",
+    "TreeclassError",
+    "TreespecLoadError",
+    "UnhashableStaticError",
+    "UnnamedClassError",
+    "UnregisteredNameError",
+    "UnserializableStaticError",
+    "__version__",
+    "active_backends",
+    "class_for_name",
+    "field",
+    "is_registered",
+    "keystr",
+    "name_of",
+    "pytree_dataclass",
+    "register_dataclass",
+    "register_namedtuple",
+    "tree_flatten",
+    "tree_flatten_with_path",
+    "tree_leaves",
+    "tree_leaves_with_path",
+    "tree_map",
+    "tree_map_with_path",
+    "tree_structure",
+    "tree_unflatten",
+]
+
+from ._hooks import install as _install_hooks
+
+_install_hooks()
+del _install_hooks

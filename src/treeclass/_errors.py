@@ -1,0 +1,88 @@
+"""The exceptions treeclass raises.
+
+Every error is a :class:`TreeclassError`; each also subclasses the built-in exception that
+fits it (``ValueError`` for a bad value or name, ``TypeError`` for a bad type), so callers
+that catch the built-in keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "NameConflictError",
+    "NotAPytreeClassError",
+    "RegistrationError",
+    "RegistrationTypeError",
+    "StructureMismatchError",
+    "TreeclassError",
+    "TreespecLoadError",
+    "UnhashableStaticError",
+    "UnnamedClassError",
+    "UnregisteredNameError",
+    "UnserializableStaticError",
+]
+
+
+class TreeclassError(Exception):
+    """Base class of every error treeclass raises."""
+
+    __module__ = "treeclass"
+
+
+class RegistrationError(TreeclassError, ValueError):
+    """A class could not be registered (bad options, a conflict, a framework refused it)."""
+
+    __module__ = "treeclass"
+
+
+class RegistrationTypeError(TreeclassError, TypeError):
+    """A class of the wrong kind was given to a registration function."""
+
+    __module__ = "treeclass"
+
+
+class NotAPytreeClassError(RegistrationTypeError):
+    """``register_dataclass`` got something that is neither a dataclass nor an attrs class."""
+
+    __module__ = "treeclass"
+
+
+class NameConflictError(RegistrationError):
+    """A serialized name is already taken by another class (or the class by another name)."""
+
+    __module__ = "treeclass"
+
+
+class UnnamedClassError(TreeclassError, ValueError):
+    """A class registered without ``name=`` was asked to be serialized."""
+
+    __module__ = "treeclass"
+
+
+class UnserializableStaticError(TreeclassError, TypeError):
+    """A static field holds a value that has no JSON form."""
+
+    __module__ = "treeclass"
+
+
+class UnhashableStaticError(TreeclassError, TypeError):
+    """A static field holds an unhashable value, so the tree's structure cannot be hashed."""
+
+    __module__ = "treeclass"
+
+
+class StructureMismatchError(TreeclassError, ValueError):
+    """Two trees (or a tree and a spec) do not have the same structure."""
+
+    __module__ = "treeclass"
+
+
+class TreespecLoadError(TreeclassError, ValueError):
+    """A serialized treespec or auxdata could not be loaded."""
+
+    __module__ = "treeclass"
+
+
+class UnregisteredNameError(TreespecLoadError):
+    """A serialized document names a class that is not registered in this process."""
+
+    __module__ = "treeclass"

@@ -1,0 +1,1 @@
+"""Framework adapters. Each is imported only once its framework has been imported."""

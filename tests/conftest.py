@@ -1,0 +1,49 @@
+"""Shared test configuration.
+
+Backend tests skip when their framework is not installed. In CI (``TREECLASS_REQUIRE_BACKENDS=1``,
+set by ``.ci/run``) every skip is turned into a failure of the session, so a missing jax, torch,
+optree or transformers can never pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import pytest
+
+REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
+
+_skipped: list[str] = []
+
+
+def pytest_runtest_logreport(report: Any) -> None:
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_collectreport(report: Any) -> None:
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append(f"{report.nodeid}: {reason}")
+
+
+def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    if REQUIRE_BACKENDS and _skipped:
+        tr = session.config.pluginmanager.get_plugin("terminalreporter")
+        if tr is not None:
+            tr.write_line("")
+            tr.write_line(
+                f"TREECLASS_REQUIRE_BACKENDS=1 and {len(_skipped)} test(s) were skipped:", red=True
+            )
+            for line in _skipped:
+                tr.write_line(f"  {line}", red=True)
+        session.exitstatus = 1
+
+
+@pytest.fixture
+def uname() -> str:
+    """A serialized name no other test uses."""
+    return f"tests.{uuid.uuid4().hex[:12]}"
