@@ -14,7 +14,9 @@ N_INSTANCES = 100
 LEAF_NAMES = tuple(f"a{i}" for i in range(8))
 
 
-def make_class(name: str, decorator: Callable[[type], type] | None = None, static_meta: bool = True) -> type:
+def make_class(
+    name: str, decorator: Callable[[type], type] | None = None, static_meta: bool = True
+) -> type:
     """A fresh dataclass ``a0..a7`` (floats) plus ``s0: str``, ``s1: int`` (static metadata)."""
     meta = {"static": True} if static_meta else {}
     ns: dict[str, Any] = {"__annotations__": {}}

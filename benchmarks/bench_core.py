@@ -31,9 +31,13 @@ def main() -> None:
     t_flat = median_us(ours_flatten)
     t_unflat = median_us(lambda: spec.unflatten(leaves))
     t_rt = median_us(ours_roundtrip)
-    print(f"Python {sys.version.split()[0]}; workload: list of 100 dataclasses, 8 leaves + 2 static")
-    print(f"treeclass embedded: flatten {t_flat:.1f} us, unflatten {t_unflat:.1f} us, "
-          f"flatten+unflatten {t_rt:.1f} us")
+    print(
+        f"Python {sys.version.split()[0]}; workload: list of 100 dataclasses, 8 leaves + 2 static"
+    )
+    print(
+        f"treeclass embedded: flatten {t_flat:.1f} us, unflatten {t_unflat:.1f} us, "
+        f"flatten+unflatten {t_rt:.1f} us"
+    )
 
     try:
         import jax

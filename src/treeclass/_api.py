@@ -9,14 +9,15 @@ versions delegate to fully typed helpers. This keeps ``import treeclass`` from i
 from __future__ import annotations
 
 import sys
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping
-    from typing import Any, Final, TypeVar, overload
 
 from . import _registry
 from ._errors import RegistrationError, RegistrationTypeError
 from ._fields import MISSING, describe, is_attrs_class, is_dataclass_class, is_namedtuple_class
+
+TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection, Mapping
+    from typing import Any, Final, TypeVar, overload
 
 __all__ = ["field", "pytree_dataclass", "register_dataclass", "register_namedtuple"]
 
@@ -124,7 +125,8 @@ def _pytree_dataclass_impl(
 
             if options.get("slots") and sys.version_info < (3, 10):  # pragma: no cover
                 raise RegistrationError("slots=True needs Python 3.10 or newer.")
-            made = dataclasses.dataclass(klass, **{**_DATACLASS_OPTIONS, **options})
+            make: Callable[..., type] = dataclasses.dataclass
+            made = make(klass, **{**_DATACLASS_OPTIONS, **options})
         _register_class(
             made,
             name=name,
@@ -189,13 +191,13 @@ if TYPE_CHECKING:
     def field(
         *,
         static: bool = False,
-        default: Any = ...,
-        default_factory: Callable[[], Any] = ...,
+        default: Any = MISSING,
+        default_factory: Any = MISSING,
         init: bool = True,
         repr: bool = True,
         hash: bool | None = None,
         compare: bool = True,
-        kw_only: bool = ...,
+        kw_only: Any = MISSING,
         metadata: Mapping[Any, Any] | None = None,
     ) -> Any:
         """Typed signature; see the runtime definition."""
@@ -495,5 +497,3 @@ def register_dataclass(
         override=override,
     )
     return cls
-
-

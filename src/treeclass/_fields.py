@@ -7,12 +7,12 @@ who do not have attrs installed.
 
 from __future__ import annotations
 
+from ._errors import NotAPytreeClassError, RegistrationError
+
 TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
 if TYPE_CHECKING:
     from collections.abc import Callable, Collection
     from typing import Any, Final, Literal
-
-from ._errors import NotAPytreeClassError, RegistrationError
 
 __all__ = [
     "MISSING",
@@ -146,11 +146,8 @@ def is_attrs_class(cls: type) -> bool:
 
 def is_namedtuple_class(cls: type) -> bool:
     """Whether ``cls`` is a namedtuple class (``collections.namedtuple`` or ``NamedTuple``)."""
-    return (
-        isinstance(cls, type)
-        and issubclass(cls, tuple)
-        and isinstance(getattr(cls, "_fields", None), tuple)
-    )
+    fields: object = getattr(cls, "_fields", None)
+    return isinstance(cls, type) and issubclass(cls, tuple) and isinstance(fields, tuple)
 
 
 def _is_static_metadata(metadata: Any) -> bool:
@@ -161,7 +158,9 @@ def _is_static_metadata(metadata: Any) -> bool:
     return metadata.get(_FLAX_KEY, True) is False
 
 
-def describe(cls: type, *, static: Collection[str] = (), rebuild: RebuildMode | None = None) -> ClassInfo:
+def describe(
+    cls: type, *, static: Collection[str] = (), rebuild: RebuildMode | None = None
+) -> ClassInfo:
     """Describe ``cls``: its kind, fields (in order), static fields and rebuild mode.
 
     Args:
@@ -224,11 +223,9 @@ def describe(cls: type, *, static: Collection[str] = (), rebuild: RebuildMode | 
 
 
 def _namedtuple_fields(cls: type) -> tuple[FieldInfo, ...]:
-    names: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not declared on type)
     defaults: dict[str, Any] = getattr(cls, "_field_defaults", {})
-    return tuple(
-        FieldInfo(n, static=False, default=defaults.get(n, MISSING)) for n in names
-    )
+    return tuple(FieldInfo(n, static=False, default=defaults.get(n, MISSING)) for n in names)
 
 
 def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
@@ -253,7 +250,8 @@ def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
 
 def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
     out: list[FieldInfo] = []
-    for a in cls.__attrs_attrs__:  # type: ignore[attr-defined]
+    attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__")  # noqa: B009
+    for a in attributes:
         default: Any = a.default
         factory: Callable[[], Any] | _Missing = MISSING
         # attrs' NOTHING and Factory, recognised without importing attrs.
@@ -263,16 +261,16 @@ def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
             if getattr(default, "takes_self", False):
                 default = MISSING  # needs the instance; no usable default for loading
             else:
-                factory = default.factory
+                factory = getattr(default, "factory")  # noqa: B009
                 default = MISSING
         out.append(
             FieldInfo(
-                a.name,
+                str(a.name),
                 static=_is_static_metadata(a.metadata),
                 default=default,
                 default_factory=factory,
-                init=a.init,
-                kw_only=a.kw_only,
+                init=bool(a.init),
+                kw_only=bool(a.kw_only),
             )
         )
     return tuple(out)

@@ -65,7 +65,7 @@ class _HookLoader:
 
     def create_module(self, spec: Any) -> ModuleType | None:
         create = getattr(self._loader, "create_module", None)
-        return None if create is None else create(spec)  # type: ignore[no-any-return]
+        return None if create is None else create(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         # Put the real loader back first, so that the module looks untouched.
@@ -99,7 +99,7 @@ class _PostImportFinder:
             return None
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        spec.loader = _HookLoader(spec.loader, fullname)
+        setattr(spec, "loader", _HookLoader(spec.loader, fullname))  # noqa: B010 (typed as Loader)
         return spec
 
     def invalidate_caches(self) -> None:

@@ -11,15 +11,15 @@ from __future__ import annotations
 import warnings
 from _thread import RLock
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
-    from typing import Any, Final, Protocol
-
 from . import _codegen, _tree
 from ._errors import NameConflictError, RegistrationError, UnnamedClassError
 from ._fields import ClassInfo
 from ._keys import GetAttrKey
+
+TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any, Final, Protocol
 
 __all__ = [
     "Backend",
@@ -167,7 +167,7 @@ if TYPE_CHECKING:
         can_unregister: bool
 
         def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
-            """Raise a :class:`RegistrationError` if ``node`` cannot be registered; change nothing."""
+            """Raise :class:`RegistrationError` if ``node`` cannot be registered; change nothing."""
 
         def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
             """Register ``node`` (``previous`` is the class it replaces under the same name)."""
@@ -197,7 +197,8 @@ def _check_name(name: object, cls: type) -> str:
     if bad:
         raise RegistrationError(
             f"name={name!r} for {cls.__qualname__} is not a usable serialized name; use 1 to "
-            f'{_MAX_NAME_LENGTH} printable characters without spaces, such as "mypkg.{cls.__qualname__}".'
+            f"{_MAX_NAME_LENGTH} printable characters without spaces, such as "
+            f'"mypkg.{cls.__qualname__}".'
         )
     if name in _RESERVED_NAMES:
         raise RegistrationError(
@@ -350,7 +351,7 @@ def is_registered(cls: type) -> bool:
 def describe_node(cls: type, aux: Any, parts: list[str]) -> str:
     """Readable form of one node of a :class:`TreeSpec`: ``Point(x=*, y=None, tag='a')``."""
     node = _BY_CLASS.get(cls)
-    label = cls.__qualname__
+    label = cls.__name__
     if node is None or node.kind == "namedtuple":
         fields: tuple[str, ...] = getattr(cls, "_fields", ())
         if len(fields) == len(parts):

@@ -22,14 +22,15 @@ An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy``
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
-    from typing import Any, Final
 
 from ._errors import StructureMismatchError, TreeclassError, UnhashableStaticError
 from ._fields import is_namedtuple_class
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey
+
+TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
+    from typing import Any, Final
 
 __all__ = [
     "NodeType",
@@ -59,7 +60,7 @@ class NodeType:
     def __init__(
         self,
         type_: type,
-        flatten: Callable[[Any], tuple[Iterable[Any], Aux]],
+        flatten: Callable[[Any], tuple[Sequence[Any], Aux]],
         unflatten: Callable[[Aux, list[Any]], Any],
         flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Aux]],
         name: str | None,
@@ -144,7 +145,9 @@ def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tupl
     return [d[k] for k in keys], (d.default_factory, keys)
 
 
-def _ddict_unflatten(aux: tuple[Any, tuple[Any, ...]], children: list[Any]) -> defaultdict[Any, Any]:
+def _ddict_unflatten(
+    aux: tuple[Any, tuple[Any, ...]], children: list[Any]
+) -> defaultdict[Any, Any]:
     return defaultdict(aux[0], zip(aux[1], children))
 
 
@@ -164,8 +167,9 @@ def _none_unflatten(aux: None, children: list[Any]) -> None:
 
 
 def _namedtuple_node_type(cls: type, name: str | None) -> NodeType:
-    new = tuple.__new__
-    keys = tuple(GetAttrKey(f) for f in cls._fields)  # type: ignore[attr-defined]
+    new: Callable[[type, Iterable[Any]], Any] = getattr(tuple, "__new__")  # noqa: B009
+    fields: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not declared on type)
+    keys = tuple(GetAttrKey(f) for f in fields)
 
     def unflatten(aux: None, children: list[Any]) -> Any:
         return new(cls, children)
@@ -192,10 +196,18 @@ _NODE_TYPES: dict[type, NodeType] = {
     list: NodeType(list, _list_flatten, _list_unflatten, _tuple_flatten_keys, "list"),
     dict: NodeType(dict, _dict_flatten, _dict_unflatten, _dict_flatten_keys, "dict"),
     OrderedDict: NodeType(
-        OrderedDict, _odict_flatten, _odict_unflatten, _odict_flatten_keys, "collections.OrderedDict"
+        OrderedDict,
+        _odict_flatten,
+        _odict_unflatten,
+        _odict_flatten_keys,
+        "collections.OrderedDict",
     ),
     defaultdict: NodeType(
-        defaultdict, _ddict_flatten, _ddict_unflatten, _ddict_flatten_keys, "collections.defaultdict"
+        defaultdict,
+        _ddict_flatten,
+        _ddict_unflatten,
+        _ddict_flatten_keys,
+        "collections.defaultdict",
     ),
     type(None): NodeType(type(None), _none_flatten, _none_unflatten, _none_flatten, "None"),
 }
@@ -244,7 +256,7 @@ def _classify(cls: type) -> NodeType | None:
 # --- flatten ---------------------------------------------------------------------------------
 
 
-def _flatten(node: Any, leaves: list[Any], entries: list[Any]) -> None:
+def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
     nt = _get_node_type(type(node))
     if nt is None:
         nt = node_type_for(type(node))
@@ -277,7 +289,7 @@ def _flatten(node: Any, leaves: list[Any], entries: list[Any]) -> None:
 
 
 def _flatten_is_leaf(
-    node: Any, is_leaf: Callable[[Any], bool], leaves: list[Any], entries: list[Any]
+    node: object, is_leaf: Callable[[Any], bool], leaves: list[Any], entries: list[Any]
 ) -> None:
     nt = None if is_leaf(node) else node_type_for(type(node))
     if nt is None:
@@ -399,7 +411,7 @@ def _unflatten(entries: tuple[Any, ...], leaves: list[Any]) -> Any:
 
 
 def _flatten_with_path(
-    node: Any,
+    node: object,
     path: KeyPath,
     is_leaf: Callable[[Any], bool] | None,
     out: list[tuple[KeyPath, Any]],
@@ -584,7 +596,7 @@ class TreeSpec:
         Raises:
             StructureMismatchError: the number of leaves is not :attr:`num_leaves`.
         """
-        leaf_list = leaves if type(leaves) is list else list(leaves)
+        leaf_list: list[Any] = leaves if isinstance(leaves, list) else list(leaves)
         if len(leaf_list) != self._num_leaves:
             raise StructureMismatchError(
                 f"this TreeSpec has {self._num_leaves} leaves but {len(leaf_list)} were given: "
@@ -736,6 +748,7 @@ def _repr_at(entries: tuple[Any, ...], pos: int) -> tuple[str, int]:
     if e is None:
         return "*", pos
     nt, aux, k, leafy = e
+    parts: list[str]
     if leafy:
         parts = ["*"] * k
     else:

@@ -1,0 +1,73 @@
+"""Generated functions: readable source in linecache, qualnames, tracebacks."""
+
+from __future__ import annotations
+
+import inspect
+import linecache
+import traceback
+from typing import Any
+
+import pytest
+
+import treeclass as tc
+from treeclass._registry import node_for_class
+
+
+@tc.pytree_dataclass(name="tests.codegen.Shown")
+class Shown:
+    a: float
+    b: Any = None
+    tag: str = tc.field(static=True, default="t")
+
+
+def test_generated_source_is_in_linecache_and_getsource() -> None:
+    node = node_for_class(Shown)
+    assert node is not None
+    src = inspect.getsource(node.flatten)
+    assert src.startswith("def flatten(obj):")
+    assert "v0 = obj.a" in src and "obj.tag" in src
+    assert "for " not in src and "while " not in src  # loop-free
+    filename = node.flatten.__code__.co_filename
+    assert filename == f"<treeclass generated flatten {__name__}.Shown>"
+    assert linecache.getline(filename, 1).startswith("def flatten")
+    usrc = inspect.getsource(node.unflatten)
+    assert "_new(_cls)" in usrc and "__init__" not in usrc
+
+
+def test_generated_functions_have_qualname_and_module() -> None:
+    node = node_for_class(Shown)
+    assert node is not None
+    assert node.flatten.__qualname__ == "Shown.<treeclass flatten>"
+    assert node.unflatten.__qualname__ == "Shown.<treeclass unflatten>"
+    assert node.flatten.__module__ == __name__
+
+
+def test_traceback_shows_generated_line() -> None:
+    class Broken:
+        @property
+        def a(self) -> float:
+            raise RuntimeError("no a")
+
+    node = node_for_class(Shown)
+    assert node is not None
+    with pytest.raises(RuntimeError) as info:
+        node.flatten(Broken())
+    text = "".join(traceback.format_exception(info.value))
+    assert f"<treeclass generated flatten {__name__}.Shown>" in text
+    assert "v0 = obj.a" in text
+
+
+def test_rerun_gets_a_new_linecache_name() -> None:
+    def make() -> type:
+        @tc.pytree_dataclass
+        class Again:
+            x: int
+
+        return Again
+
+    a, b = make(), make()
+    na, nb = node_for_class(a), node_for_class(b)
+    assert na is not None and nb is not None
+    fa, fb = na.flatten.__code__.co_filename, nb.flatten.__code__.co_filename
+    assert fa != fb and fb.endswith("-2>")
+    assert inspect.getsource(nb.flatten).startswith("def flatten")

@@ -1,0 +1,40 @@
+"""``import treeclass`` stays light: no framework, no attrs, nothing heavy."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+
+def test_import_pulls_in_no_framework_and_nothing_heavy() -> None:
+    code = "import sys; import treeclass; print(repr(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    modules = set(ast.literal_eval(out.stdout))
+    assert "treeclass" in modules
+    heavy = (
+        "jax",
+        "torch",
+        "optree",
+        "attr",
+        "attrs",
+        "numpy",
+        "typing_extensions",
+        "dataclasses",
+        "inspect",
+        "typing",
+        "json",
+    )
+    imported = [m for m in heavy if m in modules]
+    assert imported == [], f"import treeclass imported {imported}"
+
+
+def test_decorating_after_import_works_in_a_fresh_process() -> None:
+    code = (
+        "import treeclass as tc\n"
+        "@tc.pytree_dataclass(name='fresh.P')\n"
+        "class P:\n    x: float\n"
+        "print(tc.tree_leaves([P(1.0), P(2.0)]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[1.0, 2.0]"

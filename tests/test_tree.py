@@ -1,0 +1,185 @@
+"""The embedded registry: built-in nodes, key paths, tree_map and TreeSpec."""
+
+from __future__ import annotations
+
+import collections
+import typing
+from typing import Any
+
+import pytest
+
+import treeclass as tc
+
+
+class Pt(typing.NamedTuple):
+    x: Any
+    y: Any
+
+
+def test_builtin_containers_round_trip() -> None:
+    tree = (
+        [1, 2],
+        {"b": 3, "a": (4,)},
+        collections.OrderedDict([("z", 5), ("y", 6)]),
+        collections.defaultdict(list, {"k": 7}),
+        None,
+        Pt(8, [9]),
+        (),
+        [],
+        {},
+    )
+    leaves, spec = tc.tree_flatten(tree)
+    assert leaves == [1, 2, 4, 3, 5, 6, 7, 8, 9]
+    back = spec.unflatten(leaves)
+    assert back == tree
+    assert type(back[3]) is collections.defaultdict and back[3].default_factory is list
+    assert type(back[2]) is collections.OrderedDict and list(back[2]) == ["z", "y"]
+    assert type(back[5]) is Pt
+    assert spec.num_leaves == 9
+
+
+def test_dict_keys_are_sorted_and_rebuilt_in_sorted_order() -> None:
+    d1 = {"b": 1, "a": 2}
+    d2 = {"a": 2, "b": 1}
+    l1, s1 = tc.tree_flatten(d1)
+    l2, s2 = tc.tree_flatten(d2)
+    assert l1 == l2 == [2, 1]
+    assert s1 == s2 and hash(s1) == hash(s2)
+    assert list(s1.unflatten(l1)) == ["a", "b"]
+
+
+def test_unsortable_dict_keys_keep_insertion_order() -> None:
+    d = {1: "int", "a": "str"}
+    leaves, spec = tc.tree_flatten(d)
+    assert leaves == ["int", "str"]
+    assert spec.unflatten(leaves) == d
+
+
+def test_ordered_dict_keeps_insertion_order() -> None:
+    a = collections.OrderedDict([("b", 1), ("a", 2)])
+    b = collections.OrderedDict([("a", 2), ("b", 1)])
+    assert tc.tree_leaves(a) == [1, 2]
+    assert tc.tree_structure(a) != tc.tree_structure(b)
+
+
+def test_none_is_a_node_without_children() -> None:
+    leaves, spec = tc.tree_flatten([None, 1])
+    assert leaves == [1]
+    assert spec.unflatten([2]) == [None, 2]
+    assert tc.tree_leaves(None) == []
+    assert tc.tree_leaves([None], is_leaf=lambda v: v is None) == [None]
+
+
+def test_single_leaf_tree() -> None:
+    leaves, spec = tc.tree_flatten(3)
+    assert leaves == [3]
+    assert spec.unflatten([4]) == 4
+    assert repr(spec) == "TreeSpec(*)"
+    assert spec.num_nodes == 1
+    assert spec.node_type is None
+
+
+def test_is_leaf_stops_descent() -> None:
+    tree = {"a": (1, 2), "b": [3, (4, 5)]}
+    leaves, spec = tc.tree_flatten(tree, is_leaf=lambda v: isinstance(v, tuple))
+    assert leaves == [(1, 2), 3, (4, 5)]
+    assert spec.unflatten(["A", "B", "C"]) == {"a": "A", "b": ["B", "C"]}
+
+
+def test_structure_equality_does_not_depend_on_what_was_seen_before() -> None:
+    class Fresh:
+        pass
+
+    a = [Fresh(), Fresh()]
+    s1 = tc.tree_structure(a)  # first sight of Fresh
+    s2 = tc.tree_structure(a)  # Fresh now known to be a leaf type
+    assert s1 == s2 and hash(s1) == hash(s2)
+    assert s1 == tc.tree_structure([0, 0])
+
+
+def test_paths_and_keystr() -> None:
+    tree = {"k": [Pt(1, 2)], "o": collections.OrderedDict(z=3)}
+    pairs, spec = tc.tree_flatten_with_path(tree)
+    assert [(tc.keystr(p), v) for p, v in pairs] == [
+        ("['k'][0].x", 1),
+        ("['k'][0].y", 2),
+        ("['o']['z']", 3),
+    ]
+    assert spec == tc.tree_structure(tree)
+    assert pairs[0][0] == (tc.DictKey("k"), tc.SequenceKey(0), tc.GetAttrKey("x"))
+    assert tc.keystr(pairs[0][0], simple=True, separator="/") == "k/0/x"
+    assert [tc.keystr(p) for p, _ in tc.tree_leaves_with_path((1, (2,)))] == ["[0]", "[1][0]"]
+
+
+def test_keys_are_immutable_hashable_and_repr() -> None:
+    k = tc.GetAttrKey("x")
+    with pytest.raises(AttributeError):
+        k.name = "y"  # type: ignore[misc]
+    assert {k: 1}[tc.GetAttrKey("x")] == 1
+    assert repr(tc.DictKey("a")) == "DictKey(key='a')"
+    assert tc.SequenceKey(1) != tc.DictKey(1)
+
+
+def test_tree_map_single_and_multiple() -> None:
+    assert tc.tree_map(lambda v: v * 2, {"a": [1, 2]}) == {"a": [2, 4]}
+    assert tc.tree_map(lambda a, b: a + b, (1, [2]), (10, [20])) == (11, [22])
+    out = tc.tree_map_with_path(lambda p, v: (tc.keystr(p), v), {"a": 1})
+    assert out == {"a": ("['a']", 1)}
+
+
+def test_tree_map_structure_mismatch_is_a_clear_error() -> None:
+    with pytest.raises(tc.StructureMismatchError, match=r"structure of the first one.*\[\*, \*\]"):
+        tc.tree_map(lambda a, b: a, [1, 2], [1, 2, 3])
+    with pytest.raises(ValueError):
+        tc.tree_map(lambda a, b: a, {"a": 1}, {"b": 1})
+
+
+def test_treespec_api() -> None:
+    spec = tc.tree_structure({"a": [1, 2], "b": None})
+    assert repr(spec) == "TreeSpec({'a': [*, *], 'b': None})"
+    assert spec.num_leaves == 2
+    assert spec.num_nodes == 5
+    assert spec.node_type is dict
+    assert [repr(c) for c in spec.children()] == ["TreeSpec([*, *])", "TreeSpec(None)"]
+    assert spec.flatten_up_to({"a": [1, 2], "b": None}) == [1, 2]
+    assert tc.tree_structure([0, 3]).flatten_up_to([{"x": 1}, 3]) == [{"x": 1}, 3]
+    with pytest.raises(tc.StructureMismatchError, match="expected a list node"):
+        tc.tree_structure([1]).flatten_up_to((1,))
+    with pytest.raises(AttributeError, match="immutable"):
+        spec._entries = ()  # type: ignore[misc]
+    with pytest.raises(TypeError, match="cannot be built directly"):
+        tc.TreeSpec()
+    assert spec != 3
+    assert len({spec, tc.tree_structure({"b": None, "a": [5, 6]})}) == 1
+
+
+def test_unflatten_wrong_leaf_count_is_a_clear_error() -> None:
+    spec = tc.tree_structure([1, 2])
+    with pytest.raises(tc.StructureMismatchError, match="has 2 leaves but 3 were given"):
+        spec.unflatten([1, 2, 3])
+    with pytest.raises(TypeError, match="takes a treeclass TreeSpec first"):
+        tc.tree_unflatten([1, 2], spec)  # type: ignore[arg-type]
+    assert tc.tree_unflatten(spec, iter("ab")) == ["a", "b"]
+
+
+def test_unhashable_static_in_spec_hash_is_a_clear_error(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname)
+    class WithList:
+        x: float
+        opts: Any = tc.field(static=True, default=None)
+
+    spec = tc.tree_structure(WithList(1.0, opts=[1, 2]))
+    with pytest.raises(
+        tc.UnhashableStaticError, match=r"unhashable static value.*tuple, not a list"
+    ):
+        hash(spec)
+    assert spec == tc.tree_structure(WithList(2.0, opts=[1, 2]))
+
+
+def test_deep_tree() -> None:
+    tree: Any = 0
+    for _ in range(500):
+        tree = [tree]
+    leaves, spec = tc.tree_flatten(tree)
+    assert leaves == [0]
+    assert spec.unflatten([1]) == tc.tree_map(lambda v: 1, tree)
