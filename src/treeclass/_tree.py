@@ -484,7 +484,7 @@ def _leaves_like(spec: TreeSpec, other: Any, is_leaf: Callable[[Any], bool] | No
     return leaves
 
 
-def tree_map(
+def _tree_map(
     f: Callable[..., Any],
     tree: Any,
     *rest: Any,
@@ -507,7 +507,7 @@ def tree_map(
     return spec.unflatten(map(f, leaves, *others))
 
 
-def tree_map_with_path(
+def _tree_map_with_path(
     f: Callable[..., Any],
     tree: Any,
     *rest: Any,
@@ -525,6 +525,80 @@ def tree_map_with_path(
     leaves = [x for _, x in pairs]
     others = [_leaves_like(spec, r, is_leaf) for r in rest]
     return spec.unflatten(map(f, paths, leaves, *others))
+
+
+if TYPE_CHECKING:
+    from typing import overload
+
+    # Overloads for one and two trees let checkers infer a lambda's parameter types
+    # (``Callable[..., Any]`` alone leaves them unknown under strict pyright).
+    @overload
+    def tree_map(
+        f: Callable[[Any], Any], tree: Any, /, *, is_leaf: Callable[[Any], bool] | None = None
+    ) -> Any: ...
+    @overload
+    def tree_map(
+        f: Callable[[Any, Any], Any],
+        tree: Any,
+        other: Any,
+        /,
+        *,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any: ...
+    @overload
+    def tree_map(
+        f: Callable[..., Any],
+        tree: Any,
+        *rest: Any,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any: ...
+    def tree_map(
+        f: Callable[..., Any],
+        tree: Any,
+        *rest: Any,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any:
+        """Typed signature of :func:`_tree_map`."""
+        raise NotImplementedError
+
+    @overload
+    def tree_map_with_path(
+        f: Callable[[KeyPath, Any], Any],
+        tree: Any,
+        /,
+        *,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any: ...
+    @overload
+    def tree_map_with_path(
+        f: Callable[[KeyPath, Any, Any], Any],
+        tree: Any,
+        other: Any,
+        /,
+        *,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any: ...
+    @overload
+    def tree_map_with_path(
+        f: Callable[..., Any],
+        tree: Any,
+        *rest: Any,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any: ...
+    def tree_map_with_path(
+        f: Callable[..., Any],
+        tree: Any,
+        *rest: Any,
+        is_leaf: Callable[[Any], bool] | None = None,
+    ) -> Any:
+        """Typed signature of :func:`_tree_map_with_path`."""
+        raise NotImplementedError
+
+else:
+    tree_map = _tree_map
+    tree_map.__name__ = tree_map.__qualname__ = "tree_map"
+    tree_map_with_path = _tree_map_with_path
+    tree_map_with_path.__name__ = tree_map_with_path.__qualname__ = "tree_map_with_path"
 
 
 # --- TreeSpec --------------------------------------------------------------------------------

@@ -63,8 +63,8 @@ tc.tree_unflatten(spec, 3)  # E: mypy[arg-type] pyright[reportArgumentType]
 tc.tree_unflatten(spec)  # E: mypy[call-arg] pyright[reportCallIssue]
 tc.tree_flatten(tree, is_leaf=1)  # E: mypy[arg-type] pyright[reportArgumentType]
 tc.tree_flatten(tree, leaf=is_leaf)  # E: mypy[call-arg] pyright[reportCallIssue]
-tc.tree_map(tree)  # E: mypy[call-arg,arg-type] pyright[reportCallIssue]
-tc.tree_map(1, tree)  # E: mypy[arg-type] pyright[reportArgumentType]
+tc.tree_map(tree)  # E: mypy[call-overload] pyright[reportCallIssue]
+tc.tree_map(1, tree)  # E: mypy[call-overload] pyright[reportArgumentType]
 
 # --- TreeSpec --------------------------------------------------------------------------------
 
