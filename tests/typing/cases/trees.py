@@ -64,7 +64,7 @@ tc.tree_unflatten(spec)  # E: mypy[call-arg] pyright[reportCallIssue]
 tc.tree_flatten(tree, is_leaf=1)  # E: mypy[arg-type] pyright[reportArgumentType]
 tc.tree_flatten(tree, leaf=is_leaf)  # E: mypy[call-arg] pyright[reportCallIssue]
 tc.tree_map(tree)  # E: mypy[call-overload] pyright[reportCallIssue]
-tc.tree_map(1, tree)  # E: mypy[call-overload] pyright[reportArgumentType]
+tc.tree_map(1, tree)  # E: mypy[call-overload] pyright[reportArgumentType,reportCallIssue]
 
 # --- TreeSpec --------------------------------------------------------------------------------
 
