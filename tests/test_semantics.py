@@ -351,3 +351,15 @@ def test_mapping_based_class_with_custom_setattr_rebuilds_through_its_protocol(u
     assert back.attentions == 30.0 and back.pooler is None
     assert list(back.keys()) == ["last_hidden_state", "attentions"]
     assert back.to_tuple() == (10.0, 30.0)
+
+
+def test_attrs_validating_setattr_keeps_the_direct_path(uname: str) -> None:
+    @attrs.define
+    class Validated:
+        v: float = attrs.field(validator=attrs.validators.instance_of(float))
+
+    tc.register_dataclass(Validated, name=uname)
+    node = _registry.node_for_class(Validated)
+    assert node is not None and node.info.rebuild == "direct"
+    out = tc.tree_structure(Validated(1.0)).unflatten(["not a float"])
+    assert out.v == "not a float"

@@ -284,8 +284,12 @@ def _generated_setattr(fn: Any, owner: type) -> bool:
     code = getattr(fn, "__code__", None)
     if code is None:
         return False
-    filename: str = code.co_filename
-    if filename.startswith("<attrs generated"):
+    filename: str = code.co_filename.replace("\\", "/")
+    # attrs' validating __setattr__ is a closure defined in attr/_make.py that takes the class's
+    # __module__ (checked with attrs 23.1 to 26.1); older attrs exec'd it as "<attrs generated".
+    if filename.startswith("<attrs generated") or filename.endswith(
+        ("/attr/_make.py", "/attrs/_make.py")
+    ):
         return True
     # dataclasses' frozen __setattr__ raises FrozenInstanceError and is made by exec.
     params = vars(owner).get("__dataclass_params__")

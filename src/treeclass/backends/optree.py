@@ -1,0 +1,289 @@
+"""The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
+
+Imported (by :mod:`treeclass._hooks`) only once ``optree`` has been imported. :func:`activate`
+registers every class decorated so far; classes decorated later are registered as they are
+decorated, atomically with the other frameworks (see :func:`treeclass._registry.register`).
+
+What a class looks like in optree:
+
+- It is registered in optree's **global namespace** -- the registry ``optree.tree_flatten(x)``
+  uses when no ``namespace=`` is given, and which optree falls back to from every named
+  namespace (so ``optree.tree_flatten(x, namespace="mylib")`` sees the class too).
+- The children are the data fields in field order, the metadata is treeclass's auxdata
+  ``(nones, *statics)`` (so static fields are part of the ``PyTreeSpec``, and compared and
+  hashed with it), and the path entries are :class:`optree.GetAttrEntry` built from field names,
+  so accessors render as ``.field`` (``tree_flatten_with_path`` gives the field names).
+- With ``return_none_fields=False`` (the default) a ``None`` field is not a child whatever
+  optree's ``none_is_leaf`` is; with ``return_none_fields=True`` it is a child, which optree
+  then treats as it treats every ``None``: an empty node, or a leaf under ``none_is_leaf=True``.
+- Unflatten is treeclass's generated one: ``__init__`` and ``__post_init__`` never run.
+- Namedtuples are left alone: optree handles every namedtuple natively (``NamedTupleEntry``).
+
+Registering in the global namespace. optree's public :func:`optree.register_pytree_node`
+refuses ``namespace=""``; the global namespace is reached through the sentinel
+``optree.registry.__GLOBAL_NAMESPACE``, which optree's own ``optree.dataclasses``,
+``optree.functools`` and ``optree.integrations.attrs`` pass to ``register_pytree_node`` (that is
+how ``optree.dataclasses.dataclass(namespace="")`` registers globally). Checked against optree
+0.13.0 and 0.20.0: the sentinel, ``register_pytree_node.get(cls, namespace=)``,
+``unregister_pytree_node`` with the sentinel, and ``GetAttrEntry`` behave the same in both.
+
+Conflicts. A class that another library already registered in a namespace treeclass writes
+to is refused before anything is registered anywhere, unless the class is registered with
+``override=True``; treeclass then replaces that registration and puts it back if the class
+is ever unregistered (a failed registration rolls back).
+
+Re-running a class definition (a notebook cell) registers the new class; the earlier class
+stays an optree node, as it stays a node of the embedded registry and of JAX, so objects made
+before the re-run keep flattening the same way in every registry.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Final
+
+import optree
+from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
+
+from .. import _codegen, _registry
+from .._errors import RegistrationError, RegistrationTypeError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from optree.registry import PyTreeNodeRegistryEntry
+
+    from .._codegen import FlattenEntriesFn
+    from .._registry import NodeDef
+
+__all__ = ["BACKEND", "GLOBAL_NAMESPACE", "OptreeBackend", "activate"]
+
+#: optree's own marker for its global namespace (``optree.registry.__GLOBAL_NAMESPACE``).
+GLOBAL_NAMESPACE: Final[str] = _GLOBAL_NAMESPACE
+
+#: The namespace PyTorch's C++ pytree (``torch.utils._cxx_pytree``) keeps in optree; treeclass's
+#: torch backend registers there, so users cannot claim it through :meth:`add_namespace`.
+_TORCH_NAMESPACE: Final = "torch"
+
+
+def _label(namespace: str) -> str:
+    """``namespace`` as it appears in messages."""
+    if namespace is GLOBAL_NAMESPACE:
+        return "optree's global namespace"
+    return f"optree namespace {namespace!r}"
+
+
+def _foreign_entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
+    """The registration of exactly ``cls`` in exactly ``namespace`` (no global fallback)."""
+    name = "" if namespace is GLOBAL_NAMESPACE else namespace
+    entry = optree.register_pytree_node.get(cls, namespace=name)
+    if entry is None or entry.type is not cls or entry.namespace != name:
+        return None  # a leaf there, a namedtuple's generic entry, or the global fallback
+    return entry
+
+
+def _describe_entry(entry: PyTreeNodeRegistryEntry) -> str:
+    fn = entry.flatten_func
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{qualname}"
+
+
+class OptreeBackend:
+    """Mirrors treeclass's registry into optree's global namespace and any named ones.
+
+    Attributes:
+        name: ``"optree"``.
+        can_unregister: ``True``: optree has ``unregister_pytree_node``.
+    """
+
+    name: str = "optree"
+    can_unregister: bool = True
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        #: Where every class goes: the global namespace first, then named ones, in order.
+        self._namespaces: list[str] = [GLOBAL_NAMESPACE]
+        #: class -> the namespaces it is registered in by treeclass.
+        self._registered: dict[type, tuple[str, ...]] = {}
+        #: class -> (generated flatten, unflatten) as given to optree.
+        self._functions: dict[type, tuple[FlattenEntriesFn, Any]] = {}
+        #: (class, namespace) -> another library's registration replaced with override=True.
+        self._replaced: dict[tuple[type, str], PyTreeNodeRegistryEntry] = {}
+
+    # -- the Backend protocol ------------------------------------------------------------------
+
+    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+        """Refuse ``node`` if another library registered its class where treeclass writes.
+
+        Raises:
+            RegistrationError: the class is an optree node of another library's in the global
+                namespace or in a namespace added with :meth:`add_namespace`, and
+                ``override`` is false.
+        """
+        if node.kind == "namedtuple" or override:
+            return
+        with self._lock:
+            for namespace in self._namespaces:
+                entry = _foreign_entry(node.cls, namespace)
+                if entry is not None:
+                    raise RegistrationError(
+                        f"{node.qualname} is already a pytree node in {_label(namespace)} "
+                        f"(registered by another library, flatten function "
+                        f"{_describe_entry(entry)}), so treeclass cannot register it there; "
+                        "nothing was registered. Register the class with override=True to "
+                        "replace that registration, or leave it to the other library."
+                    )
+
+    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+        """Register ``node``'s class in every namespace, all or none.
+
+        Raises:
+            RegistrationError: optree refused the class in one namespace; the namespaces done
+                before it are undone.
+        """
+        if node.kind == "namedtuple":
+            return
+        cls = node.cls
+        with self._lock:
+            functions = (
+                _codegen.make_flatten_with_entries(node.info, node.return_none_fields),
+                node.unflatten,
+            )
+            done: list[str] = []
+            for namespace in self._namespaces:
+                try:
+                    if override:
+                        self._displace(cls, namespace)
+                    _register(cls, functions, namespace)
+                except Exception as e:
+                    self._undo(cls, done)
+                    self._restore(cls, self._namespaces)
+                    raise RegistrationError(
+                        f"optree refused {node.qualname} in {_label(namespace)} ({e}); nothing "
+                        "was registered."
+                    ) from e
+                done.append(namespace)
+            self._registered[cls] = tuple(done)
+            self._functions[cls] = functions
+
+    def unregister(self, node: NodeDef) -> None:
+        """Remove ``node``'s class from every namespace, restoring what it replaced."""
+        with self._lock:
+            done = self._registered.pop(node.cls, ())
+            self._functions.pop(node.cls, None)
+            self._undo(node.cls, done)
+            self._restore(node.cls, done)
+
+    # -- named namespaces ----------------------------------------------------------------------
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """The named namespaces classes are registered in besides the global one."""
+        with self._lock:
+            return tuple(self._namespaces[1:])
+
+    def add_namespace(self, namespace: str) -> None:
+        """Register every class, now and from now on, in ``namespace`` too (all or none).
+
+        Raises:
+            RegistrationTypeError: ``namespace`` is not a str.
+            RegistrationError: ``namespace`` is empty or ``"torch"``, or another library
+                registered one of the classes there; nothing is registered then.
+        """
+        if not isinstance(namespace, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise RegistrationTypeError(
+                f"an optree namespace is a str, got {type(namespace).__name__}; write "
+                'register_namespace("mylib").'
+            )
+        if not namespace:
+            raise RegistrationError(
+                "the optree namespace must be a non-empty str; every treeclass class is "
+                "already in optree's global namespace, so there is nothing to add for ''."
+            )
+        if namespace == _TORCH_NAMESPACE:
+            raise RegistrationError(
+                "the optree namespace 'torch' belongs to PyTorch's C++ pytree "
+                "(torch.utils._cxx_pytree), which treeclass's torch backend fills; choose a "
+                'namespace of your own, such as "mylib".'
+            )
+        with self._lock:
+            if namespace in self._namespaces:
+                return
+            classes = list(self._registered)
+            for cls in classes:
+                entry = _foreign_entry(cls, namespace)
+                if entry is not None:
+                    raise RegistrationError(
+                        f"{cls.__module__}.{cls.__qualname__} is already a pytree node in "
+                        f"{_label(namespace)} (registered by another library, flatten "
+                        f"function {_describe_entry(entry)}), so treeclass cannot register "
+                        f"its classes there; nothing was registered. Unregister it with "
+                        f"optree.unregister_pytree_node(cls, namespace={namespace!r}) first, "
+                        "or choose another namespace."
+                    )
+            done: list[type] = []
+            for cls in classes:
+                try:
+                    _register(cls, self._functions[cls], namespace)
+                except Exception as e:
+                    for other in reversed(done):
+                        self._undo(other, (namespace,))
+                    raise RegistrationError(
+                        f"optree refused {cls.__module__}.{cls.__qualname__} in "
+                        f"{_label(namespace)} ({e}); nothing was registered."
+                    ) from e
+                done.append(cls)
+            for cls in classes:
+                self._registered[cls] = (*self._registered[cls], namespace)
+            self._namespaces.append(namespace)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _displace(self, cls: type, namespace: str) -> None:
+        """Unregister another library's registration of ``cls`` (``override=True``)."""
+        entry = _foreign_entry(cls, namespace)
+        if entry is not None:
+            optree.unregister_pytree_node(cls, namespace=namespace)
+            self._replaced[cls, namespace] = entry
+
+    def _undo(self, cls: type, namespaces: Iterable[str]) -> None:
+        """Unregister ``cls`` from ``namespaces`` (best effort: one that is gone is skipped)."""
+        for namespace in reversed(tuple(namespaces)):
+            try:
+                optree.unregister_pytree_node(cls, namespace=namespace)
+            except ValueError:  # already removed behind treeclass's back
+                continue
+
+    def _restore(self, cls: type, namespaces: Iterable[str]) -> None:
+        """Put back the registrations ``override=True`` replaced in ``namespaces``."""
+        for namespace in namespaces:
+            entry = self._replaced.pop((cls, namespace), None)
+            if entry is not None:
+                optree.register_pytree_node(
+                    cls,
+                    entry.flatten_func,
+                    entry.unflatten_func,
+                    path_entry_type=entry.path_entry_type,
+                    namespace=namespace,
+                )
+
+
+def _register(cls: type, functions: tuple[FlattenEntriesFn, Any], namespace: str) -> None:
+    flatten, unflatten = functions
+    optree.register_pytree_node(
+        cls, flatten, unflatten, path_entry_type=optree.GetAttrEntry, namespace=namespace
+    )
+
+
+#: The adapter instance the registry mirrors into.
+BACKEND: Final = OptreeBackend()
+
+
+def activate() -> None:
+    """Start mirroring treeclass's registry into optree (idempotent).
+
+    Called by treeclass's post-import hook when optree is imported; registers every class
+    decorated so far.
+    """
+    _registry.activate_backend(BACKEND)
