@@ -34,8 +34,10 @@ from ._errors import (
     UnregisteredNameError,
     UnserializableStaticError,
 )
+from ._format import FORMAT_VERSION, treespec_dumps, treespec_loads
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
 from ._registry import active_backends, class_for_name, is_registered, name_of
+from ._statics import register_static
 from ._tree import (
     TreeSpec,
     tree_flatten,
@@ -51,6 +53,7 @@ from ._tree import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "FORMAT_VERSION",
     "DictKey",
     "GetAttrKey",
     "KeyEntry",
@@ -78,6 +81,7 @@ __all__ = [
     "pytree_dataclass",
     "register_dataclass",
     "register_namedtuple",
+    "register_static",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -86,9 +90,28 @@ __all__ = [
     "tree_map_with_path",
     "tree_structure",
     "tree_unflatten",
+    "treespec_dumps",
+    "treespec_loads",
 ]
 
-from ._hooks import install as _install_hooks
+TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
+if TYPE_CHECKING:
+    from . import optree as optree
+else:
+    # Public submodules imported on first attribute access (``tc.optree``), so that
+    # ``import treeclass`` stays cheap and never imports a framework. Hidden from type
+    # checkers, which would otherwise accept any misspelt ``tc.<name>``.
+    _LAZY_SUBMODULES = frozenset({"optree"})
+
+    def __getattr__(name: str) -> object:
+        if name in _LAZY_SUBMODULES:
+            import importlib
+
+            return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+from ._hooks import install as _install_hooks  # noqa: E402
 
 _install_hooks()
 del _install_hooks

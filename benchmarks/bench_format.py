@@ -1,0 +1,105 @@
+"""Format benchmark: ``treespec_dumps`` + ``treespec_loads`` of the workload's spec (a list of
+100 dataclasses, 8 leaves + 2 static fields each), side by side (one process) with PyTorch's
+``torch.utils._pytree.treespec_dumps`` / ``treespec_loads`` (its ``lru_cache`` bypassed through
+``__wrapped__``).
+
+The PyTorch class is registered by hand with ``register_pytree_node`` and a dumpable context
+that, like treeclass's state, records the field names and the static values.
+
+Target (issue 3): at most 0.2x PyTorch. Run: ``python benchmarks/bench_format.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+from _workload import LEAF_NAMES, make_class, make_tree, median_us, row
+
+import treeclass as tc
+
+
+def main() -> None:
+    Ours = make_class("FmtOurs", lambda c: tc.register_dataclass(c, name="bench.FmtOurs"))
+    _, spec = tc.tree_flatten(make_tree(Ours))
+    text = tc.treespec_dumps(spec)
+    assert tc.treespec_loads(text) == spec
+
+    def ours_dumps() -> None:
+        tc.treespec_dumps(spec)
+
+    def ours_loads() -> None:
+        tc.treespec_loads(text)
+
+    def ours_both() -> None:
+        tc.treespec_loads(tc.treespec_dumps(spec))
+
+    t_d = median_us(ours_dumps, number=50, repeat=15)
+    t_l = median_us(ours_loads, number=50, repeat=15)
+    t_b = median_us(ours_both, number=50, repeat=15)
+    print(
+        f"Python {sys.version.split()[0]}; workload: list of 100 dataclasses, 8 leaves + 2 static"
+    )
+    print(
+        f"treeclass: treespec_dumps {t_d:.1f} us, treespec_loads {t_l:.1f} us, "
+        f"dumps+loads {t_b:.1f} us; document {len(text)} bytes"
+    )
+
+    try:
+        import torch.utils._pytree as pt
+    except ImportError:
+        print("torch not installed: skipping the PyTorch comparison")
+        return
+
+    Tx = make_class("FmtTx")
+    names = tuple(f.name for f in dataclasses.fields(Tx))
+
+    def flatten(obj: Any) -> tuple[list[Any], Any]:
+        return [getattr(obj, n) for n in LEAF_NAMES], (obj.s0, obj.s1)
+
+    def unflatten(values: Any, context: Any) -> Any:
+        return Tx(*values, s0=context[0], s1=context[1])
+
+    def to_ctx(context: Any) -> Any:
+        return {"fields": list(names), "static": {"s0": context[0], "s1": context[1]}}
+
+    def from_ctx(dumpable: Any) -> Any:
+        return (dumpable["static"]["s0"], dumpable["static"]["s1"])
+
+    pt.register_pytree_node(
+        Tx,
+        flatten,
+        unflatten,
+        serialized_type_name="bench.FmtTx",
+        to_dumpable_context=to_ctx,
+        from_dumpable_context=from_ctx,
+    )
+    _, tspec = pt.tree_flatten(make_tree(Tx))
+    ttext = pt.treespec_dumps(tspec)
+    loads_uncached = pt.treespec_loads.__wrapped__
+    assert loads_uncached(ttext) == tspec
+
+    def torch_dumps() -> None:
+        pt.treespec_dumps(tspec)
+
+    def torch_loads() -> None:
+        loads_uncached(ttext)
+
+    def torch_both() -> None:
+        loads_uncached(pt.treespec_dumps(tspec))
+
+    u_d = median_us(torch_dumps, number=20, repeat=15)
+    u_l = median_us(torch_loads, number=20, repeat=15)
+    u_b = median_us(torch_both, number=20, repeat=15)
+    print(
+        f"torch _pytree: treespec_dumps {u_d:.1f} us, treespec_loads (uncached) {u_l:.1f} us, "
+        f"dumps+loads {u_b:.1f} us; document {len(ttext)} bytes"
+    )
+    print(row("treespec_dumps vs torch", t_d, u_d))
+    print(row("treespec_loads vs torch (lru_cache bypassed)", t_l, u_l))
+    print(row("treespec_dumps + treespec_loads vs torch", t_b, u_b, 0.2))
+
+
+if __name__ == "__main__":
+    main()
