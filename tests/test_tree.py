@@ -183,3 +183,39 @@ def test_deep_tree() -> None:
     leaves, spec = tc.tree_flatten(tree)
     assert leaves == [0]
     assert spec.unflatten([1]) == tc.tree_map(lambda v: 1, tree)
+
+
+def test_trees_deeper_than_the_recursion_limit() -> None:
+    import sys
+
+    depth = sys.getrecursionlimit() + 500
+    tree: Any = 1.0
+    for i in range(depth):
+        tree = [tree] if i % 2 else {"k": tree}
+    leaves, spec = tc.tree_flatten(tree)
+    assert leaves == [1.0]
+    assert spec.num_leaves == 1 and spec.num_nodes == depth + 1
+    pairs, spec2 = tc.tree_flatten_with_path(tree)
+    assert spec2 == spec and len(pairs[0][0]) == depth
+    assert tc.tree_flatten(spec.unflatten([2.0]))[0] == [2.0]
+    assert "too deep to show" in repr(spec)
+
+
+def test_iterative_flatten_matches_the_recursive_one() -> None:
+    from strategies import Plain
+
+    from treeclass._tree import _flatten_iteratively
+
+    tree = {"a": [Plain(1, None), (2, None)], "b": Plain([3], 4)}
+    pairs, spec = _flatten_iteratively(tree, None)
+    assert spec == tc.tree_structure(tree)
+    assert [(tc.keystr(p), v) for p, v in pairs] == [
+        (tc.keystr(p), v) for p, v in tc.tree_flatten_with_path(tree)[0]
+    ]
+
+
+def test_treespec_copy_is_itself() -> None:
+    import copy
+
+    spec = tc.tree_structure([1, (2,)])
+    assert copy.copy(spec) is spec and copy.deepcopy(spec) is spec

@@ -334,10 +334,15 @@ def tree_flatten(
     """
     leaves: list[Any] = []
     entries: list[Any] = []
-    if is_leaf is None:
-        _flatten(tree, leaves, entries)
-    else:
-        _flatten_is_leaf(tree, is_leaf, leaves, entries)
+    try:
+        if is_leaf is None:
+            _flatten(tree, leaves, entries)
+        else:
+            _flatten_is_leaf(tree, is_leaf, leaves, entries)
+    except RecursionError:
+        # Deeper than the interpreter's recursion limit: walk it again without recursion.
+        pairs, spec = _flatten_iteratively(tree, is_leaf)
+        return [leaf for _, leaf in pairs], spec
     return leaves, TreeSpec._make(tuple(entries), len(leaves))
 
 
@@ -454,7 +459,47 @@ def tree_flatten_with_path(
     """
     out: list[tuple[KeyPath, Any]] = []
     entries: list[Any] = []
-    _flatten_with_path(tree, (), is_leaf, out, entries)
+    try:
+        _flatten_with_path(tree, (), is_leaf, out, entries)
+    except RecursionError:
+        return _flatten_iteratively(tree, is_leaf)
+    return out, TreeSpec._make(tuple(entries), len(out))
+
+
+def _flatten_iteratively(
+    tree: Any, is_leaf: Callable[[Any], bool] | None
+) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
+    """Flatten with paths and an explicit stack: for trees deeper than the recursion limit.
+
+    Gives exactly the entries of the recursive walk (a node whose children all turned out to
+    be leaves is stored leafy).
+    """
+    out: list[tuple[KeyPath, Any]] = []
+    entries: list[Any] = []
+    # Items: ("visit", node, path) or ("done", entry index, node type, aux, arity).
+    stack: list[tuple[Any, ...]] = [("visit", tree, ())]
+    while stack:
+        item = stack.pop()
+        if item[0] == "done":
+            _, at, nt, aux, k = item
+            below = entries[at + 1 :]
+            leafy = len(below) == k and all(e is None for e in below)
+            if leafy:
+                del entries[at + 1 :]
+            entries[at] = (nt, aux, k, leafy)
+            continue
+        _, node, path = item
+        nt = None if is_leaf is not None and is_leaf(node) else node_type_for(type(node))
+        if nt is None:
+            out.append((path, node))
+            entries.append(None)
+            continue
+        keyed, aux = nt.flatten_with_keys(node)
+        keyed = list(keyed)
+        entries.append(None)
+        stack.append(("done", len(entries) - 1, nt, aux, len(keyed)))
+        for key, child in reversed(keyed):
+            stack.append(("visit", child, (*path, key)))
     return out, TreeSpec._make(tuple(entries), len(out))
 
 
@@ -733,7 +778,18 @@ class TreeSpec:
         return h
 
     def __repr__(self) -> str:
-        return f"TreeSpec({_repr_entries(self._entries)})"
+        try:
+            return f"TreeSpec({_repr_entries(self._entries)})"
+        except RecursionError:
+            return (
+                f"TreeSpec(<{self.num_nodes} nodes, {self._num_leaves} leaves: too deep to show>)"
+            )
+
+    def __copy__(self) -> TreeSpec:
+        return self  # immutable
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> TreeSpec:
+        return self  # immutable
 
     def __reduce__(self) -> Any:
         from ._pickling import reduce_treespec
