@@ -488,7 +488,8 @@ def _flatten_iteratively(
                 del entries[at + 1 :]
             entries[at] = (nt, aux, k, leafy)
             continue
-        _, node, path = item
+        node: object = item[1]
+        path: KeyPath = item[2]
         nt = None if is_leaf is not None and is_leaf(node) else node_type_for(type(node))
         if nt is None:
             out.append((path, node))
