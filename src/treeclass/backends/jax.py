@@ -1,0 +1,304 @@
+"""The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
+
+This module is imported by :mod:`treeclass._hooks` once ``jax`` has finished importing (or at
+``import treeclass`` when jax was imported first); :func:`activate` then registers every class
+decorated so far, and every class decorated later is registered as it is decorated. The user
+writes no JAX code.
+
+For each dataclass / attrs class:
+
+* ``jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten,
+  flatten_func=flatten)``: generated functions, ``GetAttrKey`` per field (so
+  ``jax.tree_util.keystr`` gives ``.logits``). ``flatten_func`` is the same generated flatten
+  the embedded registry uses; without it JAX would flatten through ``flatten_with_keys``,
+  about 3x slower. The unflatten never runs ``__init__`` / ``__post_init__``, so the
+  placeholders JAX passes while tracing, exporting and deserializing (tracers,
+  ``ShapedArray``, ``object()``) never reach user code. JAX's own ``register_dataclass``
+  (C++) is not used: it rebuilds through ``cls(**fields)``.
+* With a ``name``: ``jax.export.register_pytree_node_serialization(cls, serialized_name=name,
+  ...)``, the auxdata stored as the canonical JSON of the class's ``getstate`` (see
+  :mod:`treeclass._auxdata`), which loads back ``==`` to (and hashing like) the live auxdata.
+
+Namedtuples are native JAX nodes; a named one only gets
+``jax.export.register_namedtuple_serialization``.
+
+Static values must be hashable
+------------------------------
+JAX documents auxdata as hashable, but never hashes it: a ``PyTreeDef``'s hash leaves the
+node data out and its ``==`` compares it with ``==``. An unhashable static value therefore
+"works" until it does not: a ``numpy`` array fails jit's cache lookup with "The truth value of
+an array ... is ambiguous" (jax issues 7826, 28659), and a ``list`` mutated in place after a
+trace makes the jit cache compare the list with itself and reuse a stale compilation.
+
+Checking in flatten would tax every flatten (jit's dispatch fast path included). Instead, the
+unflatten registered with JAX (not the embedded registry's) starts with ``hash(aux)`` for
+classes that have static fields -- and only there. Every JAX transformation that keeps a
+treedef (jit, vmap, grad, scan, export...) traces, and tracing unflattens the inputs; jit's
+dispatch unflattens its outputs on every call. So an unhashable static value is reported,
+as an :class:`~treeclass.UnhashableStaticError` naming the class and the field, the first time
+JAX could cache it, and a hashable one costs one C-level tuple hash per unflatten (about 0.07
+us per node; ``benchmarks/bench_jax.py``). ``jax.tree_util`` functions that unflatten
+(``tree_map``) report it too; ``tree_flatten``/``tree_leaves`` do not.
+
+Private JAX internals
+---------------------
+``jax.export`` has no public way to look up or drop a serialization registration, and older
+jax has no public ``is_tree_node``. Each access to ``jax._src`` is isolated in one small
+function below (``_export_registries``, ``_drop_export_registration``,
+``_is_jax_tree_node``), checked against jax :data:`CHECKED_JAX_VERSION` and covered by a test.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+import jax.export
+import jax.tree_util
+
+from .. import _codegen, _registry
+from .._auxdata import aux_from_bytes, aux_to_bytes
+from .._errors import RegistrationError, UnhashableStaticError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .._registry import NodeDef
+
+__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "activate"]
+
+#: The jax version the private-module helpers of this module were checked against.
+CHECKED_JAX_VERSION: Final = "0.10.2"
+
+_ALREADY_A_JAX_NODE: Final = (
+    "{cls} is already a JAX pytree node, registered outside treeclass (by "
+    "jax.tree_util.register_pytree_node / register_dataclass, flax.struct, equinox, ...). JAX "
+    "cannot replace a registration (override= only applies to PyTorch), so treeclass cannot "
+    "make it a treeclass node; remove the other registration, or register a subclass with "
+    "treeclass instead."
+)
+_REGISTERED_BY_OLDER_TREECLASS: Final = (
+    "{cls} was already registered with JAX by an earlier treeclass registration with other "
+    "options, and JAX cannot replace a registration; restart the interpreter to register it "
+    "with new options."
+)
+_TYPE_HAS_EXPORT_NAME: Final = (
+    "{cls} already has a jax.export serialization registration (serialized_name={taken!r}) "
+    "made outside treeclass, so treeclass cannot register it as {name!r}; remove the other "
+    "registration, or register the class without name=."
+)
+_NAME_TAKEN_IN_EXPORT: Final = (
+    "the name {name!r} of {cls} is already taken in jax.export by {owner} (registered outside "
+    "treeclass); give {cls} another name=."
+)
+_UNHASHABLE_STATIC: Final = (
+    "static field {field!r} of {cls} holds an unhashable {type} ({value}); JAX keeps static "
+    "values in the treedefs it caches compiled code under, so they must be hashable. Use a "
+    "tuple or frozenset instead of a list or set, a tuple of pairs instead of a dict, or make "
+    "{field!r} a data field (a child) if it holds arrays."
+)
+
+# Classes this module registered with jax.tree_util, and names it registered with
+# jax.export. JAX cannot unregister, so these outlive a treeclass registration that was
+# rolled back; they tell our own earlier registrations apart from other libraries'.
+_TREE_UTIL: dict[type, NodeDef] = {}
+_EXPORT_NAMES: dict[str, type] = {}
+
+
+# --- private JAX internals: one small function per access, each covered by a test -------
+
+
+def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
+    """``jax.export``'s type -> (name, ...) and name -> (type, ...) registries.
+
+    Private: ``jax._src.export._export.serialization_registry`` and
+    ``deserialization_registry`` (checked with jax 0.10.2).
+    """
+    module = importlib.import_module("jax._src.export._export")
+    by_type: dict[type, Any] = module.serialization_registry
+    by_name: dict[str, Any] = module.deserialization_registry
+    return by_type, by_name
+
+
+def _drop_export_registration(cls: type, name: str) -> None:
+    """Forget ``cls``'s jax.export registration under ``name`` (JAX has no public way).
+
+    Used when a class definition is re-run (a notebook cell, ``importlib.reload``): the new
+    class takes the name over, and jax.export's duplicate-name check must not trip.
+    """
+    by_type, by_name = _export_registries()
+    entry = by_type.get(cls)
+    if entry is not None and entry[0] == name:
+        del by_type[cls]
+    entry = by_name.get(name)
+    if entry is not None and entry[0] is cls:
+        del by_name[name]
+
+
+def _is_jax_tree_node(cls: type) -> bool:
+    """Whether ``cls`` is registered with ``jax.tree_util`` (built-in types included).
+
+    ``jax.tree_util.is_tree_node`` is public in jax 0.10.2; older versions only have the
+    private Python-side registry ``jax._src.tree_util._registry``, which every public
+    registration function fills too.
+    """
+    is_tree_node: Callable[[type], bool] | None = getattr(jax.tree_util, "is_tree_node", None)
+    if is_tree_node is not None:
+        return is_tree_node(cls)
+    module = importlib.import_module("jax._src.tree_util")
+    return cls in module._registry
+
+
+# --- the backend --------------------------------------------------------------------------
+
+
+def _unhashable_reporter(node: NodeDef) -> Callable[[Any], None]:
+    """Make ``check_aux(aux)``: raise :class:`UnhashableStaticError` naming the field."""
+    statics = node.info.static_fields
+    label = node.qualname
+
+    def check_aux(aux: Any) -> None:
+        for field, value in zip(statics, aux[1:]):
+            try:
+                hash(value)
+            except TypeError:
+                text = repr(value)
+                if len(text) > 60:
+                    text = text[:57] + "..."
+                raise UnhashableStaticError(
+                    _UNHASHABLE_STATIC.format(
+                        field=field, cls=label, type=type(value).__qualname__, value=text
+                    )
+                ) from None
+
+    return check_aux
+
+
+def _serialize_aux(node: NodeDef, aux: Any) -> bytes:
+    return aux_to_bytes(node, aux)
+
+
+def _deserialize_aux(node: NodeDef, data: bytes) -> Any:
+    return aux_from_bytes(node, data)
+
+
+class JaxBackend:
+    """Mirrors the treeclass registry into ``jax.tree_util`` and ``jax.export``.
+
+    Attributes:
+        name: ``"jax"``.
+        can_unregister: ``False``: JAX has no way to undo a pytree registration, so the
+            registry registers with JAX last, after every check has passed.
+    """
+
+    name: str = "jax"
+    can_unregister: bool = False
+
+    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+        """Refuse ``node`` if JAX already knows its class or name from elsewhere.
+
+        Changes nothing. ``override`` does not apply: JAX cannot replace a registration.
+
+        Raises:
+            RegistrationError: the class is already a JAX pytree node or has a jax.export
+                registration made outside treeclass, or its name is taken in jax.export by a
+                class treeclass did not register.
+        """
+        del override
+        cls = node.cls
+        if node.kind != "namedtuple":
+            ours = _TREE_UTIL.get(cls)
+            if ours is not None:
+                if ours.options() != node.options():
+                    raise RegistrationError(
+                        _REGISTERED_BY_OLDER_TREECLASS.format(cls=node.qualname)
+                    )
+            elif _is_jax_tree_node(cls):
+                raise RegistrationError(_ALREADY_A_JAX_NODE.format(cls=node.qualname))
+        if node.name is None:
+            return
+        by_type, by_name = _export_registries()
+        entry = by_type.get(cls)
+        if entry is not None and _EXPORT_NAMES.get(entry[0]) is not cls:
+            raise RegistrationError(
+                _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=node.name)
+            )
+        entry = by_name.get(node.name)
+        if entry is not None and _EXPORT_NAMES.get(node.name) is not entry[0]:
+            owner: type = entry[0]
+            raise RegistrationError(
+                _NAME_TAKEN_IN_EXPORT.format(
+                    name=node.name,
+                    cls=node.qualname,
+                    owner=f"{owner.__module__}.{owner.__qualname__}",
+                )
+            )
+        # Otherwise the name is free, or held by a class treeclass registered: ``previous``
+        # (a re-run of the same definition) or one whose registration was rolled back.
+
+    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+        """Register ``node`` with ``jax.tree_util`` and, if it has a name, ``jax.export``.
+
+        ``previous`` (the class a re-run definition replaces) stays a JAX pytree node, but
+        loses its jax.export name to the new class.
+        """
+        del previous, override
+        cls = node.cls
+        if node.kind != "namedtuple" and cls not in _TREE_UTIL:
+            flatten_with_keys = _codegen.make_flatten_with_keys(
+                node.info, node.return_none_fields, jax.tree_util.GetAttrKey, tag="jax"
+            )
+            unflatten = _codegen.make_unflatten(
+                node.info,
+                node.return_none_fields,
+                check_aux=_unhashable_reporter(node),
+                tag="jax",
+            )
+            jax.tree_util.register_pytree_with_keys(
+                cls, flatten_with_keys, unflatten, flatten_func=node.flatten
+            )
+            _TREE_UTIL[cls] = node
+        name = node.name
+        if name is None:
+            return
+        holder = _EXPORT_NAMES.get(name)
+        if holder is cls:
+            return  # registered by an earlier attempt that was rolled back
+        for held_name, held_cls in list(_EXPORT_NAMES.items()):
+            # The previous class of a re-run definition (holder), or this class under an
+            # older name from a registration that was rolled back: the new one wins.
+            if held_name == name or held_cls is cls:
+                _drop_export_registration(held_cls, held_name)
+                del _EXPORT_NAMES[held_name]
+        if node.kind == "namedtuple":
+            jax.export.register_namedtuple_serialization(cls, serialized_name=name)
+        else:
+            jax.export.register_pytree_node_serialization(
+                cls,
+                serialized_name=name,
+                serialize_auxdata=functools.partial(_serialize_aux, node),
+                deserialize_auxdata=functools.partial(_deserialize_aux, node),
+            )
+        _EXPORT_NAMES[name] = cls
+
+    def unregister(self, node: NodeDef) -> None:
+        """Do nothing: JAX cannot undo a pytree registration (:attr:`can_unregister`).
+
+        The registry never calls this for JAX: it registers with JAX last, so there is
+        nothing after it to fail. A later registration of the same class with the same
+        options reuses what is left in JAX.
+        """
+        del node
+
+    def __repr__(self) -> str:
+        return "<treeclass JAX backend>"
+
+
+#: The adapter object the registry holds.
+BACKEND: Final = JaxBackend()
+
+
+def activate() -> None:
+    """Start mirroring the treeclass registry into JAX (called by :mod:`treeclass._hooks`)."""
+    _registry.activate_backend(BACKEND)

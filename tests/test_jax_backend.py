@@ -1,0 +1,687 @@
+"""The JAX backend: treeclass classes in jax.tree_util, jit / vmap / grad and jax.export."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import pathlib
+import subprocess
+import sys
+import textwrap
+import types
+import typing
+import venv
+from typing import Any
+
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("flatbuffers")  # Exported.serialize() needs it; jax does not declare it
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from strategies import trees  # noqa: E402
+
+import treeclass as tc  # noqa: E402
+from treeclass.backends import jax as backend  # noqa: E402
+
+pytestmark = pytest.mark.jax
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FRESH = pathlib.Path(__file__).resolve().parent / "jax_fresh"
+
+
+def _keystrs(tree: Any) -> list[str]:
+    return [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_flatten_with_path(tree)[0]]
+
+
+def _make_output(name: str | None, **options: Any) -> type:
+    """A model-output class whose ``__post_init__`` refuses anything but a float or ndarray."""
+
+    @tc.pytree_dataclass(name=name, **options)
+    class Output:
+        logits: Any
+        loss: Any = None
+        shape: tuple[int, ...] = tc.field(static=True, default=(2,))
+        mode: str = tc.field(static=True, default="eval")
+
+        def __post_init__(self) -> None:
+            if not isinstance(self.logits, (float, np.ndarray)):
+                raise TypeError(f"__post_init__ ran on a {type(self.logits).__name__}")
+
+    return Output
+
+
+# --- registration -------------------------------------------------------------------------------
+
+
+def test_backend_is_active_once_jax_is_imported() -> None:
+    assert "jax" in tc.active_backends()
+
+
+def test_classes_become_jax_nodes_with_generated_functions(uname: str) -> None:
+    Output = _make_output(uname)
+    assert jax.tree_util.is_tree_node(Output)
+    entry = backend._TREE_UTIL[Output]
+    assert entry.cls is Output
+    # The functions JAX calls are the generated ones (shown in tracebacks and getsource).
+    by_type, by_name = backend._export_registries()
+    assert by_type[Output][0] == uname
+    assert by_name[uname][0] is Output
+    from_iter = jax._src.tree_util._registry[Output].from_iter
+    assert from_iter.__code__.co_filename.startswith("<treeclass generated unflatten[jax]")
+
+
+# --- semantics as in the embedded registry ------------------------------------------------------
+
+
+def test_leaves_statics_and_none_fields(uname: str) -> None:
+    Output = _make_output(uname)
+    out = Output(1.0, shape=(3, 4), mode="train")
+    leaves, treedef = jax.tree_util.tree_flatten(out)
+    assert leaves == tc.tree_leaves(out) == [1.0]
+    back = jax.tree_util.tree_unflatten(treedef, [5.0])
+    assert back == Output(5.0, shape=(3, 4), mode="train")
+    assert back.loss is None
+    # A None field is not a child (and not a JAX None node): the structure records it.
+    assert jax.tree_util.tree_structure(out) != jax.tree_util.tree_structure(Output(1.0, 2.0))
+    assert jax.tree_util.tree_leaves(Output(1.0, 2.0)) == [1.0, 2.0]
+
+
+def test_return_none_fields_makes_none_a_child(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname, return_none_fields=True)
+    class Keep:
+        a: Any
+        b: Any = None
+
+    k = Keep(1.0)
+    # JAX treats a None child as an empty node, as the embedded registry does.
+    assert jax.tree_util.tree_leaves(k) == tc.tree_leaves(k) == [1.0]
+    assert _keystrs(Keep(1.0, 2.0)) == [".a", ".b"]
+    assert jax.tree_util.tree_structure(k) == jax.tree_util.tree_structure(Keep(3.0, None))
+    assert jax.tree_util.tree_map(lambda x: x + 1, k) == Keep(2.0, None)
+
+
+def test_key_paths_are_getattr_keys(uname: str) -> None:
+    Output = _make_output(uname)
+
+    class Pair(typing.NamedTuple):
+        first: Any
+        second: Any
+
+    tree = {"batch": [Output(1.0, 2.0), Pair(Output(3.0), 4.0)]}
+    paths, _ = jax.tree_util.tree_flatten_with_path(tree)
+    assert isinstance(paths[0][0][-1], jax.tree_util.GetAttrKey)
+    got = _keystrs(tree)
+    assert got == [
+        "['batch'][0].logits",
+        "['batch'][0].loss",
+        "['batch'][1].first.logits",
+        "['batch'][1].second",
+    ]
+    assert got == [tc.keystr(p) for p, _ in tc.tree_flatten_with_path(tree)[0]]
+    assert _keystrs(Output(1.0)) == [".logits"]
+
+
+def test_frozen_slots_and_attrs_classes(uname: str) -> None:
+    attrs = pytest.importorskip("attrs")
+
+    @tc.pytree_dataclass(name=uname + ".fs", frozen=True, slots=True)
+    class FrozenSlots:
+        x: Any
+        y: Any = None
+        level: int = tc.field(static=True, default=0)
+
+    @tc.pytree_dataclass(name=uname + ".at")
+    @attrs.frozen
+    class AttrsNode:
+        u: Any
+        mode: str = attrs.field(default="m", metadata={"static": True})
+
+    tree = [FrozenSlots(1.0, level=2), AttrsNode(FrozenSlots(2.0, 3.0), mode="n")]
+    doubled = jax.jit(lambda t: jax.tree_util.tree_map(lambda v: v * 2, t))(tree)
+    assert type(doubled[0]) is FrozenSlots
+    assert doubled[0].level == 2
+    assert doubled[0].y is None
+    assert doubled[1].mode == "n"
+    assert [float(v) for v in jax.tree_util.tree_leaves(doubled)] == [2.0, 4.0, 6.0]
+    assert _keystrs(tree) == ["[0].x", "[1].u.x", "[1].u.y"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(trees)
+def test_random_trees_match_the_embedded_registry(tree: Any) -> None:
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    assert leaves == tc.tree_leaves(tree)
+    assert jax.tree_util.tree_unflatten(treedef, leaves) == tree
+    assert _keystrs(tree) == [tc.keystr(p) for p, _ in tc.tree_flatten_with_path(tree)[0]]
+
+
+# --- transformations ----------------------------------------------------------------------------
+
+
+def test_jit_vmap_grad_over_inputs_and_outputs(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname + ".p", frozen=True)
+    class Params:
+        w: Any
+        b: Any
+        act: str = tc.field(static=True, default="relu")
+
+    @tc.pytree_dataclass(name=uname + ".o")
+    class Out:
+        y: Any
+        aux: Any = None
+        act: str = tc.field(static=True, default="")
+
+    traces = 0
+
+    def apply(p: Params, x: Any) -> Out:
+        nonlocal traces
+        traces += 1
+        return Out(p.w * x + p.b, None, p.act)
+
+    p = Params(jnp.float32(2.0), jnp.float32(1.0), act="tanh")
+    out = jax.jit(apply)(p, jnp.arange(3.0))
+    assert type(out) is Out
+    assert out.act == "tanh"
+    assert out.aux is None
+    np.testing.assert_allclose(out.y, [1.0, 3.0, 5.0])
+
+    # A different static value is a different structure: jit retraces.
+    f = jax.jit(apply)
+    f(p, 1.0)
+    f(Params(p.w, p.b, act="tanh"), 1.0)
+    n = traces
+    f(Params(p.w, p.b, act="sigmoid"), 1.0)
+    assert traces == n + 1
+
+    batched = Params(jnp.arange(3.0), jnp.ones(3), act="relu")
+    vout = jax.vmap(apply, in_axes=(0, None))(batched, 2.0)
+    assert type(vout) is Out
+    assert vout.act == "relu"
+    np.testing.assert_allclose(vout.y, [1.0, 3.0, 5.0])
+
+    grads = jax.grad(lambda p: apply(p, 3.0).y)(Params(jnp.float32(2.0), jnp.float32(1.0)))
+    assert type(grads) is Params
+    assert grads.act == "relu"
+    assert (float(grads.w), float(grads.b)) == (3.0, 1.0)
+
+
+def test_placeholders_never_reach_post_init(uname: str) -> None:
+    """jit, vmap, grad, eval_shape and export pass tracers / ShapedArrays / object()s through
+    unflatten; treeclass's unflatten never calls ``__post_init__`` on them."""
+    Output = _make_output(uname)
+    out = Output(np.ones(3, np.float32), np.full(3, 0.5, np.float32), mode="train")
+
+    def f(o: Any) -> Any:
+        return jax.tree_util.tree_map(lambda v: v * 2, o)
+
+    assert type(jax.jit(f)(out)) is Output
+    assert type(jax.vmap(f)(out)) is Output
+    assert type(jax.grad(lambda o: f(o).logits.sum())(out)) is Output
+    assert type(jax.eval_shape(f, out)) is Output
+    exported = jax.export.export(jax.jit(f))(out)
+    loaded = jax.export.deserialize(exported.serialize())
+    res = loaded.call(out)
+    assert type(res) is Output
+    assert res.mode == "train"
+
+    # The control: JAX's own register_dataclass rebuilds through __init__, and fails.
+    @dataclasses.dataclass
+    class Control:
+        logits: Any
+
+        def __post_init__(self) -> None:
+            if not isinstance(self.logits, (float, np.ndarray)):
+                raise TypeError(f"__post_init__ ran on a {type(self.logits).__name__}")
+
+    jax.tree_util.register_dataclass(Control, data_fields=["logits"], meta_fields=[])
+    with pytest.raises(TypeError, match="__post_init__ ran on a"):
+        jax.jit(f)(Control(np.ones(3, np.float32)))
+
+
+def test_unflatten_stores_fields_without_running_descriptors(uname: str) -> None:
+    """Plain classes get plain attribute stores (the fast path that meets the benchmark
+    targets); a field shadowed by a data descriptor of a base class falls back to storing
+    into the instance dict, so the descriptor's ``__set__`` does not run either."""
+    calls: list[Any] = []
+
+    class Loud:
+        def __set_name__(self, owner: type, name: str) -> None:
+            self.name = name
+
+        def __get__(self, obj: Any, objtype: Any = None) -> Any:
+            return self if obj is None else obj.__dict__[self.name]
+
+        def __set__(self, obj: Any, value: Any) -> None:
+            calls.append(value)
+            obj.__dict__[self.name] = value
+
+    class Base:
+        x = Loud()
+
+    @tc.pytree_dataclass(name=uname + ".d")
+    class Described(Base):
+        x: Any
+        y: Any = 0.0
+
+    @tc.pytree_dataclass(name=uname + ".p")
+    class Plain:
+        a: Any
+        b: Any = None
+        tag: str = tc.field(static=True, default="t")
+
+    d = Described(1.0)
+    assert calls == [1.0]
+    back = jax.tree_util.tree_map(lambda v: v + 1, d)
+    assert (back.x, back.y) == (2.0, 1.0)
+    assert calls == [1.0]
+    p = jax.tree_util.tree_map(lambda v: v + 1, Plain(1.0, 2.0))
+    assert list(vars(p)) == ["a", "b", "tag"]  # field order, as __init__ stores them
+    from_iter = jax._src.tree_util._registry[Plain].from_iter
+    assert "obj.a = v0" in inspect.getsource(from_iter)
+
+
+# --- static values must be hashable -------------------------------------------------------------
+
+
+def test_unhashable_static_input_is_a_clear_error(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname)
+    class Cfg:
+        x: Any
+        layers: Any = tc.field(static=True, default=(1, 2))
+
+    f = jax.jit(lambda c: c.x * len(c.layers))
+    assert float(f(Cfg(1.0))) == 2.0  # a tuple is fine
+    with pytest.raises(
+        tc.UnhashableStaticError,
+        match=r"static field 'layers' of .*Cfg holds an unhashable list \(\[1, 2, 3\]\); .*"
+        r"Use a tuple",
+    ):
+        f(Cfg(1.0, [1, 2, 3]))
+    with pytest.raises(tc.UnhashableStaticError, match="unhashable ndarray"):
+        jax.vmap(lambda c: c.x)(Cfg(jnp.ones(2), np.arange(3)))
+    with pytest.raises(tc.UnhashableStaticError, match="static field 'layers'"):
+        jax.grad(lambda c: c.x)(Cfg(1.0, {"a": 1}))
+    # It is a TypeError, as an unhashable value is in Python.
+    assert issubclass(tc.UnhashableStaticError, TypeError)
+
+
+def test_unhashable_static_output_is_a_clear_error(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname)
+    class Cfg:
+        x: Any
+        layers: Any = tc.field(static=True, default=(1, 2))
+
+    def make(x: Any) -> Cfg:
+        c = Cfg.__new__(Cfg)
+        c.x, c.layers = x, [4]
+        return c
+
+    with pytest.raises(tc.UnhashableStaticError, match=r"'layers' of .*Cfg holds .* list"):
+        jax.jit(make)(1.0)
+
+
+def test_flatten_has_no_hash_check(uname: str) -> None:
+    """Only unflatten checks: flatten (jit's dispatch path) stays as it was."""
+
+    @tc.pytree_dataclass(name=uname)
+    class Cfg:
+        x: Any
+        layers: Any = tc.field(static=True, default=(1, 2))
+
+    leaves, treedef = jax.tree_util.tree_flatten(Cfg(1.0, [1]))
+    assert leaves == [1.0]
+    with pytest.raises(tc.UnhashableStaticError):
+        jax.tree_util.tree_unflatten(treedef, leaves)
+    # The embedded registry's own unflatten is a different function, without the check.
+    assert tc.tree_unflatten(tc.tree_structure(Cfg(1.0, [1])), [2.0]) == Cfg(2.0, [1])
+
+
+# --- jax.export ---------------------------------------------------------------------------------
+
+
+def test_export_round_trip_in_process(uname: str) -> None:
+    Output = _make_output(uname + ".out")
+
+    @tc.register_namedtuple(name=uname + ".pair")
+    class Pair(typing.NamedTuple):
+        first: Any
+        second: Any
+
+    @tc.pytree_dataclass(name=uname + ".batch")
+    class Batch:
+        out: Any
+        pair: Pair
+        tag: str = tc.field(static=True, default="b")
+
+    batch = Batch(Output(np.ones(2, np.float32), shape=(5, 6)), Pair(np.float32(1), None), "x")
+    f = jax.jit(lambda b: (b, jax.tree_util.tree_map(lambda v: v + 1, b.out)))
+    loaded = jax.export.deserialize(jax.export.export(f)(batch).serialize())
+    assert loaded.in_tree == jax.tree_util.tree_structure(((batch,), {}))
+    got_batch, got_out = loaded.call(batch)
+    assert type(got_batch) is Batch
+    assert type(got_batch.pair) is Pair
+    assert got_batch.pair.second is None
+    assert got_batch.tag == "x"
+    assert got_out.shape == (5, 6)
+    assert type(got_out.shape) is tuple
+
+
+def test_unnamed_classes_work_in_jit_but_cannot_be_exported() -> None:
+    Output = _make_output(None)
+    out = Output(np.ones(2, np.float32))
+    assert type(jax.jit(lambda o: o)(out)) is Output
+    exported = jax.export.export(jax.jit(lambda o: o))(out)
+    with pytest.raises(ValueError, match="Cannot serialize PyTreeDef"):
+        exported.serialize()
+
+
+@pytest.mark.slow
+def test_export_in_a_fresh_process_in_both_import_orders(tmp_path: pathlib.Path) -> None:
+    """Export in one process, load and call in fresh ones that only import the classes'
+    module: classes before jax, and jax before the classes."""
+
+    def run(order: str, *args: str) -> dict[str, Any]:
+        proc = subprocess.run(
+            [sys.executable, str(FRESH / "roundtrip.py"), order, *args],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert "RuntimeWarning" not in proc.stderr, proc.stderr
+        findings: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+        return findings
+
+    a, b = str(tmp_path / "a.bin"), str(tmp_path / "b.bin")
+    first = run("classes-first", "--save", a)
+    second = run("jax-first", "--load", a, "--save", b)
+    third = run("classes-first", "--load", b)
+    assert first == {
+        "order": "classes-first",
+        "jax_imported_after_classes": True,
+        "backends": ["jax"],
+        "saved": True,
+    }
+    for loaded in (second, third):
+        assert loaded["backends"] == ["jax"]
+        assert loaded["in_tree_matches"] is True
+        assert loaded["out_tree_matches"] is True
+        assert loaded["types"] == [True, True, True, True]
+        assert loaded["statics"] == [[2, 3], "tuple", "train", "train"]
+        assert loaded["nones"] == [True, True, True]
+        assert loaded["values_match"] is True
+    assert third["jax_imported_after_classes"] is True
+    assert second["order"] == "jax-first"
+
+
+# --- conflicts, atomicity, notebook re-runs -----------------------------------------------------
+
+
+def test_class_registered_with_jax_elsewhere_is_refused(uname: str) -> None:
+    @dataclasses.dataclass
+    class Foreign:
+        x: Any
+
+    jax.tree_util.register_dataclass(Foreign, data_fields=["x"], meta_fields=[])
+    for override in (False, True):
+        with pytest.raises(
+            tc.RegistrationError,
+            match=r"Foreign is already a JAX pytree node, registered outside treeclass .*"
+            r"JAX cannot replace a registration",
+        ):
+            tc.register_dataclass(Foreign, name=uname, override=override)
+        assert not tc.is_registered(Foreign)
+        assert tc.class_for_name(uname) is None
+    # The name is still free for another class.
+    Output = _make_output(uname)
+    assert tc.class_for_name(uname) is Output
+
+
+def test_name_taken_in_jax_export_elsewhere_is_refused(uname: str) -> None:
+    @dataclasses.dataclass
+    class Theirs:
+        x: Any
+
+    jax.tree_util.register_pytree_node(Theirs, lambda t: ((t.x,), None), lambda a, c: Theirs(*c))
+    jax.export.register_pytree_node_serialization(
+        Theirs,
+        serialized_name=uname,
+        serialize_auxdata=lambda aux: b"",
+        deserialize_auxdata=lambda data: None,
+    )
+
+    @dataclasses.dataclass
+    class Mine:
+        x: Any
+
+    with pytest.raises(
+        tc.RegistrationError,
+        match=rf"the name '{uname}' of .*Mine is already taken in jax.export by .*Theirs "
+        r"\(registered outside treeclass\); give .*Mine another name=",
+    ):
+        tc.register_dataclass(Mine, name=uname)
+    assert not tc.is_registered(Mine)
+    assert tc.class_for_name(uname) is None
+    assert not jax.tree_util.is_tree_node(Mine)  # refused before anything was changed
+
+
+def test_class_with_a_foreign_export_registration_is_refused(uname: str) -> None:
+    class NT(typing.NamedTuple):
+        a: Any
+
+    jax.export.register_namedtuple_serialization(NT, serialized_name=uname + ".theirs")
+    with pytest.raises(
+        tc.RegistrationError,
+        match=r"NT already has a jax.export serialization registration "
+        rf"\(serialized_name='{uname}.theirs'\) made outside treeclass",
+    ):
+        tc.register_namedtuple(NT, name=uname)
+    assert tc.class_for_name(uname) is None
+
+
+def test_failed_export_registration_rolls_back_and_can_be_retried(
+    uname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @dataclasses.dataclass
+    class Late:
+        x: Any
+        tag: str = dataclasses.field(default="t", metadata={"static": True})
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("simulated jax.export failure")
+
+    with monkeypatch.context() as m:
+        m.setattr(jax.export, "register_pytree_node_serialization", boom)
+        with pytest.raises(RuntimeError, match="simulated"):
+            tc.register_dataclass(Late, name=uname)
+    assert not tc.is_registered(Late)
+    assert tc.class_for_name(uname) is None
+    # JAX cannot unregister: the class stayed a JAX node, and a retry reuses it.
+    assert jax.tree_util.is_tree_node(Late)
+    tc.register_dataclass(Late, name=uname)
+    assert tc.class_for_name(uname) is Late
+    loaded = jax.export.deserialize(jax.export.export(jax.jit(lambda v: v))(Late(1.0)).serialize())
+    assert type(loaded.call(Late(1.0))) is Late
+
+
+def test_retry_with_other_options_is_refused(uname: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    @dataclasses.dataclass
+    class Late:
+        x: Any
+
+    with monkeypatch.context() as m:
+        m.setattr(jax.export, "register_pytree_node_serialization", _raise)
+        with pytest.raises(RuntimeError):
+            tc.register_dataclass(Late, name=uname)
+    with pytest.raises(
+        tc.RegistrationError,
+        match=r"Late was already registered with JAX by an earlier treeclass registration "
+        r"with other options.*restart the interpreter",
+    ):
+        tc.register_dataclass(Late, name=uname, return_none_fields=True)
+    assert not tc.is_registered(Late)
+
+
+def _raise(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("simulated jax.export failure")
+
+
+_CELL = textwrap.dedent(
+    """
+    import treeclass as tc
+
+    @tc.pytree_dataclass(name=NAME)
+    class Cell:
+        x: object
+        note: str = tc.field(static=True, default="n")
+    """
+)
+
+
+def test_rerun_class_definition_takes_the_export_name_over(
+    uname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A notebook cell run twice (same module and qualname): the newest class wins the name
+    without tripping jax.export's duplicate-name check."""
+    module = types.ModuleType("notebook_" + uname.replace(".", "_"))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    module.NAME = uname  # type: ignore[attr-defined]
+    classes = []
+    for _ in range(2):
+        exec(_CELL, vars(module))
+        classes.append(module.Cell)  # type: ignore[attr-defined]
+    old, new = classes
+    assert old is not new
+    assert tc.class_for_name(uname) is new
+    by_type, by_name = backend._export_registries()
+    assert by_name[uname][0] is new
+    assert old not in by_type
+    loaded = jax.export.deserialize(
+        jax.export.export(jax.jit(lambda c: c))(new(1.0, "z")).serialize()
+    )
+    got = loaded.call(new(2.0, "z"))
+    assert type(got) is new
+    assert got.note == "z"
+    # The old class is still a JAX node: its live instances keep working.
+    assert jax.tree_util.tree_leaves(old(3.0)) == [3.0]
+
+
+def test_registering_the_same_class_twice_is_a_no_op(uname: str) -> None:
+    Output = _make_output(uname)
+    tc.register_dataclass(Output, name=uname)
+    assert jax.tree_util.tree_leaves(Output(1.0)) == [1.0]
+
+
+# --- private JAX internals (one test per access) ------------------------------------------------
+
+
+def test_private_export_registries_and_drop(uname: str) -> None:
+    @dataclasses.dataclass
+    class Probe:
+        x: Any
+
+    jax.tree_util.register_pytree_node(Probe, lambda p: ((p.x,), None), lambda a, c: Probe(*c))
+    jax.export.register_pytree_node_serialization(
+        Probe,
+        serialized_name=uname,
+        serialize_auxdata=lambda aux: b"",
+        deserialize_auxdata=lambda data: None,
+    )
+    by_type, by_name = backend._export_registries()
+    assert by_type[Probe][0] == uname
+    assert by_name[uname][0] is Probe
+    backend._drop_export_registration(Probe, uname)
+    assert Probe not in by_type
+    assert uname not in by_name
+    # Now the public registration function accepts the name again.
+    jax.export.register_pytree_node_serialization(
+        Probe,
+        serialized_name=uname,
+        serialize_auxdata=lambda aux: b"",
+        deserialize_auxdata=lambda data: None,
+    )
+
+
+def test_private_tree_node_check_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    @dataclasses.dataclass
+    class Probe:
+        x: Any
+
+    assert backend._is_jax_tree_node(Probe) is False
+    jax.tree_util.register_dataclass(Probe, data_fields=["x"], meta_fields=[])
+    assert backend._is_jax_tree_node(Probe) is True
+    # Older jax without the public is_tree_node: the private Python-side registry.
+    monkeypatch.delattr(jax.tree_util, "is_tree_node")
+    assert backend._is_jax_tree_node(Probe) is True
+    assert backend._is_jax_tree_node(type("Other", (), {})) is False
+
+
+# --- stubs --------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_jax_stubs_agree_with_installed_jax(tmp_path: pathlib.Path) -> None:
+    pytest.importorskip("mypy")
+    config = tmp_path / "stubtest.ini"
+    config.write_text("[mypy]\n")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy.stubtest",
+            "--mypy-config-file",
+            str(config),
+            "--ignore-missing-stub",
+            "--allowlist",
+            str(ROOT / "stubs" / "jax-stubtest-allowlist.txt"),
+            "jax.tree_util",
+            "jax.export",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**_env(), "MYPYPATH": str(ROOT / "stubs")},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_adapter_type_checks_without_jax(tmp_path: pathlib.Path) -> None:
+    """``mypy --strict`` checks the adapter against stubs/jax with a Python that has no jax."""
+    pytest.importorskip("mypy")
+    bare = tmp_path / "bare"
+    venv.create(bare, with_pip=False)
+    python = bare / ("Scripts" if sys.platform == "win32" else "bin") / "python"
+    no_jax = subprocess.run([str(python), "-c", "import jax"], capture_output=True, check=False)
+    assert no_jax.returncode != 0
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--python-executable",
+            str(python),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            str(ROOT / "src" / "treeclass" / "backends" / "jax.py"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=_env(),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "MYPYPATH"}
