@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
         import treeclass
 
         found = [m for m in ("jax", "torch", "optree") if importlib.util.find_spec(m) is not None]
-        print(f"treeclass {treeclass.__version__}; frameworks installed: {', '.join(found) or 'none'}")
+        names = ", ".join(found) or "none"
+        print(f"treeclass {treeclass.__version__}; frameworks installed: {names}")
         return 0
     print(_USAGE, file=sys.stderr)
     return 2

@@ -43,11 +43,12 @@ def _example() -> CausalLMOutput:
     )
 
 
-def _load_in_this_process(document: str, scale: float) -> str:
+def load_in_this_process(document: str, scale: float) -> str:
     """What the fresh interpreter runs: load the spec, rebuild from new leaves, describe it."""
     spec = tc.treespec_loads(document)
     rebuilt = spec.unflatten([float(i) * scale for i in range(spec.num_leaves)])
-    ok = type(rebuilt) is CausalLMOutput and type(rebuilt.past_key_values[0]) is KVCache
+    cache = rebuilt.past_key_values if type(rebuilt) is CausalLMOutput else None
+    ok = cache is not None and type(cache[0]) is KVCache
     return (
         f"loaded spec: {spec!r}\n"
         f"rebuilt: {rebuilt!r}\n"
@@ -70,13 +71,12 @@ def run(echo: Callable[[str], None] = print) -> int:
         echo(f"   {tc.keystr(path):<32} {leaf!r}")
     echo(f"   spec: {spec!r}")
     document = tc.treespec_dumps(spec)
-    echo(f"3. treespec_dumps -> {len(document)} bytes of JSON (classes named by their stable name):")
+    echo(
+        f"3. treespec_dumps -> {len(document)} bytes of JSON (classes named by their stable name):"
+    )
     echo(f"   {document}")
     echo("4. A fresh interpreter imports only treeclass._demo, loads the JSON and rebuilds:")
-    code = (
-        "import sys, treeclass._demo as d; "
-        "print(d._load_in_this_process(sys.stdin.read(), 10.0))"
-    )
+    code = "import sys, treeclass._demo as d; print(d.load_in_this_process(sys.stdin.read(), 10.0))"
     child = subprocess.run(
         [sys.executable, "-c", code],
         input=document,
@@ -92,6 +92,10 @@ def run(echo: Callable[[str], None] = print) -> int:
     backends = tc.active_backends()
     echo(
         "5. Done on the embedded registry"
-        + (f" (also mirrored into: {', '.join(backends)})." if backends else " (no framework imported).")
+        + (
+            f" (also mirrored into: {', '.join(backends)})."
+            if backends
+            else " (no framework imported)."
+        )
     )
     return 0
