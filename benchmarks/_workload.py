@@ -60,3 +60,38 @@ def row(label: str, ours: float, theirs: float, target: float | None = None) -> 
     ratio = ours / theirs
     verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
     return f"{label:<58} {ours:9.1f} us vs {theirs:9.1f} us  ratio {ratio:5.2f}x{verdict}"
+
+
+def paired(
+    ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int = 100, repeat: int = 31
+) -> tuple[float, float, float]:
+    """Time both sides in alternating runs; return median times (us) and the median ratio.
+
+    The ratio is taken run by run, so a change in machine load hits both sides of it alike
+    (machines here are shared and noisy; sequential medians of the two sides drift apart).
+    """
+    ours()
+    theirs()
+    t_ours: list[float] = []
+    t_theirs: list[float] = []
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            for fn, out in ((ours, t_ours), (theirs, t_theirs)):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                out.append((time.perf_counter() - t0) / number * 1e6)
+    finally:
+        if gc_was:
+            gc.enable()
+    ratio = statistics.median(a / b for a, b in zip(t_ours, t_theirs))
+    return statistics.median(t_ours), statistics.median(t_theirs), ratio
+
+
+def show(label: str, timing: tuple[float, float, float], target: float | None = None) -> str:
+    """One line: both medians, the median ratio, and the verdict against ``target``."""
+    ours, theirs, ratio = timing
+    verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
+    return f"{label:<46} {ours:9.1f} us vs {theirs:9.1f} us   ratio {ratio:5.2f}x{verdict}"

@@ -17,7 +17,9 @@ def measure(stmt: str) -> float:
     code = f"import time; t = time.perf_counter(); {stmt}; print(time.perf_counter() - t)"
     times = []
     for _ in range(RUNS):
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        )
         times.append(float(out.stdout) * 1000)
     return statistics.median(times)
 

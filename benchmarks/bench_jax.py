@@ -6,59 +6,22 @@ Targets (issue 4): flatten at most 1.3x (a Python callback's floor is about 1.2x
 at most 0.35x, flatten + unflatten at most 0.5x. The rows without a target are for
 information: ``flatten_with_path`` and the dispatch of a jitted function taking the tree.
 
-Timing: each case alternates the two sides for several rounds and keeps each side's best
-round (the least disturbed by other processes; on a busy 2-core machine medians of the two
-sides drift apart from one run to the next, minima do not). ``--median`` uses the shared
-``median_us`` instead.
+Timing: each case alternates the two sides run by run (``_workload.paired``) and reports the
+median times and the median of the per-run ratios, so load from other processes hits both
+sides alike.
 
-Run: ``python benchmarks/bench_jax.py [--median]``.
+Run: ``python benchmarks/bench_jax.py``.
 """
 
 from __future__ import annotations
 
-import gc
 import sys
-import time
-from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
-from _workload import make_class, make_tree, median_us, row
+from _workload import make_class, make_tree, paired, show
 
 import treeclass as tc
-
-
-def best_us(fn: Callable[[], Any], *, number: int = 50, repeat: int = 20) -> float:
-    """The best of ``repeat`` runs of the mean time of ``number`` calls, in microseconds."""
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / number * 1e6)
-    return best
-
-
-def compare(
-    ours: Callable[[], Any], theirs: Callable[[], Any], rounds: int = 6
-) -> tuple[float, float]:
-    """Time both sides alternately; return each side's time (see the module docstring)."""
-    if "--median" in sys.argv:
-        return median_us(ours), median_us(theirs)
-    ours()
-    theirs()
-    o = t = float("inf")
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(rounds):
-            o = min(o, best_us(ours))
-            t = min(t, best_us(theirs))
-    finally:
-        if gc_was:
-            gc.enable()
-    return o, t
 
 
 def main() -> None:
@@ -83,7 +46,7 @@ def main() -> None:
         ls, td = flatten(theirs)
         unflatten(td, ls)
 
-    results: dict[str, tuple[float, float, float | None]] = {}
+    results: dict[str, tuple[tuple[float, float, float], float | None]] = {}
     cases = [
         ("flatten", lambda: flatten(ours), lambda: flatten(theirs), 1.3),
         ("unflatten", lambda: unflatten(o_def, o_leaves), lambda: unflatten(t_def, t_leaves), 0.35),
@@ -96,7 +59,7 @@ def main() -> None:
         ),
     ]
     for label, ours_fn, theirs_fn, target in cases:
-        results[label] = (*compare(ours_fn, theirs_fn), target)
+        results[label] = (paired(ours_fn, theirs_fn), target)
 
     small_o = Ours(*(jnp.float32(i) for i in range(8)), s0="s", s1=1)
     small_t = Theirs(*(jnp.float32(i) for i in range(8)), s0="s", s1=1)
@@ -104,7 +67,7 @@ def main() -> None:
     jf(small_o).block_until_ready()
     jf(small_t).block_until_ready()
     results["jit dispatch, one instance in, array out"] = (
-        *compare(lambda: jf(small_o), lambda: jf(small_t)),
+        paired(lambda: jf(small_o), lambda: jf(small_t)),
         None,
     )
 
@@ -113,8 +76,8 @@ def main() -> None:
         "dataclasses, 8 leaves + 2 static fields"
     )
     print("treeclass (generated Python callbacks) vs jax.tree_util.register_dataclass (C++):")
-    for label, (o, t, target) in results.items():
-        print(row(label, o, t, target))
+    for label, (timing, target) in results.items():
+        print(show(label, timing, target))
 
 
 if __name__ == "__main__":

@@ -13,14 +13,11 @@ Run: ``python benchmarks/bench_optree.py``.
 from __future__ import annotations
 
 import dataclasses
-import gc
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-from _workload import LEAF_NAMES, make_class, make_tree
+from _workload import LEAF_NAMES, make_class, make_tree, paired, show
 
 import treeclass as tc
 
@@ -39,39 +36,6 @@ def _optree_dataclass(optree: Any) -> type:
         from optree.registry import __GLOBAL_NAMESPACE
 
         return optree.dataclasses.dataclass(cls, namespace=__GLOBAL_NAMESPACE)  # type: ignore[no-any-return]
-
-
-def paired(
-    ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int = 100, repeat: int = 31
-) -> tuple[float, float, float]:
-    """Time both sides in alternating runs; return median times (us) and the median ratio.
-
-    The ratio is taken run by run, so a change in machine load hits both sides of it alike.
-    """
-    ours()
-    theirs()
-    t_ours: list[float] = []
-    t_theirs: list[float] = []
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeat):
-            for fn, out in ((ours, t_ours), (theirs, t_theirs)):
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                out.append((time.perf_counter() - t0) / number * 1e6)
-    finally:
-        if gc_was:
-            gc.enable()
-    ratio = statistics.median(a / b for a, b in zip(t_ours, t_theirs))
-    return statistics.median(t_ours), statistics.median(t_theirs), ratio
-
-
-def show(label: str, timing: tuple[float, float, float], target: float | None = None) -> None:
-    ours, theirs, ratio = timing
-    verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
-    print(f"{label:<22} {ours:8.1f} us vs {theirs:8.1f} us   ratio {ratio:5.2f}x{verdict}")
 
 
 def main() -> None:
@@ -116,13 +80,15 @@ def main() -> None:
         "dataclasses, 8 leaves + 2 static"
     )
     print("treeclass (through optree) vs optree.dataclasses, global namespace, paired runs:")
-    show("flatten", paired(flatten(ours_tree), flatten(their_tree)))
-    show(
-        "unflatten",
-        paired(unflatten(ours_spec, ours_leaves), unflatten(their_spec, their_leaves)),
+    print(show("flatten", paired(flatten(ours_tree), flatten(their_tree))))
+    print(
+        show(
+            "unflatten",
+            paired(unflatten(ours_spec, ours_leaves), unflatten(their_spec, their_leaves)),
+        )
     )
-    show("flatten_with_path", paired(with_path(ours_tree), with_path(their_tree)))
-    show("flatten+unflatten", paired(roundtrip(ours_tree), roundtrip(their_tree)), 0.7)
+    print(show("flatten_with_path", paired(with_path(ours_tree), with_path(their_tree))))
+    print(show("flatten+unflatten", paired(roundtrip(ours_tree), roundtrip(their_tree)), 0.7))
 
 
 if __name__ == "__main__":

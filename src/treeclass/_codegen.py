@@ -27,6 +27,7 @@ __all__ = [
     "UnflattenFn",
     "compile_source",
     "make_flatten",
+    "make_flatten_into",
     "make_flatten_with_entries",
     "make_flatten_with_keys",
     "make_unflatten",
@@ -35,6 +36,7 @@ __all__ = [
 if TYPE_CHECKING:
     FlattenFn = Callable[[Any], tuple[tuple[Any, ...], Any]]
     FlattenWithKeysFn = Callable[[Any], tuple[tuple[tuple[Any, Any], ...], Any]]
+    FlattenIntoFn = Callable[[Any, list[Any], list[Any]], bool]
     UnflattenFn = Callable[[Any, Any], Any]
     FlattenEntriesFn = Callable[[Any], tuple[tuple[Any, ...], Any, tuple[str, ...]]]
 
@@ -94,6 +96,38 @@ def make_flatten(info: ClassInfo, return_none_fields: bool) -> FlattenFn:
     lines.append(f"{_INDENT}return {children}, ((),{statics})")
     source = "\n".join(lines) + "\n"
     return compile_source(source, {}, what="flatten", cls=info.cls, func="flatten")
+
+
+def make_flatten_into(
+    info: ClassInfo, return_none_fields: bool, leaf_types: set[type]
+) -> FlattenIntoFn:
+    """Generate the embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
+
+    When every data value is of a type known to be a leaf (``leaf_types``, shared with the
+    embedded registry) and none is ``None`` (unless ``return_none_fields``), it appends the
+    values to ``leaves`` and one leafy entry to ``entries`` and returns ``True``; otherwise it
+    changes nothing and returns ``False`` and the caller takes the general path. The entry's
+    node type is set afterwards as the global ``_nt`` (see :class:`treeclass._registry.NodeDef`).
+    """
+    data = info.data_fields
+    statics = "".join(f" obj.{s}," for s in info.static_fields)
+    local = [f"v{i}" for i in range(len(data))]
+    lines = ["def flatten_into(obj, leaves, entries):"]
+    for v, name in zip(local, data):
+        lines.append(f"{_INDENT}{v} = obj.{name}")
+    if local:
+        checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
+        lines.append(f"{_INDENT}if not ({checks}):")
+        lines.append(f"{_INDENT * 2}return False")
+        lines.append(f"{_INDENT}leaves += ({''.join(f'{v}, ' for v in local)})")
+    lines.append(f"{_INDENT}entries.append((_nt, ((),{statics}), {len(local)}, True))")
+    lines.append(f"{_INDENT}return True")
+    # None is not a leaf type, so a None value takes the general path (which records it as a
+    # None field, or as a child with return_none_fields=True): no separate check is needed.
+    del return_none_fields
+    source = "\n".join(lines) + "\n"
+    ns: dict[str, Any] = {"_type": type, "_leaf_types": leaf_types, "_nt": None}
+    return compile_source(source, ns, what="flatten_into", cls=info.cls, func="flatten_into")
 
 
 def make_flatten_with_keys(

@@ -94,9 +94,16 @@ class NodeDef:
             self.flatten_with_keys = _codegen.make_flatten_with_keys(
                 info, return_none_fields, GetAttrKey
             )
+            flatten_into = _codegen.make_flatten_into(info, return_none_fields, _tree._LEAF_TYPES)
             nt = _tree.NodeType(
-                info.cls, self.flatten, self.unflatten, self.flatten_with_keys, name
+                info.cls,
+                self.flatten,
+                self.unflatten,
+                self.flatten_with_keys,
+                name,
+                flatten_into,
             )
+            flatten_into.__globals__["_nt"] = nt
         self.node_type = nt
 
     @property

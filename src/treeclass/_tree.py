@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 class NodeType:
     """How the embedded registry takes one type of node apart and puts it back together."""
 
-    __slots__ = ("flatten", "flatten_with_keys", "name", "type", "unflatten")
+    __slots__ = ("flatten", "flatten_into", "flatten_with_keys", "name", "type", "unflatten")
 
     def __init__(
         self,
@@ -64,8 +64,12 @@ class NodeType:
         unflatten: Callable[[Aux, list[Any]], Any],
         flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Aux]],
         name: str | None,
+        flatten_into: Callable[[Any, list[Any], list[Any]], bool] | None = None,
     ) -> None:
         self.type = type_
+        #: Optional fast path (generated for registered classes): flatten straight into the
+        #: leaf and entry lists when every child is a known leaf; ``False`` if it did not.
+        self.flatten_into = flatten_into
         self.flatten = flatten
         self.unflatten = unflatten
         self.flatten_with_keys = flatten_with_keys
@@ -264,28 +268,48 @@ def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
             leaves.append(node)
             entries.append(None)
             return
+    fast = nt.flatten_into
+    if fast is not None and fast(node, leaves, entries):
+        return
     children, aux = nt.flatten(node)
+    k = len(children)
     if _LEAF_TYPES.issuperset(map(type, children)):
         leaves.extend(children)
-        entries.append((nt, aux, len(children), True))
+        entries.append((nt, aux, k, True))
         return
     at = len(entries)
     entries.append(None)
-    n = 0
     all_leaves = True
+    leaf_types = _LEAF_TYPES
+    get = _get_node_type
+    child: object
     for child in children:
-        n += 1
-        if type(child) in _LEAF_TYPES:
+        t = type(child)
+        if t in leaf_types:
             leaves.append(child)
             entries.append(None)
-        else:
-            before = len(entries)
-            _flatten(child, leaves, entries)
-            if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
+            continue
+        # Inline the common case -- a node whose children are all leaves (a dataclass of
+        # arrays in a list) -- to save a recursive call per child.
+        cnt = get(t)
+        if cnt is not None:
+            fast = cnt.flatten_into
+            if fast is not None and fast(child, leaves, entries):
                 all_leaves = False
+                continue
+            grandchildren, child_aux = cnt.flatten(child)
+            if leaf_types.issuperset(map(type, grandchildren)):
+                leaves.extend(grandchildren)
+                entries.append((cnt, child_aux, len(grandchildren), True))
+                all_leaves = False
+                continue
+        before = len(entries)
+        _flatten(child, leaves, entries)
+        if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
+            all_leaves = False
     if all_leaves:
         del entries[at + 1 :]
-    entries[at] = (nt, aux, n, all_leaves)
+    entries[at] = (nt, aux, k, all_leaves)
 
 
 def _flatten_is_leaf(

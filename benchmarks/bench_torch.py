@@ -1,0 +1,152 @@
+"""PyTorch benchmark: flatten + unflatten of the workload through torch's Python pytree
+(``torch.utils._pytree``), treeclass's registration side by side (one process) with
+``torch.utils._pytree.register_dataclass`` (which has no static fields: ``s0``/``s1`` become
+leaves there, as a torch user would get).
+
+Target (issue 5): at most 0.7x torch's ``register_dataclass``. Also shown: the same through
+torch's C++ pytree (``torch.utils._cxx_pytree``, where torch's ``register_dataclass`` classes are
+leaves, so a hand-written ``register_pytree_node`` is the comparison), and
+``treespec_dumps`` / ``treespec_loads``.
+Run: ``python benchmarks/bench_torch.py``.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from _workload import make_class, make_tree, median_us
+
+import treeclass as tc
+
+
+def paired_us(
+    ours: Callable[[], object], theirs: Callable[[], object], *, number: int = 100, repeat: int = 41
+) -> tuple[float, float, float]:
+    """Time ``ours`` and ``theirs`` in alternating blocks (the machine's load changes both
+    alike); return their medians in microseconds and the median of the per-pair ratios."""
+    ours()
+    theirs()
+    a: list[float] = []
+    b: list[float] = []
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeat):
+            for fn, out in ((ours, a), (theirs, b)):
+                t0 = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                out.append((time.perf_counter() - t0) / number * 1e6)
+    finally:
+        if gc_was:
+            gc.enable()
+    ratio = statistics.median(x / y for x, y in zip(a, b))
+    return statistics.median(a), statistics.median(b), ratio
+
+
+def paired_row(
+    label: str,
+    ours: Callable[[], object],
+    theirs: Callable[[], object],
+    target: float | None = None,
+    **kw: int,
+) -> str:
+    t_ours, t_theirs, ratio = paired_us(ours, theirs, **kw)
+    verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
+    return f"{label:<58} {t_ours:9.1f} us vs {t_theirs:9.1f} us  ratio {ratio:5.2f}x{verdict}"
+
+
+def main() -> None:
+    import torch
+    import torch.utils._pytree as pt
+
+    Ours = make_class("Ours", lambda c: tc.register_dataclass(c, name="bench.torch.Ours"))
+    ours_tree = make_tree(Ours)
+    Theirs = make_class("Theirs", static_meta=False)
+    pt.register_dataclass(Theirs)
+    theirs_tree = make_tree(Theirs)
+
+    def roundtrip(flatten: Callable[[Any], Any], unflatten: Callable[..., Any], tree: Any) -> Any:
+        def run() -> None:
+            leaves, spec = flatten(tree)
+            unflatten(leaves, spec)
+
+        return run
+
+    ol, ospec = pt.tree_flatten(ours_tree)
+    tl, tspec = pt.tree_flatten(theirs_tree)
+    assert pt.tree_unflatten(ol, ospec) == ours_tree
+    assert pt.tree_unflatten(tl, tspec) == theirs_tree
+
+    print(
+        f"Python {sys.version.split()[0]}, torch {torch.__version__}; workload: list of 100 "
+        "dataclasses, 8 leaves + 2 static; ratios are medians of alternating runs"
+    )
+    py = (pt.tree_flatten, pt.tree_unflatten)
+    print(
+        paired_row(
+            "flatten+unflatten (Python pytree) vs register_dataclass",
+            roundtrip(*py, ours_tree),
+            roundtrip(*py, theirs_tree),
+            0.7,
+        )
+    )
+    print(
+        paired_row(
+            "  flatten only",
+            lambda: pt.tree_flatten(ours_tree),
+            lambda: pt.tree_flatten(theirs_tree),
+        )
+    )
+    print(
+        paired_row(
+            "  unflatten only",
+            lambda: pt.tree_unflatten(ol, ospec),
+            lambda: pt.tree_unflatten(tl, tspec),
+        )
+    )
+
+    import torch.utils._cxx_pytree as cx
+
+    Hand = make_class("Hand")
+    names = [f"a{i}" for i in range(8)]
+    pt.register_pytree_node(
+        Hand,
+        lambda o: ([getattr(o, n) for n in names], (o.s0, o.s1)),
+        lambda values, ctx: Hand(*values, s0=ctx[0], s1=ctx[1]),
+        serialized_type_name="bench.torch.Hand",
+    )
+    hand_tree = make_tree(Hand)
+    cxx = (cx.tree_flatten, cx.tree_unflatten)
+    print(
+        paired_row(
+            "flatten+unflatten (C++ pytree) vs hand-written callbacks",
+            roundtrip(*cxx, ours_tree),
+            roundtrip(*cxx, hand_tree),
+        )
+    )
+    hspec = pt.tree_structure(hand_tree)
+    print(
+        paired_row(
+            "treespec_dumps vs hand-written (json.dumps context)",
+            lambda: pt.treespec_dumps(ospec),
+            lambda: pt.treespec_dumps(hspec),
+            number=10,
+            repeat=11,
+        )
+    )
+    text = pt.treespec_dumps(ospec)
+    load = pt.treespec_loads.__wrapped__
+    print(
+        f"{'treespec_loads (uncached) of the workload spec':<58} "
+        f"{median_us(lambda: load(text), number=10, repeat=11):9.1f} us"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,669 @@
+"""treeclass classes in torch's Python pytree (``torch.utils._pytree``) and its C++ twin.
+
+Covers registration, key paths, ``treespec_dumps`` / ``treespec_loads`` round trips, parity of
+the two registries, ``return_none_fields``, static fields in the context, conflicts, override,
+atomicity, notebook re-runs, unnamed classes, and each private-torch access of the adapter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pt = pytest.importorskip("torch.utils._pytree")
+
+import treeclass as tc  # noqa: E402
+from treeclass import _registry  # noqa: E402
+from treeclass.backends import torch as backend  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def cxx() -> Any:
+    return pytest.importorskip("torch.utils._cxx_pytree")
+
+
+def torch_state(cls: type) -> tuple[Any, ...]:
+    """Everything torch's two registries hold about ``cls`` (for before/after comparisons)."""
+    snap = backend._snapshot(cls)
+    names = {n for n, c in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE.items() if c is cls}
+    cx = snap.cxx
+    cxx_key = None if cx is None else (cx.flatten_func, cx.unflatten_func)
+    return (snap.node, snap.serialize, snap.owns_name, cxx_key, snap.pending, frozenset(names))
+
+
+def make_output(name: str | None, **kw: Any) -> type:
+    @tc.pytree_dataclass(name=name, **kw)
+    class Output:
+        logits: Any
+        loss: Any = None
+        hidden: Any = None
+        mode: str = tc.field(static=True, default="eval")
+        shape: tuple[int, ...] = tc.field(static=True, default=(1, 2))
+
+    return Output
+
+
+def foreign_dataclass() -> type:
+    @dataclasses.dataclass
+    class Foreign:
+        a: Any
+        b: Any = None
+
+    return Foreign
+
+
+def register_foreign(cls: type, name: str) -> None:
+    """Register ``cls`` with torch the way transformers registers a ModelOutput."""
+    pt.register_pytree_node(
+        cls,
+        lambda o: ([o.a, o.b], ["a", "b"]),
+        lambda values, ctx: cls(*values),
+        serialized_type_name=name,
+        flatten_with_keys_fn=lambda o: (
+            [(pt.GetAttrKey("a"), o.a), (pt.GetAttrKey("b"), o.b)],
+            ["a", "b"],
+        ),
+    )
+
+
+# ------------------------------------------------------------------------------------------
+# Registration, flattening, keys
+# ------------------------------------------------------------------------------------------
+
+
+def test_backend_is_active() -> None:
+    assert "torch" in tc.active_backends()
+
+
+def test_registered_under_its_name_in_python_registry(uname: str) -> None:
+    Output = make_output(uname)
+    assert Output in pt.SUPPORTED_NODES
+    sd = pt.SUPPORTED_SERIALIZED_TYPES[Output]
+    assert sd.serialized_type_name == uname
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname] is Output
+    assert sd.to_dumpable_context is not None and sd.from_dumpable_context is not None
+    assert pt.SUPPORTED_NODES[Output].flatten_with_keys_fn is not None
+
+
+def test_flatten_keeps_statics_and_nones_in_context(uname: str) -> None:
+    Output = make_output(uname)
+    x, y = torch.ones(2), torch.zeros(3)
+    out = Output(x, hidden=y, mode="train", shape=(3, 4))
+    leaves, spec = pt.tree_flatten(out)
+    assert leaves[0] is x and leaves[1] is y and len(leaves) == 2
+    assert spec.context == (("loss",), "train", (3, 4))
+    back = pt.tree_unflatten(leaves, spec)
+    assert type(back) is Output
+    assert back.logits is x and back.hidden is y and back.loss is None
+    assert back.mode == "train" and back.shape == (3, 4)
+
+
+def test_return_none_fields_makes_none_a_leaf(uname: str) -> None:
+    Output = make_output(uname, return_none_fields=True)
+    leaves, spec = pt.tree_flatten(Output(1.0))
+    assert leaves == [1.0, None, None]
+    assert spec.context == ((), "eval", (1, 2))
+    assert pt.tree_unflatten([2.0, 3.0, None], spec) == Output(2.0, 3.0, None)
+
+
+def test_key_paths_are_getattr_keys(uname: str) -> None:
+    Output = make_output(uname)
+    tree = {"out": Output(torch.ones(1), loss=torch.zeros(1))}
+    paths = [pt.keystr(p) for p, _ in pt.tree_flatten_with_path(tree)[0]]
+    assert paths == ["['out'].logits", "['out'].loss"]
+    (path, leaf), _ = pt.tree_flatten_with_path(Output(5))[0][0], None
+    assert isinstance(path[0], pt.GetAttrKey) and path[0].name == "logits" and leaf == 5
+
+
+def test_nested_namedtuple_is_registered_by_name(uname: str) -> None:
+    @tc.register_namedtuple(name=uname + ".Pair")
+    class Pair(typing.NamedTuple):
+        a: Any
+        b: Any
+
+    assert pt.SUPPORTED_SERIALIZED_TYPES[Pair].serialized_type_name == uname + ".Pair"
+    Output = make_output(uname)
+    spec = pt.tree_structure(Output(1, hidden=Pair(2, 3)))
+    text = pt.treespec_dumps(spec)
+    assert f'"context": "{uname}.Pair"' in text
+    loaded = pt.treespec_loads(text)
+    assert loaded == spec
+    assert pt.tree_unflatten([4, 5, 6], loaded) == Output(4, hidden=Pair(5, 6))
+
+
+# ------------------------------------------------------------------------------------------
+# treespec_dumps / treespec_loads
+# ------------------------------------------------------------------------------------------
+
+
+def test_treespec_roundtrip_equals_original_with_tuple_statics(uname: str) -> None:
+    Output = make_output(uname)
+    tree = [Output(torch.ones(1), shape=(5, (6, 7))), {"k": Output(1, loss=2, mode="m")}]
+    leaves, spec = pt.tree_flatten(tree)
+    text = pt.treespec_dumps(spec)
+    document = json.loads(text)
+    assert document[0] == 1
+    assert document[1]["children_spec"][0]["type"] == uname
+    loaded = pt.treespec_loads(text)
+    assert loaded == spec
+    first = loaded.child(0)
+    assert first.context == ((("loss", "hidden")), "eval", (5, (6, 7)))
+    assert type(first.context[2][1]) is tuple
+    rebuilt = pt.tree_unflatten(leaves, loaded)
+    assert rebuilt[0].shape == (5, (6, 7)) and rebuilt[1]["k"].mode == "m"
+    # A live tree has exactly the loaded structure (what torch.export checks on inputs).
+    assert pt.tree_structure(rebuilt) == loaded
+
+
+def test_unnamed_class_works_in_process_but_refuses_serialization() -> None:
+    Output = make_output(None)
+    leaves, spec = pt.tree_flatten(Output(1.0, loss=2.0))
+    assert leaves == [1.0, 2.0]
+    assert pt.tree_unflatten(leaves, spec) == Output(1.0, loss=2.0)
+    with pytest.raises(tc.UnnamedClassError, match=r"registered without a name.*name="):
+        pt.treespec_dumps(spec)
+
+
+def test_bad_context_on_load_is_a_treespec_load_error(uname: str) -> None:
+    Output = make_output(uname)
+    text = pt.treespec_dumps(pt.tree_structure(Output(1)))
+    bad = text.replace('\\"static\\"', '\\"statik\\"')
+    assert bad != text
+    with pytest.raises(tc.TreespecLoadError, match=r"auxdata of .*Output"):
+        pt.treespec_loads(bad)
+    document = json.loads(text)
+    document[1]["context"] = {"not": "a string"}
+    with pytest.raises(tc.TreespecLoadError, match=rf"context of '{uname}'.*not the JSON string"):
+        pt.treespec_loads(json.dumps(document))
+
+
+# ------------------------------------------------------------------------------------------
+# Parity with the C++ pytree
+# ------------------------------------------------------------------------------------------
+
+
+def test_cxx_pytree_gives_the_same_leaves(uname: str) -> None:
+    cx = cxx()
+    Output = make_output(uname)
+
+    @tc.register_namedtuple(name=uname + ".NT")
+    class NT(typing.NamedTuple):
+        p: Any
+        q: Any
+
+    tree = [Output(1, hidden=NT(2, 3)), {"b": Output(4, loss=None)}, (None, 5)]
+    py_leaves, py_spec = pt.tree_flatten(tree)
+    cx_leaves, cx_spec = cx.tree_flatten(tree)
+    assert cx_leaves == py_leaves == [1, 2, 3, 4, None, 5]
+    assert cx.tree_unflatten(cx_leaves, cx_spec) == pt.tree_unflatten(py_leaves, py_spec) == tree
+    entry = backend._cxx_node(Output)
+    assert entry is not None and entry.namespace == "torch"
+
+
+def test_pending_cxx_registrations_in_fresh_process(tmp_path: Any) -> None:
+    """Classes registered before ``torch.utils._cxx_pytree`` is imported (torch keeps them
+    pending), import order treeclass -> class -> torch and torch -> treeclass, override of a
+    pending foreign registration, and ``import treeclass`` not importing torch."""
+    code = textwrap.dedent(
+        """
+        import dataclasses, json, sys, typing
+        import treeclass as tc
+        report = {"torch_after_import_treeclass": "torch" in sys.modules}
+
+        @tc.pytree_dataclass(name="fresh.Early")
+        class Early:
+            a: typing.Any
+            s: str = tc.field(static=True, default="x")
+
+        cell = (
+            "import typing, treeclass as tc\\n"
+            "@tc.pytree_dataclass(name='fresh.Cell')\\n"
+            "class Cell:\\n"
+            "    a: typing.Any\\n"
+        )
+        cells = []
+        for _ in range(2):  # a notebook cell run twice before torch is imported
+            ns = {"__name__": "cell"}
+            exec(cell, ns)
+            cells.append(ns["Cell"])
+
+        import warnings
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import torch
+        report["torch_warnings"] = [str(w.message) for w in caught if "torch" in str(w.message)]
+        import torch.utils._pytree as pt
+        from treeclass.backends import torch as backend
+        report["cxx_imported_early"] = "torch.utils._cxx_pytree" in sys.modules
+        report["early_python"] = pt.SUPPORTED_SERIALIZED_TYPES[Early].serialized_type_name
+        report["cell_owner_is_new"] = pt.SERIALIZED_TYPE_TO_PYTHON_TYPE["fresh.Cell"] is cells[1]
+        try:
+            pt.treespec_dumps(pt.tree_structure(cells[0](1)))
+        except tc.UnnamedClassError as e:
+            report["old_cell"] = str(e)
+
+        @dataclasses.dataclass
+        class Foreign:
+            a: typing.Any
+            b: typing.Any = None
+
+        pt.register_pytree_node(Foreign, lambda o: ([o.a, o.b], None),
+                                lambda v, c: Foreign(*v), serialized_type_name="lib.Foreign")
+        report["foreign_pending"] = len(backend._pending_cxx(Foreign))
+        try:
+            tc.register_dataclass(Foreign, name="fresh.Foreign")
+        except tc.RegistrationError as e:
+            report["refused"] = str(e)
+        report["still_pending"] = len(backend._pending_cxx(Foreign))
+        tc.register_dataclass(Foreign, name="fresh.Foreign", override=True)
+        report["pending_after_override"] = len(backend._pending_cxx(Foreign))
+
+        @tc.pytree_dataclass(name="fresh.Late")
+        class Late:
+            a: typing.Any
+            b: typing.Any = None
+
+        report["late_pending"] = len(backend._pending_cxx(Late))
+        import torch.utils._cxx_pytree as cx
+        tree = [Early(1), Late(2), Foreign(3)]
+        report["cxx_leaves"] = cx.tree_leaves(tree)
+        report["py_leaves"] = pt.tree_leaves(tree)
+        report["cxx_roundtrip"] = cx.tree_unflatten(*cx.tree_flatten(tree)) == tree
+        report["cxx_entries"] = [backend._cxx_node(c) is not None for c in (Early, Late, Foreign)]
+        report["pending_left"] = sum(len(backend._pending_cxx(c)) for c in (Early, Late, Foreign))
+        print(json.dumps(report))
+        """
+    )
+    report = run_fresh(code, tmp_path)
+    assert report["torch_after_import_treeclass"] is False
+    assert report["cxx_imported_early"] is False
+    assert report["early_python"] == "fresh.Early"
+    assert report["cell_owner_is_new"] is True
+    assert report["torch_warnings"] == []
+    assert "was defined again" in report["old_cell"]
+    assert report["foreign_pending"] == 1
+    assert "serialized_type_name='lib.Foreign'" in report["refused"]
+    assert "override=True" in report["refused"]
+    assert report["still_pending"] == 1
+    assert report["pending_after_override"] == 1  # ours replaced the foreign one
+    assert report["late_pending"] == 1
+    # Foreign's None field is dropped from the children by treeclass (return_none_fields=False).
+    assert report["cxx_leaves"] == report["py_leaves"] == [1, 2, 3]
+    assert report["cxx_roundtrip"] is True
+    assert report["cxx_entries"] == [True, True, True]
+    assert report["pending_left"] == 0
+
+
+def test_torch_first_then_treeclass_in_fresh_process(tmp_path: Any) -> None:
+    code = textwrap.dedent(
+        """
+        import json, typing
+        import torch
+        import torch.utils._pytree as pt
+        import treeclass as tc
+
+        @tc.pytree_dataclass(name="fresh.After")
+        class After:
+            a: typing.Any
+
+        print(json.dumps({
+            "active": list(tc.active_backends()),
+            "name": pt.SUPPORTED_SERIALIZED_TYPES[After].serialized_type_name,
+            "leaves": pt.tree_leaves([After(1)]),
+        }))
+        """
+    )
+    report = run_fresh(code, tmp_path)
+    assert "torch" in report["active"]
+    assert report["name"] == "fresh.After"
+    assert report["leaves"] == [1]
+
+
+def test_adapter_module_imported_before_torch_in_fresh_process(tmp_path: Any) -> None:
+    """Importing the adapter first imports torch, whose hook runs while the adapter is still
+    executing; the adapter then activates itself, without a warning."""
+    code = textwrap.dedent(
+        """
+        import json, typing, warnings
+        import treeclass as tc
+
+        @tc.pytree_dataclass(name="fresh.Before")
+        class Before:
+            a: typing.Any
+
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            import treeclass.backends.torch
+        import torch.utils._pytree as pt
+        print(json.dumps({
+            "warnings": [str(w.message) for w in caught if "treeclass" in str(w.message)],
+            "active": list(tc.active_backends()),
+            "name": pt.SUPPORTED_SERIALIZED_TYPES[Before].serialized_type_name,
+        }))
+        """
+    )
+    report = run_fresh(code, tmp_path)
+    assert report["warnings"] == []
+    assert "torch" in report["active"]
+    assert report["name"] == "fresh.Before"
+
+
+def run_fresh(code: str, cwd: Any) -> Any:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ------------------------------------------------------------------------------------------
+# Conflicts, override, atomicity
+# ------------------------------------------------------------------------------------------
+
+
+def test_name_taken_in_torch_by_another_class_is_refused(uname: str) -> None:
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, uname)
+
+    @dataclasses.dataclass
+    class Mine:
+        x: Any
+
+    before = torch_state(Mine), torch_state(Foreign)
+    with pytest.raises(
+        tc.NameConflictError, match=rf"already maps serialized_type_name '{uname}' to .*Foreign"
+    ):
+        tc.register_dataclass(Mine, name=uname)
+    assert (torch_state(Mine), torch_state(Foreign)) == before
+    assert not tc.is_registered(Mine)
+    assert tc.class_for_name(uname) is None
+    assert pt.tree_leaves(Mine(1)) == [Mine(1)]  # still a leaf for torch
+
+
+def test_foreign_registration_needs_override(uname: str) -> None:
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, "lib." + uname)
+    before = torch_state(Foreign)
+    with pytest.raises(
+        tc.RegistrationError,
+        match=rf"already registered with PyTorch's pytree with serialized_type_name="
+        rf"'lib\.{uname}'.*override=True",
+    ):
+        tc.register_dataclass(Foreign, name=uname)
+    assert torch_state(Foreign) == before
+    assert not tc.is_registered(Foreign)
+    assert tc.class_for_name(uname) is None
+
+
+def test_override_replaces_foreign_registration_in_both_registries(uname: str) -> None:
+    cx = cxx()
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, "lib." + uname)
+    assert cx.tree_leaves(Foreign(1)) == [1, None]
+    tc.register_dataclass(Foreign, name=uname, override=True)
+    assert pt.SUPPORTED_SERIALIZED_TYPES[Foreign].serialized_type_name == uname
+    assert "lib." + uname not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    assert pt.tree_leaves(Foreign(1)) == cx.tree_leaves(Foreign(1)) == [1]
+    spec = pt.tree_structure(Foreign(1))
+    assert pt.treespec_loads(pt.treespec_dumps(spec)) == spec
+
+
+class _FailingBackend:
+    """A backend that refuses in ``check`` or fails in ``register`` (for atomicity tests)."""
+
+    can_unregister = False
+
+    def __init__(self, where: str) -> None:
+        self.name = f"failing-{where}"
+        self.where = where
+
+    def check(self, node: Any, previous: Any, override: bool) -> None:
+        if self.where == "check":
+            raise tc.RegistrationError(f"{node.qualname} refused by the test backend.")
+
+    def register(self, node: Any, previous: Any, override: bool) -> None:
+        if self.where == "register":
+            raise tc.RegistrationError(f"{node.qualname} failed in the test backend.")
+
+    def unregister(self, node: Any) -> None:  # pragma: no cover - can_unregister is False
+        raise AssertionError
+
+
+@pytest.mark.parametrize("where", ["check", "register"])
+def test_refusal_elsewhere_leaves_torch_untouched(
+    uname: str, where: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cx = cxx()
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, "lib." + uname)
+    cx_before = cx.tree_leaves(Foreign(1))
+    before = torch_state(Foreign)
+    monkeypatch.setattr(_registry, "_BACKENDS", [*_registry._BACKENDS, _FailingBackend(where)])
+    with pytest.raises(tc.RegistrationError, match="test backend"):
+        tc.register_dataclass(Foreign, name=uname, override=True)
+    assert torch_state(Foreign) == before
+    assert cx.tree_leaves(Foreign(1)) == cx_before == [1, None]
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE["lib." + uname] is Foreign
+    assert uname not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    assert not tc.is_registered(Foreign)
+
+
+def test_refusal_elsewhere_leaves_no_half_registered_new_class(
+    uname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_registry, "_BACKENDS", [*_registry._BACKENDS, _FailingBackend("register")])
+    with pytest.raises(tc.RegistrationError, match="test backend"):
+        make_output(uname)
+    assert uname not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    assert not any(
+        getattr(c, "__qualname__", "").endswith("make_output.<locals>.Output")
+        and pt.SUPPORTED_SERIALIZED_TYPES[c].serialized_type_name == uname
+        for c in pt.SUPPORTED_NODES
+    )
+
+
+def test_opaque_types_are_refused(uname: str) -> None:
+    from torch._library.opaque_object import register_opaque_type
+    from torch._opaque_base import OpaqueBase
+
+    @dataclasses.dataclass
+    class Handle(OpaqueBase):
+        x: Any
+
+    register_opaque_type(Handle, typ="reference")
+    assert backend._is_opaque(Handle)
+    with pytest.raises(tc.RegistrationError, match=r"opaque object type.*stay a pytree leaf"):
+        tc.register_dataclass(Handle, name=uname)
+    assert not tc.is_registered(Handle)
+    assert Handle not in pt.SUPPORTED_NODES
+
+
+# ------------------------------------------------------------------------------------------
+# Notebook re-runs
+# ------------------------------------------------------------------------------------------
+
+_CELL = """
+import typing
+from pathlib import Path
+import treeclass as tc
+
+@tc.pytree_dataclass(name=NAME)
+class Cell:
+    a: typing.Any
+    tag: str = tc.field(static=True, default="t")
+"""
+
+
+def run_cell(name: str) -> type:
+    ns: dict[str, Any] = {"__name__": "notebook_cell", "NAME": name}
+    exec(compile(_CELL, "<cell>", "exec", dont_inherit=True), ns)
+    return ns["Cell"]  # type: ignore[no-any-return]
+
+
+def test_notebook_rerun_moves_the_name_to_the_new_class(uname: str) -> None:
+    cx = cxx()
+    Old = run_cell(uname)
+    old_text = pt.treespec_dumps(pt.tree_structure(Old(1)))
+    assert pt.treespec_loads(old_text).type is Old  # now cached by torch
+    New = run_cell(uname)
+    assert New is not Old
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname] is New
+    assert pt.SUPPORTED_SERIALIZED_TYPES[New].serialized_type_name == uname
+    # The cache of treespec_loads no longer hands out the old class.
+    assert pt.treespec_loads(old_text).type is New
+    # Old instances still flatten everywhere...
+    assert pt.tree_leaves(Old(1)) == cx.tree_leaves(Old(1)) == [1]
+    assert pt.tree_unflatten([2], pt.tree_structure(Old(1))) == Old(2)
+    # ...but cannot be serialized under a name that now means the new class.
+    with pytest.raises(tc.UnnamedClassError, match=r"defined again.*rebuild it from the new class"):
+        pt.treespec_dumps(pt.tree_structure(Old(1)))
+    assert pt.treespec_dumps(pt.tree_structure(New(1))) == old_text
+
+
+def test_notebook_rerun_of_a_namedtuple(uname: str) -> None:
+    cell = (
+        "import typing, treeclass as tc\n"
+        "@tc.register_namedtuple(name=NAME)\n"
+        "class Pair(typing.NamedTuple):\n"
+        "    a: typing.Any\n"
+        "    b: typing.Any\n"
+    )
+
+    def run() -> type:
+        ns: dict[str, Any] = {"__name__": "notebook_cell", "NAME": uname}
+        exec(compile(cell, "<cell>", "exec", dont_inherit=True), ns)
+        return ns["Pair"]  # type: ignore[no-any-return]
+
+    Old = run()
+    New = run()
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname] is New
+    assert Old not in pt.SUPPORTED_SERIALIZED_TYPES
+    text = pt.treespec_dumps(pt.tree_structure(New(1, 2)))
+    assert pt.treespec_loads(text).context is New
+    assert pt.tree_leaves(Old(1, 2)) == [1, 2]
+    with pytest.raises(NotImplementedError, match="Can't serialize TreeSpec of namedtuple class"):
+        pt.treespec_dumps(pt.tree_structure(Old(1, 2)))
+
+
+# ------------------------------------------------------------------------------------------
+# The private-torch accessors, one by one
+# ------------------------------------------------------------------------------------------
+
+
+def test_snapshot_remove_restore_roundtrip(uname: str) -> None:
+    cx = cxx()
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, uname)
+    before = torch_state(Foreign)
+    snap = backend._snapshot(Foreign)
+    assert not snap.empty and snap.owns_name
+    assert snap.serialize.serialized_type_name == uname
+    assert backend._python_node(Foreign) is snap.node
+    assert backend._serialize_def(Foreign) is snap.serialize
+    assert backend._class_for_serialized_name(uname) is Foreign
+    assert backend._cxx_node(Foreign) is not None
+    backend._remove(Foreign)
+    assert backend._snapshot(Foreign).empty
+    assert backend._class_for_serialized_name(uname) is None
+    assert cx.tree_leaves(Foreign(1)) == [Foreign(1)]
+    backend._restore(snap)
+    assert torch_state(Foreign) == before
+    assert cx.tree_leaves(Foreign(1)) == [1, None]
+
+
+def test_set_serialization_keeps_the_node(uname: str) -> None:
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, uname)
+    node = backend._python_node(Foreign)
+    backend._set_serialization(Foreign, uname + ".renamed", str, str)
+    assert backend._python_node(Foreign) is node
+    assert backend._class_for_serialized_name(uname) is None
+    assert backend._class_for_serialized_name(uname + ".renamed") is Foreign
+    assert backend._serialize_def(Foreign).to_dumpable_context is str
+
+
+def test_registry_lock_is_reentrant() -> None:
+    lock = backend._registry_lock()
+    with lock, lock:
+        pass
+
+
+def test_register_namedtuple_accessor(uname: str) -> None:
+    class Pair(typing.NamedTuple):
+        a: Any
+        b: Any
+
+    backend._register_namedtuple(Pair, uname)
+    assert backend._class_for_serialized_name(uname) is Pair
+    backend._remove(Pair)
+    assert backend._class_for_serialized_name(uname) is None
+
+
+def test_forget_loaded_specs_clears_torch_cache(uname: str) -> None:
+    Output = make_output(uname)
+    text = pt.treespec_dumps(pt.tree_structure(Output(1)))
+    pt.treespec_loads(text)
+    assert pt.treespec_loads.cache_info().currsize > 0
+    backend._forget_loaded_specs()
+    assert pt.treespec_loads.cache_info().currsize == 0
+
+
+def test_private_torch_state_the_adapter_relies_on_exists() -> None:
+    """A canary for torch upgrades: the adapter was checked against torch 2.13.0."""
+    assert backend.CHECKED_TORCH_VERSION == "2.13.0"
+    for name in (
+        "_NODE_REGISTRY_LOCK",
+        "SUPPORTED_NODES",
+        "SUPPORTED_SERIALIZED_TYPES",
+        "SERIALIZED_TYPE_TO_PYTHON_TYPE",
+        "CONSTANT_NODES",
+        "_cxx_pytree_pending_imports",
+        "_SerializeNodeDef",
+        "_register_namedtuple",
+        "NO_SERIALIZED_TYPE_NAME_FOUND",
+    ):
+        assert hasattr(pt, name), f"torch.utils._pytree.{name} is gone (torch {torch.__version__})"
+    assert pt._SerializeNodeDef._fields == (
+        "typ",
+        "serialized_type_name",
+        "to_dumpable_context",
+        "from_dumpable_context",
+    )
+    assert hasattr(pt.treespec_loads, "cache_clear")
+
+
+@pytest.mark.slow
+def test_partial_torch_stubs_match_installed_torch() -> None:
+    """``stubs/torch`` (used by mypy and pyright, with or without torch installed) says
+    nothing the installed torch contradicts."""
+    pytest.importorskip("mypy.stubtest")
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mypy.stubtest",
+            "torch.utils._pytree",
+            "torch.export",
+            "torch._library.opaque_object",
+            "--ignore-missing-stub",
+        ],
+        cwd=root,
+        env={**os.environ, "MYPYPATH": str(root / "stubs")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
