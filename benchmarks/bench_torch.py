@@ -12,41 +12,13 @@ Run: ``python benchmarks/bench_torch.py``.
 
 from __future__ import annotations
 
-import gc
-import statistics
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
-from _workload import make_class, make_tree, median_us
+from _workload import make_class, make_tree, median_us, paired, show
 
 import treeclass as tc
-
-
-def paired_us(
-    ours: Callable[[], object], theirs: Callable[[], object], *, number: int = 100, repeat: int = 41
-) -> tuple[float, float, float]:
-    """Time ``ours`` and ``theirs`` in alternating blocks (the machine's load changes both
-    alike); return their medians in microseconds and the median of the per-pair ratios."""
-    ours()
-    theirs()
-    a: list[float] = []
-    b: list[float] = []
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(repeat):
-            for fn, out in ((ours, a), (theirs, b)):
-                t0 = time.perf_counter()
-                for _ in range(number):
-                    fn()
-                out.append((time.perf_counter() - t0) / number * 1e6)
-    finally:
-        if gc_was:
-            gc.enable()
-    ratio = statistics.median(x / y for x, y in zip(a, b))
-    return statistics.median(a), statistics.median(b), ratio
 
 
 def paired_row(
@@ -56,9 +28,7 @@ def paired_row(
     target: float | None = None,
     **kw: int,
 ) -> str:
-    t_ours, t_theirs, ratio = paired_us(ours, theirs, **kw)
-    verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
-    return f"{label:<58} {t_ours:9.1f} us vs {t_theirs:9.1f} us  ratio {ratio:5.2f}x{verdict}"
+    return show(label, paired(ours, theirs, **kw), target)
 
 
 def main() -> None:
