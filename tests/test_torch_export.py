@@ -5,16 +5,13 @@ user sees when that module was not imported."""
 from __future__ import annotations
 
 import importlib
-import json
-import os
-import subprocess
 import sys
-import textwrap
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _fresh import run_fresh
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -178,26 +175,15 @@ def test_save_then_load_in_fresh_process(defs: Any, tmp_path: Path) -> None:
     torch.export.save(ep, tmp_path / "plain.pt2")
     tct.save(ep, tmp_path / "tc.pt2")
     torch.save((batch, model(batch)), tmp_path / "io.pt")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(FRESH),
-            str(defs.FOLDER),
-            defs.__name__,
-            str(tmp_path / "plain.pt2"),
-            str(tmp_path / "tc.pt2"),
-            str(tmp_path / "io.pt"),
-        ],
+    report = run_fresh(
+        FRESH,
+        str(defs.FOLDER),
+        defs.__name__,
+        str(tmp_path / "plain.pt2"),
+        str(tmp_path / "tc.pt2"),
+        str(tmp_path / "io.pt"),
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
     prefix = f"tests.{defs.__name__}"
     assert f"serialized name '{prefix}.Batch'" in report["missing"]
     assert "import the module that defines" in report["missing"]

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import json
 import os
-import subprocess
 import sys
-import textwrap
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _fresh import run_fresh
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
@@ -220,26 +218,16 @@ def test_tiny_bert_export_save_load_in_module_of_another_name(own: Any, tmp_path
     tct.save(ep, tmp_path / "encoder.pt2")
     torch.export.save(bert_ep, tmp_path / "bert.pt2")
     torch.save((ids, (eager.last_hidden_state, eager.pooled)), tmp_path / "io.pt")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            textwrap.dedent(FRESH),
-            str(own.FOLDER),
-            own.ELSEWHERE,
-            str(tmp_path / "encoder.pt2"),
-            str(tmp_path / "bert.pt2"),
-            str(tmp_path / "io.pt"),
-        ],
+    report = run_fresh(
+        FRESH,
+        str(own.FOLDER),
+        own.ELSEWHERE,
+        str(tmp_path / "encoder.pt2"),
+        str(tmp_path / "bert.pt2"),
+        str(tmp_path / "io.pt"),
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        env={"HF_HUB_OFFLINE": "1"},
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["encoder"] == {
         "type": True,
         "module": own.ELSEWHERE,
