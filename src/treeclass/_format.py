@@ -458,15 +458,22 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
 # --- public API -------------------------------------------------------------------------------
 
 
-def treespec_dumps(spec: TreeSpec) -> str:
+def treespec_dumps(spec: object) -> str:
     """Serialize ``spec`` to canonical, compact JSON text (named nodes, no module paths).
 
     Nodes are named by their registered names (built-in containers by fixed names), and
     static values by their JSON forms (see ``docs/format.md``); the same spec always gives the
     same text. The document is flat, so trees of any depth round-trip.
 
+    ``spec`` may also be a JAX ``PyTreeDef``, a torch ``TreeSpec`` (``torch.utils._pytree``)
+    or an optree ``PyTreeSpec`` (``torch.utils._cxx_pytree``'s too) made of built-in
+    containers and treeclass-registered classes: the same structure gives the same document
+    in every framework. A torch ``None`` is a leaf there, and so in the document; a torch
+    dict must have its keys in sorted order (see ``docs/parity.md``).
+
     Args:
-        spec: a :class:`~treeclass.TreeSpec` from :func:`~treeclass.tree_flatten` and friends.
+        spec: a :class:`~treeclass.TreeSpec` from :func:`~treeclass.tree_flatten` and friends,
+            or a JAX, torch or optree structure.
 
     Returns:
         The JSON document, an ASCII ``str``.
@@ -475,25 +482,50 @@ def treespec_dumps(spec: TreeSpec) -> str:
         UnnamedClassError: a class, or a namedtuple, in the tree has no registered name.
         UnserializableStaticError: a static value has no JSON form (the message names the
             class, the field and the fix).
-        TypeError: ``spec`` is not a TreeSpec.
+        StructureMismatchError: a torch dict's keys are not in sorted order.
+        TypeError: ``spec`` is not a structure object treeclass knows.
 
     Example:
         >>> import treeclass as tc
         >>> spec = tc.tree_structure({"a": (1, 2), "b": None})
         >>> tc.treespec_dumps(spec)
         '{"format":"treeclass.treespec","leaves":2,"nodes":[["dict",["a","b"],2],["tuple",null,2],null,null,["None",null,0]],"version":1}'
+        >>> import jax  # doctest: +SKIP
+        >>> treedef = jax.tree_util.tree_structure({"a": (1, 2), "b": None})  # doctest: +SKIP
+        >>> tc.treespec_dumps(treedef) == tc.treespec_dumps(spec)  # doctest: +SKIP
+        True
 
     .. versionadded:: 0.1.0
     """
-    if not isinstance(spec, TreeSpec):
+    if isinstance(spec, TreeSpec):
+        return dumps_nodes(spec_to_nodes(spec))
+    from ._convert import nodes_from_framework
+
+    nodes = nodes_from_framework(spec)
+    if nodes is None:
         raise TypeError(
             f"treespec_dumps() takes a treeclass TreeSpec, got {type(spec).__name__}; get one "
-            "from tree_flatten() or tree_structure()."
+            "from tree_flatten() or tree_structure() (a JAX PyTreeDef, a torch TreeSpec or an "
+            "optree PyTreeSpec is accepted too)."
         )
-    return dumps_nodes(spec_to_nodes(spec))
+    return dumps_nodes(nodes)
 
 
-def treespec_loads(text: str | bytes) -> TreeSpec:
+if TYPE_CHECKING:
+    from typing import Literal, overload
+else:
+
+    def overload(f: Any) -> Any:
+        return f
+
+
+@overload
+def treespec_loads(text: str | bytes, *, to: None = None) -> TreeSpec: ...
+@overload
+def treespec_loads(text: str | bytes, *, to: Literal["jax", "torch", "optree"]) -> Any: ...  # noqa: F811
+def treespec_loads(  # noqa: F811
+    text: str | bytes, *, to: Literal["jax", "torch", "optree"] | None = None
+) -> Any:
     """Load a :class:`~treeclass.TreeSpec` from :func:`treespec_dumps` text, safely.
 
     Loading never imports a module or calls anything that was not registered: every node
@@ -501,8 +533,15 @@ def treespec_loads(text: str | bytes) -> TreeSpec:
     first). A document written before a class gained a field still loads if the new field
     is static with a default, or a data field whose default is ``None``.
 
+    With ``to="jax"``, ``"torch"`` or ``"optree"`` the result is that framework's structure
+    instead (a ``jax.tree_util.PyTreeDef``, a ``torch.utils._pytree.TreeSpec``, an optree
+    ``PyTreeSpec`` of the global namespace): a structure flattened in one framework and
+    saved unflattens the same leaves in another. That framework is imported then, and only
+    then.
+
     Args:
         text: the JSON document, as ``str`` or UTF-8 ``bytes``.
+        to: ``None`` (a treeclass ``TreeSpec``), ``"jax"``, ``"torch"`` or ``"optree"``.
 
     Returns:
         The spec; it equals the spec it was dumped from.
@@ -511,17 +550,26 @@ def treespec_loads(text: str | bytes) -> TreeSpec:
         UnregisteredNameError: a node or static type name is not registered here.
         TreespecLoadError: anything else wrong with the input (not JSON, a newer format
             version, wrong shapes or types, a truncated or edited document, a state that no
-            longer fits its class). Both are ``ValueError`` subclasses.
+            longer fits its class); an unknown ``to``; ``to="torch"`` for a tree with a
+            ``None`` node (a leaf in torch). Both are ``ValueError`` subclasses.
 
     Example:
         >>> import treeclass as tc
         >>> spec = tc.tree_structure([1, (2, 3)])
         >>> tc.treespec_loads(tc.treespec_dumps(spec)) == spec
         True
+        >>> tc.treespec_loads(tc.treespec_dumps(spec), to="jax")  # doctest: +SKIP
+        PyTreeDef([*, (*, *)])
 
     .. versionadded:: 0.1.0
+    .. versionchanged:: 0.1.0 ``to=`` (JAX, torch and optree structures).
     """
-    return nodes_to_spec(loads_nodes(text))
+    spec = nodes_to_spec(loads_nodes(text))
+    if to is None:
+        return spec
+    from ._convert import spec_to_framework
+
+    return spec_to_framework(spec, to)
 
 
 # Public (and pickled) under the package name, where users find them.
