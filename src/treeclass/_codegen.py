@@ -74,27 +74,51 @@ def _or_none(names: list[str]) -> str:
     return " or ".join(f"{v} is None" for v in names)
 
 
-def make_flatten(info: ClassInfo, return_none_fields: bool) -> FlattenFn:
-    """Generate ``flatten(obj) -> (children, aux)`` for a dataclass / attrs class."""
+def _flatten_source(
+    info: ClassInfo,
+    return_none_fields: bool,
+    func: str,
+    child: Callable[[int, str], str],
+    *,
+    with_names: bool = False,
+) -> str:
+    """Source of a flatten-like function ``func(obj)``: one line per field, no loops.
+
+    ``child(i, local)`` is the expression for data field ``i`` held in ``local`` (``v0`` or
+    ``(_k0, v0)``). Returns ``(children, aux)``, or ``(children, aux, names)`` ``with_names``
+    (the names of the fields the children came from, the constant ``_names`` when no ``None``
+    field was left out). Unless ``return_none_fields``, ``None`` values are left out of the
+    children and their names go into the auxdata's first item.
+    """
     data = info.data_fields
     statics = "".join(f" obj.{s}," for s in info.static_fields)
-    lines = ["def flatten(obj):"]
     local = [f"v{i}" for i in range(len(data))]
+    lines = [f"def {func}(obj):"]
     for v, name in zip(local, data):
         lines.append(f"{_INDENT}{v} = obj.{name}")
-    children = "(" + "".join(f"{v}, " for v in local) + ")"
     if data and not return_none_fields:
         lines.append(f"{_INDENT}if {_or_none(local)}:")
         lines.append(f"{_INDENT * 2}children = []")
         lines.append(f"{_INDENT * 2}nones = []")
-        for v, name in zip(local, data):
+        if with_names:
+            lines.append(f"{_INDENT * 2}names = []")
+        for i, (v, name) in enumerate(zip(local, data)):
             lines.append(f"{_INDENT * 2}if {v} is None:")
             lines.append(f"{_INDENT * 3}nones.append({name!r})")
             lines.append(f"{_INDENT * 2}else:")
-            lines.append(f"{_INDENT * 3}children.append({v})")
-        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics})")
-    lines.append(f"{_INDENT}return {children}, ((),{statics})")
-    source = "\n".join(lines) + "\n"
+            lines.append(f"{_INDENT * 3}children.append({child(i, v)})")
+            if with_names:
+                lines.append(f"{_INDENT * 3}names.append({name!r})")
+        names = ", tuple(names)" if with_names else ""
+        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics}){names}")
+    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
+    lines.append(f"{_INDENT}return {children}, ((),{statics}){', _names' if with_names else ''}")
+    return "\n".join(lines) + "\n"
+
+
+def make_flatten(info: ClassInfo, return_none_fields: bool) -> FlattenFn:
+    """Generate ``flatten(obj) -> (children, aux)`` for a dataclass / attrs class."""
+    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v)
     return compile_source(source, {}, what="flatten", cls=info.cls, func="flatten")
 
 
@@ -138,26 +162,10 @@ def make_flatten_with_keys(
     ``key`` turns a field name into the framework's key object (``GetAttrKey`` and friends);
     the keys are made once, here, and reach the generated code as constants.
     """
-    data = info.data_fields
-    ns: dict[str, Any] = {f"_k{i}": key(name) for i, name in enumerate(data)}
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
-    lines = ["def flatten_with_keys(obj):"]
-    for v, name in zip(local, data):
-        lines.append(f"{_INDENT}{v} = obj.{name}")
-    pairs = "(" + "".join(f"(_k{i}, {v}), " for i, v in enumerate(local)) + ")"
-    if data and not return_none_fields:
-        lines.append(f"{_INDENT}if {_or_none(local)}:")
-        lines.append(f"{_INDENT * 2}children = []")
-        lines.append(f"{_INDENT * 2}nones = []")
-        for i, (v, name) in enumerate(zip(local, data)):
-            lines.append(f"{_INDENT * 2}if {v} is None:")
-            lines.append(f"{_INDENT * 3}nones.append({name!r})")
-            lines.append(f"{_INDENT * 2}else:")
-            lines.append(f"{_INDENT * 3}children.append((_k{i}, {v}))")
-        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics})")
-    lines.append(f"{_INDENT}return {pairs}, ((),{statics})")
-    source = "\n".join(lines) + "\n"
+    ns: dict[str, Any] = {f"_k{i}": key(name) for i, name in enumerate(info.data_fields)}
+    source = _flatten_source(
+        info, return_none_fields, "flatten_with_keys", lambda i, v: f"(_k{i}, {v})"
+    )
     what = f"flatten_with_keys{'[' + tag + ']' if tag else ''}"
     return compile_source(source, ns, what=what, cls=info.cls, func="flatten_with_keys")
 
@@ -325,26 +333,6 @@ def make_flatten_with_entries(info: ClassInfo, return_none_fields: bool) -> Flat
     ``entries`` are the names of the fields the children came from (what optree's
     ``GetAttrEntry`` takes); with no ``None`` field left out they are one constant tuple.
     """
-    data = info.data_fields
-    ns: dict[str, Any] = {"_names": data}
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
-    lines = ["def flatten(obj):"]
-    for v, name in zip(local, data):
-        lines.append(f"{_INDENT}{v} = obj.{name}")
-    children = "(" + "".join(f"{v}, " for v in local) + ")"
-    if data and not return_none_fields:
-        lines.append(f"{_INDENT}if {_or_none(local)}:")
-        lines.append(f"{_INDENT * 2}children = []")
-        lines.append(f"{_INDENT * 2}nones = []")
-        lines.append(f"{_INDENT * 2}names = []")
-        for v, name in zip(local, data):
-            lines.append(f"{_INDENT * 2}if {v} is None:")
-            lines.append(f"{_INDENT * 3}nones.append({name!r})")
-            lines.append(f"{_INDENT * 2}else:")
-            lines.append(f"{_INDENT * 3}children.append({v})")
-            lines.append(f"{_INDENT * 3}names.append({name!r})")
-        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics}), tuple(names)")
-    lines.append(f"{_INDENT}return {children}, ((),{statics}), _names")
-    source = "\n".join(lines) + "\n"
+    ns: dict[str, Any] = {"_names": info.data_fields}
+    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v, with_names=True)
     return compile_source(source, ns, what="flatten[optree]", cls=info.cls, func="flatten")
