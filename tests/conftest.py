@@ -15,6 +15,9 @@ import pytest
 
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
 
+# Scripts run in fresh processes by the tests, not test modules (and not importable as such).
+collect_ignore = ["jax_fresh"]
+
 _skipped: list[str] = []
 
 
@@ -47,3 +50,27 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
 def uname() -> str:
     """A serialized name no other test uses."""
     return f"tests.{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(autouse=True)
+def _every_written_document_matches_the_schema(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Validate every document a test writes with ``tc.treespec_dumps`` against the schema.
+
+    (The fuzz module writes tens of thousands and validates a sample itself.)
+    """
+    if request.module.__name__.endswith("test_format_fuzz"):
+        return
+    from _treespec_schema import validate_document
+
+    import treeclass
+
+    real = treeclass.treespec_dumps
+
+    def checked(spec: Any) -> str:
+        text = real(spec)
+        validate_document(text)
+        return text
+
+    monkeypatch.setattr(treeclass, "treespec_dumps", checked)

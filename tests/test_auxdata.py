@@ -620,3 +620,29 @@ def test_getstate_and_setstate_are_generated_and_inspectable(uname: str) -> None
         assert "'s'" in source
         assert fn.__qualname__.endswith(f"Gen.<treeclass {what}>")
     assert node.getstate is node.getstate  # made once
+
+
+def test_integers_too_big_to_load_are_refused_when_dumping() -> None:
+    assert roundtrip_static(2**34000) == 2**34000
+    with pytest.raises(tc.UnserializableStaticError, match=r"static field 'value'.*34401 bits"):
+        HOLDER.getstate(((), 2**34400))
+
+
+def test_a_failing_to_json_converter_is_an_unserializable_static_error(uname: str) -> None:
+    class Touchy:
+        pass
+
+    tc.register_static(Touchy, name=uname, to_json=lambda v: 1 / 0, from_json=lambda d: Touchy())
+    with pytest.raises(
+        tc.UnserializableStaticError,
+        match=r"static field 'value'.*to_json converter.*ZeroDivisionError",
+    ):
+        HOLDER.getstate(((), Touchy()))
+
+
+def test_documents_may_be_str_subclasses() -> None:
+    class Text(str):
+        pass
+
+    spec = tc.tree_structure([1, (2,)])
+    assert tc.treespec_loads(Text(tc.treespec_dumps(spec))) == spec

@@ -6,6 +6,8 @@ import ast
 import subprocess
 import sys
 
+import pytest
+
 
 def test_import_pulls_in_no_framework_and_nothing_heavy() -> None:
     code = "import sys; import treeclass; print(repr(sorted(sys.modules)))"
@@ -38,3 +40,23 @@ def test_decorating_after_import_works_in_a_fresh_process() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[1.0, 2.0]"
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch", "optree"])
+def test_importing_an_adapter_first_still_activates_it(framework: str) -> None:
+    pytest.importorskip(framework)
+    code = (
+        f"import treeclass.backends.{framework}\n"
+        "import treeclass as tc\n"
+        "@tc.pytree_dataclass(name='fresh.Adapter')\n"
+        "class P:\n    x: float\n"
+        "print(tc.active_backends())\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert framework in out.stdout

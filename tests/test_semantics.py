@@ -363,3 +363,50 @@ def test_attrs_validating_setattr_keeps_the_direct_path(uname: str) -> None:
     assert node is not None and node.info.rebuild == "direct"
     out = tc.tree_structure(Validated(1.0)).unflatten(["not a float"])
     assert out.v == "not a float"
+
+
+def test_unflatten_calls_init_uses_attrs_aliases(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname, unflatten_calls_init=True)
+    @attrs.define
+    class Aliased:
+        _private: float
+        y: float = attrs.field(alias="why", default=0.0)
+
+    assert tc.tree_map(lambda v: v + 1, Aliased(1.0, why=2.0)) == Aliased(2.0, why=3.0)
+
+
+def test_unflatten_calls_init_refuses_initvar_without_default() -> None:
+    with pytest.raises(tc.RegistrationError, match="InitVar 'scale' without a default"):
+
+        @tc.pytree_dataclass(unflatten_calls_init=True)
+        class NeedsScale:
+            x: float
+            scale: dataclasses.InitVar[float]
+
+
+def test_own_setattr_that_refuses_is_a_clear_rebuild_error() -> None:
+    @tc.pytree_dataclass
+    class Immutable:
+        x: float
+
+        def __setattr__(self, name: str, value: Any) -> None:
+            raise AttributeError("immutable")
+
+    obj = object.__new__(Immutable)
+    object.__setattr__(obj, "x", 1.0)
+    with pytest.raises(
+        tc.RebuildError, match=r"Immutable could not be rebuilt.*unflatten_calls_init"
+    ):
+        tc.tree_map(lambda v: v, obj)
+
+
+def test_stdlib_subclass_of_attrs_class_is_refused() -> None:
+    @attrs.define
+    class AttrsBase:
+        a: float
+
+    with pytest.raises(tc.RegistrationError, match=r"Sub derives from the attrs class .*AttrsBase"):
+
+        @tc.pytree_dataclass
+        class Sub(AttrsBase):
+            b: float = 0.0

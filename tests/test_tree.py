@@ -128,7 +128,9 @@ def test_tree_map_single_and_multiple() -> None:
 
 
 def test_tree_map_structure_mismatch_is_a_clear_error() -> None:
-    with pytest.raises(tc.StructureMismatchError, match=r"structure of the first one.*\[\*, \*\]"):
+    with pytest.raises(
+        tc.StructureMismatchError, match=r"prefix of every other tree.s.*\[\*, \*\]"
+    ):
         tc.tree_map(lambda a, b: a, [1, 2], [1, 2, 3])
     with pytest.raises(ValueError):
         tc.tree_map(lambda a, b: a, {"a": 1}, {"b": 1})
@@ -219,3 +221,40 @@ def test_treespec_copy_is_itself() -> None:
 
     spec = tc.tree_structure([1, (2,)])
     assert copy.copy(spec) is spec and copy.deepcopy(spec) is spec
+
+
+def test_namedtuple_spec_is_the_same_before_and_after_registration(uname: str) -> None:
+    class Later(typing.NamedTuple):
+        a: Any
+        b: Any
+
+    before = tc.tree_structure(Later(1, 2))
+    tc.register_namedtuple(Later, name=uname)
+    after = tc.tree_structure(Later(1, 2))
+    assert before == after and hash(before) == hash(after)
+
+
+def test_tree_map_other_trees_may_be_deeper_as_in_jax() -> None:
+    out = tc.tree_map(lambda x, y: (x, y), [1, 2], [(1, 2), {"k": 3}])
+    assert out == [(1, (1, 2)), (2, {"k": 3})]
+    with pytest.raises(tc.StructureMismatchError, match=r"prefix of every other tree's.*list"):
+        tc.tree_map(lambda x, y: x, [1, 2], (1, 2))
+
+
+def test_wrong_argument_types_are_treeclass_errors() -> None:
+    with pytest.raises(tc.TreeclassTypeError, match="takes a treeclass TreeSpec first"):
+        tc.tree_unflatten([1], [1])  # type: ignore[arg-type]
+    with pytest.raises(tc.TreeclassTypeError, match="cannot be built directly"):
+        tc.TreeSpec()
+    assert issubclass(tc.TreeclassTypeError, TypeError)
+
+
+def test_children_and_flatten_up_to_on_deep_specs() -> None:
+    tree: Any = 1
+    for _ in range(5000):
+        tree = [tree, 0]
+    spec = tc.tree_structure(tree)
+    kids = spec.children()
+    assert len(kids) == 2 and kids[1] == tc.tree_structure(0)
+    assert kids[0].num_leaves == 5000
+    assert spec.flatten_up_to(tree) == tc.tree_leaves(tree)

@@ -123,6 +123,14 @@ def _pytree_dataclass_impl(
         else:
             import dataclasses
 
+            attrs_base = next((b for b in klass.__mro__[1:] if is_attrs_class(b)), None)
+            if attrs_base is not None:
+                raise RegistrationError(
+                    f"{klass.__qualname__} derives from the attrs class "
+                    f"{attrs_base.__qualname__}, whose fields a stdlib dataclass would not see; "
+                    f"make {klass.__qualname__} an attrs class too (@attrs.define) and put "
+                    "@treeclass.pytree_dataclass above it, or use treeclass.register_dataclass."
+                )
             if options.get("slots") and sys.version_info < (3, 10):  # pragma: no cover
                 raise RegistrationError("slots=True needs Python 3.10 or newer.")
             make: Callable[..., type] = dataclasses.dataclass

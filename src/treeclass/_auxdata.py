@@ -156,8 +156,8 @@ def loads_json(data: str | bytes | bytearray) -> Any:
             parse_float=_parse_float, parse_int=_parse_int, parse_constant=_reject_constant
         ).decode
         globals()["_DECODE"] = dec
-    if type(data) is str:
-        return dec(data)
+    if isinstance(data, str):
+        return dec(str(data))
     if isinstance(data, (bytes, bytearray)):
         return dec(bytes(data).decode("utf-8"))
     raise ValueError(f"expected JSON text as str or bytes, got {type(data).__name__}")
@@ -190,7 +190,14 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
     if t is str or t is bool or value is None:
         return value
     if t is int:
-        return value if -_SAFE_INT < value < _SAFE_INT else {"int": _int_text(value)}
+        if -_SAFE_INT < value < _SAFE_INT:
+            return value
+        text = _int_text(value)
+        if len(text) > 2 * _MAX_INT_DIGITS:  # what the loader accepts (see _decode_int)
+            raise _Unencodable(
+                value, f"it is an integer of {value.bit_length()} bits, more than a treespec holds"
+            )
+        return {"int": text}
     if t is float:
         if value - value == 0.0:
             return value
@@ -222,7 +229,15 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
         return {"frozenset": items}
     sd = _statics.static_for_type(t)
     if sd is not None:
-        return {"registered": [sd.name, encode_static(sd.to_json(value), d)]}
+        try:
+            converted = sd.to_json(value)
+        except Exception as e:
+            raise _Unencodable(
+                value,
+                f"its to_json converter (registered as {sd.name!r}) raised "
+                f"{type(e).__name__}: {brief(str(e), 80)}",
+            ) from e
+        return {"registered": [sd.name, encode_static(converted, d)]}
     raise _Unencodable(value, f"it holds a value of type {_type_name(t)}")
 
 

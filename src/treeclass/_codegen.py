@@ -170,6 +170,23 @@ def make_flatten_with_keys(
     return compile_source(source, ns, what=what, cls=info.cls, func="flatten_with_keys")
 
 
+def _rebuild_failed(cls: type) -> Callable[[BaseException], Exception]:
+    """Make the error for a class whose own ``__setattr__`` refused a field during unflatten."""
+    from ._errors import RebuildError
+
+    label = f"{cls.__module__}.{cls.__qualname__}"
+
+    def error(cause: BaseException) -> Exception:
+        return RebuildError(
+            f"{label} could not be rebuilt without __init__: its own __setattr__ (or "
+            f"__setitem__) raised {type(cause).__name__}: {cause}; register it with "
+            "unflatten_calls_init=True to rebuild it through __init__, or let its __setattr__ "
+            "accept field assignment."
+        )
+
+    return error
+
+
 def _slot_descriptor(cls: type, name: str) -> Any:
     """The member descriptor that stores ``name`` in ``cls``'s slots, or ``None``."""
     from types import MemberDescriptorType
@@ -278,7 +295,7 @@ def _store_lines(info: ClassInfo, ns: dict[str, Any], value_of: dict[str, str]) 
     cls = info.cls
     out: list[str] = []
     if info.rebuild == "init":
-        init_args = ", ".join(f"{f.name}={value_of[f.name]}" for f in info.fields if f.init)
+        init_args = ", ".join(f"{f.alias}={value_of[f.name]}" for f in info.fields if f.init)
         out.append(f"{_INDENT}obj = _cls({init_args})")
         for f in info.fields:
             if not f.init:
@@ -287,15 +304,21 @@ def _store_lines(info: ClassInfo, ns: dict[str, Any], value_of: dict[str, str]) 
 
     out.append(f"{_INDENT}obj = _new(_cls)")
     if info.rebuild == "protocol":
+        # The class's own __setattr__ may refuse: report that as a treeclass error naming the
+        # class and the way out, not as a bare error from inside a framework.
+        ns["_rebuild_failed"] = _rebuild_failed(cls)
+        out.append(f"{_INDENT}try:")
         for f in info.fields:
-            out.append(f"{_INDENT}obj.{f.name} = {value_of[f.name]}")
+            out.append(f"{_INDENT * 2}obj.{f.name} = {value_of[f.name]}")
         if isinstance(cls, type) and issubclass(cls, dict):
             # Mapping-based outputs (HuggingFace ModelOutput) expose non-None fields as items
             # too, in field order, the way their __post_init__ does.
             for f in info.fields:
                 v = value_of[f.name]
-                out.append(f"{_INDENT}if {v} is not None:")
-                out.append(f"{_INDENT * 2}obj[{f.name!r}] = {v}")
+                out.append(f"{_INDENT * 2}if {v} is not None:")
+                out.append(f"{_INDENT * 3}obj[{f.name!r}] = {v}")
+        out.append(f"{_INDENT}except Exception as e:")
+        out.append(f"{_INDENT * 2}raise _rebuild_failed(e) from e")
         return out
 
     if _plain_stores_ok(cls, info):

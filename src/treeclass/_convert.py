@@ -129,8 +129,9 @@ def _not_registered(framework: str, cls: object, where: Where) -> UnnamedClassEr
         fix = (
             "if it is a dataclass or attrs class, register it with treeclass instead: "
             f'treeclass.register_dataclass({short}, name="pkg.{short}") (or decorate it with '
-            "@treeclass.pytree_dataclass(name=...)); other node types have no framework-neutral "
-            "form: convert them to a tuple, list or dict first"
+            "@treeclass.pytree_dataclass(name=...); add override=True if another library, such "
+            "as transformers, already registered it with torch); other node types have no "
+            "framework-neutral form: convert them to a tuple, list or dict first"
         )
     return UnnamedClassError(
         f"the {framework} structure has a node of type {label} {_where_text(where)}, which is "

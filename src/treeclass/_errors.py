@@ -10,10 +10,12 @@ from __future__ import annotations
 __all__ = [
     "NameConflictError",
     "NotAPytreeClassError",
+    "RebuildError",
     "RegistrationError",
     "RegistrationTypeError",
     "StructureMismatchError",
     "TreeclassError",
+    "TreeclassTypeError",
     "TreespecLoadError",
     "UnhashableStaticError",
     "UnnamedClassError",
@@ -66,6 +68,18 @@ class UnserializableStaticError(TreeclassError, TypeError):
 
 class UnhashableStaticError(TreeclassError, TypeError):
     """A static field holds an unhashable value, so the tree's structure cannot be hashed."""
+
+    __module__ = "treeclass"
+
+
+class TreeclassTypeError(TreeclassError, TypeError):
+    """A treeclass function got an argument of the wrong type."""
+
+    __module__ = "treeclass"
+
+
+class RebuildError(TreeclassError, TypeError):
+    """Unflatten could not rebuild an instance (its class's own ``__setattr__`` refused)."""
 
     __module__ = "treeclass"
 

@@ -62,9 +62,11 @@ _FLAX_KEY: Final = "pytree_node"
 class FieldInfo:
     """One field of a registered class, as treeclass sees it."""
 
-    __slots__ = ("default", "default_factory", "init", "kw_only", "name", "static")
+    __slots__ = ("alias", "default", "default_factory", "init", "kw_only", "name", "static")
 
     name: str
+    #: The keyword ``__init__`` takes the field by (attrs strips a leading underscore).
+    alias: str
     static: bool
     default: Any
     default_factory: Callable[[], Any] | _Missing
@@ -80,8 +82,10 @@ class FieldInfo:
         default_factory: Callable[[], Any] | _Missing = MISSING,
         init: bool = True,
         kw_only: bool = False,
+        alias: str | None = None,
     ) -> None:
         self.name = name
+        self.alias = name if alias is None else alias
         self.static = static
         self.default = default
         self.default_factory = default_factory
@@ -215,10 +219,13 @@ def describe(
                 default_factory=f.default_factory,
                 init=f.init,
                 kw_only=f.kw_only,
+                alias=f.alias,
             )
             for f in fields
         )
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
+    if mode == "init" and kind == "dataclass":
+        _check_initvars_have_defaults(cls)
     return ClassInfo(cls, kind, fields, mode)
 
 
@@ -271,9 +278,26 @@ def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
                 default_factory=factory,
                 init=bool(a.init),
                 kw_only=bool(a.kw_only),
+                alias=str(getattr(a, "alias", None) or str(a.name).lstrip("_")),
             )
         )
     return tuple(out)
+
+
+def _check_initvars_have_defaults(cls: type) -> None:
+    """Rebuilding through ``__init__`` needs a value for every ``InitVar``: its default."""
+    import dataclasses
+
+    initvar_kind = getattr(dataclasses, "_FIELD_INITVAR", None)  # private; 3.10 to 3.14
+    pseudo: dict[str, Any] = getattr(cls, "__dataclass_fields__", {})
+    for f in pseudo.values():
+        no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if getattr(f, "_field_type", None) is initvar_kind and no_default:
+            raise RegistrationError(
+                f"{cls.__qualname__} has the InitVar {f.name!r} without a default, so "
+                "unflatten_calls_init=True cannot rebuild it (the leaves do not hold InitVars); "
+                f"give {f.name!r} a default, or drop unflatten_calls_init."
+            )
 
 
 def _generated_setattr(fn: Any, owner: type) -> bool:

@@ -26,7 +26,12 @@ not registered; every bad input is a :class:`~treeclass.TreespecLoadError` (a ``
 from __future__ import annotations
 
 from ._auxdata import brief, decode_for, dumps_canonical, encode_for, loads_json
-from ._errors import TreespecLoadError, UnnamedClassError, UnregisteredNameError
+from ._errors import (
+    TreeclassTypeError,
+    TreespecLoadError,
+    UnnamedClassError,
+    UnregisteredNameError,
+)
 from ._tree import BUILTIN_NAMES, BUILTIN_NODE_TYPES, NodeType, TreeSpec
 
 TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
@@ -344,7 +349,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             i += 1
     if need:
         raise TreespecLoadError(
-            f"the node list ends {need} subtree(s) short of a complete tree; the document "
+            f"the node list ends {_short(need)} subtree(s) short of a complete tree; the document "
             "was truncated or edited."
         )
     return TreeSpec._make(tuple(entries), leaves)
@@ -447,8 +452,8 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
             need += k - 1
     if need:
         raise _bad(
-            f"the node list ends {need} subtree(s) short of a complete tree; the document was "
-            "truncated or edited."
+            f"the node list ends {_short(need)} subtree(s) short of a complete tree; the "
+            "document was truncated or edited."
         )
     if count != leaves:
         raise _bad(f'"leaves" says {_short(leaves)} but the node list has {count} leaves.')
@@ -503,7 +508,7 @@ def treespec_dumps(spec: object) -> str:
 
     nodes = nodes_from_framework(spec)
     if nodes is None:
-        raise TypeError(
+        raise TreeclassTypeError(
             f"treespec_dumps() takes a treeclass TreeSpec, got {type(spec).__name__}; get one "
             "from tree_flatten() or tree_structure() (a JAX PyTreeDef, a torch TreeSpec or an "
             "optree PyTreeSpec is accepted too)."

@@ -44,10 +44,19 @@ def activate(framework: str) -> None:
             return
         _ACTIVATED.add(framework)
         _PENDING.discard(framework)
+    name = WATCHED[framework]
+    partial = sys.modules.get(name)
+    if partial is not None and getattr(getattr(partial, "__spec__", None), "_initializing", False):
+        # The adapter is being imported and imported the framework itself (a user imported
+        # ``treeclass.backends.jax`` first): every adapter activates itself when its module
+        # finishes executing, so there is nothing to do yet.
+        return
     try:
-        adapter = importlib.import_module(WATCHED[framework])
-        adapter.activate()
+        adapter = importlib.import_module(name)
+        adapter.activate()  # idempotent: importing an adapter already activated it
     except Exception as e:
+        with _LOCK:
+            _ACTIVATED.discard(framework)  # let a later import try again
         warnings.warn(
             f"treeclass could not set up its {framework} backend ({type(e).__name__}: {e}); "
             f"treeclass classes will not be {framework} pytree nodes in this process.",

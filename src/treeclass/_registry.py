@@ -84,7 +84,9 @@ class NodeDef:
         self._getstate: Callable[[Any], Any] | None = None
         self._setstate: Callable[[Any], Any] | None = None
         if info.kind == "namedtuple":
-            nt = _tree._namedtuple_node_type(info.cls, name)
+            # Every namedtuple is a node already; reuse the node type made on first sight, so
+            # that specs made before the registration stay equal to those made after it.
+            nt = _tree.node_type_for(info.cls) or _tree._namedtuple_node_type(info.cls, name)
             self.flatten = nt.flatten
             self.unflatten = nt.unflatten
             self.flatten_with_keys = nt.flatten_with_keys
@@ -256,6 +258,7 @@ def register(node: NodeDef, *, override: bool = False) -> None:
         if node.name is not None:
             _BY_NAME[node.name] = node
         _tree.add_node_type(node.node_type)
+        node.node_type.name = node.name
         done: list[Backend] = []
         try:
             for backend in sorted(_BACKENDS, key=lambda b: not b.can_unregister):
@@ -278,7 +281,10 @@ def register(node: NodeDef, *, override: bool = False) -> None:
                     _BY_NAME[node.name] = previous
                 else:
                     del _BY_NAME[node.name]
-            _tree.remove_node_type(cls)
+            if node.kind == "namedtuple":
+                node.node_type.name = None  # still a node, as every namedtuple is
+            else:
+                _tree.remove_node_type(cls)
             raise
 
 

@@ -23,7 +23,12 @@ from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 
-from ._errors import StructureMismatchError, TreeclassError, UnhashableStaticError
+from ._errors import (
+    StructureMismatchError,
+    TreeclassError,
+    TreeclassTypeError,
+    UnhashableStaticError,
+)
 from ._fields import is_namedtuple_class
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey
 
@@ -80,7 +85,7 @@ class NodeType:
 
     def __reduce__(self) -> Any:
         # Specs pickle by name (see treeclass._pickling); a NodeType is never pickled alone.
-        raise TypeError(
+        raise TreeclassTypeError(
             f"a treeclass NodeType ({self.type.__qualname__}) cannot be pickled by itself; "
             "pickle the TreeSpec that holds it."
         )
@@ -405,7 +410,7 @@ def tree_unflatten(spec: TreeSpec, leaves: Iterable[Any]) -> Any:
         ['a', ('b', 'c')]
     """
     if not isinstance(spec, TreeSpec):
-        raise TypeError(
+        raise TreeclassTypeError(
             f"tree_unflatten() takes a treeclass TreeSpec first, got {type(spec).__name__}; "
             "call it as tree_unflatten(spec, leaves)."
         )
@@ -544,14 +549,18 @@ def tree_leaves_with_path(
 # --- map -------------------------------------------------------------------------------------
 
 
-def _leaves_like(spec: TreeSpec, other: Any, is_leaf: Callable[[Any], bool] | None) -> list[Any]:
-    leaves, other_spec = tree_flatten(other, is_leaf)
-    if other_spec != spec:
+def _leaves_like(spec: TreeSpec, other: Any) -> list[Any]:
+    """The subtrees of ``other`` at the leaves of ``spec``.
+
+    As in JAX, the first tree's structure must be a prefix of every other tree's.
+    """
+    try:
+        return spec.flatten_up_to(other)
+    except StructureMismatchError as e:
         raise StructureMismatchError(
-            f"tree_map() needs every tree to have the structure of the first one; "
-            f"the first is {spec!r} but another is {other_spec!r}."
-        )
-    return leaves
+            f"tree_map() needs the first tree's structure to be a prefix of every other tree's; "
+            f"the first is {spec!r}, and another does not fit it: {e}"
+        ) from None
 
 
 def _tree_map(
@@ -560,10 +569,14 @@ def _tree_map(
     *rest: Any,
     is_leaf: Callable[[Any], bool] | None = None,
 ) -> Any:
-    """Apply ``f`` to the leaves of ``tree`` (and the matching leaves of ``rest``).
+    """Apply ``f`` to the leaves of ``tree`` (and the matching parts of ``rest``).
+
+    As in ``jax.tree_util.tree_map``, the structure of ``tree`` must be a prefix of every tree
+    in ``rest``: where ``tree`` has a leaf, ``f`` gets the whole matching subtree of the others.
 
     Raises:
-        StructureMismatchError: a tree in ``rest`` has another structure than ``tree``.
+        StructureMismatchError: a tree in ``rest`` does not have ``tree``'s structure as a
+            prefix.
 
     Example:
         >>> import treeclass as tc
@@ -573,7 +586,7 @@ def _tree_map(
     leaves, spec = tree_flatten(tree, is_leaf)
     if not rest:
         return spec.unflatten(map(f, leaves))
-    others = [_leaves_like(spec, r, is_leaf) for r in rest]
+    others = [_leaves_like(spec, r) for r in rest]
     return spec.unflatten(map(f, leaves, *others))
 
 
@@ -593,7 +606,7 @@ def _tree_map_with_path(
     pairs, spec = tree_flatten_with_path(tree, is_leaf)
     paths = [p for p, _ in pairs]
     leaves = [x for _, x in pairs]
-    others = [_leaves_like(spec, r, is_leaf) for r in rest]
+    others = [_leaves_like(spec, r) for r in rest]
     return spec.unflatten(map(f, paths, leaves, *others))
 
 
@@ -700,7 +713,7 @@ class TreeSpec:
     _hash: int | None
 
     def __init__(self) -> None:
-        raise TypeError(
+        raise TreeclassTypeError(
             "TreeSpec cannot be built directly; get one from tree_flatten(), "
             "tree_structure() or treespec_loads()."
         )
@@ -757,8 +770,7 @@ class TreeSpec:
             StructureMismatchError: ``tree`` does not have this spec as a prefix.
         """
         out: list[Any] = []
-        pos = _flatten_up_to(self._entries, 0, tree, out)
-        assert pos == len(self._entries)
+        _flatten_up_to(self._entries, tree, out)
         return out
 
     def children(self) -> list[TreeSpec]:
@@ -826,13 +838,14 @@ _LEAF_SPEC = TreeSpec._make((None,), 1)
 
 
 def _skip(entries: tuple[Any, ...], pos: int) -> int:
-    """The position just past the subtree that starts at ``pos``."""
-    e = entries[pos]
-    pos += 1
-    if e is None or e[3]:
-        return pos
-    for _ in range(e[2]):
-        pos = _skip(entries, pos)
+    """The position just past the subtree that starts at ``pos`` (no recursion)."""
+    todo = 1  # entries still to pass over, counting the subtrees not yet entered
+    while todo:
+        e = entries[pos]
+        pos += 1
+        todo -= 1
+        if e is not None and not e[3]:
+            todo += e[2]
     return pos
 
 
@@ -846,31 +859,36 @@ def _count_leaves(entries: tuple[Any, ...]) -> int:
     return n
 
 
-def _flatten_up_to(entries: tuple[Any, ...], pos: int, tree: Any, out: list[Any]) -> int:
-    e = entries[pos]
-    if e is None:
-        out.append(tree)
-        return pos + 1
-    nt, aux, k, leafy = e
-    if type(tree) is not nt.type:
-        raise StructureMismatchError(
-            f"expected a {nt.type.__qualname__} node here but got {type(tree).__qualname__}: "
-            f"{tree!r}"
-        )
-    children, other_aux = nt.flatten(tree)
-    children = list(children)
-    if other_aux != aux or len(children) != k:
-        raise StructureMismatchError(
-            f"{nt.type.__qualname__} node does not match: expected auxdata {aux!r} with {k} "
-            f"children, got {other_aux!r} with {len(children)}."
-        )
-    if leafy:
-        out.extend(children)
-        return pos + 1
-    pos += 1
-    for c in children:
-        pos = _flatten_up_to(entries, pos, c, out)
-    return pos
+def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
+    """Append to ``out`` the subtrees of ``tree`` at the leaves of ``entries`` (no recursion)."""
+    pos = 0
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        e = entries[pos]
+        pos += 1
+        if e is None:
+            out.append(node)
+            continue
+        nt, aux, k, leafy = e
+        if type(node) is not nt.type:
+            raise StructureMismatchError(
+                f"expected a {nt.type.__qualname__} node here but got "
+                f"{type(node).__qualname__}: {node!r}"
+            )
+        children, other_aux = nt.flatten(node)
+        children = list(children)
+        if other_aux != aux or len(children) != k:
+            raise StructureMismatchError(
+                f"{nt.type.__qualname__} node does not match: expected auxdata {aux!r} with "
+                f"{k} children, got {other_aux!r} with {len(children)}."
+            )
+        if leafy:
+            out.extend(children)
+        else:
+            children.reverse()
+            stack.extend(children)
+    assert pos == len(entries)
 
 
 def _repr_entries(entries: tuple[Any, ...]) -> str:

@@ -18,5 +18,15 @@ class PyTreeNodeRegistryEntry:
     unflatten_func: Callable[[Any, Any], Any]
     path_entry_type: builtins.type[PyTreeEntry]
     namespace: str
+    def __init__(
+        self,
+        type: builtins.type,
+        flatten_func: Callable[[Any], tuple[Any, ...]],
+        unflatten_func: Callable[[Any, Any], Any],
+        *,
+        path_entry_type: builtins.type[PyTreeEntry] = ...,
+        kind: Any = ...,
+        namespace: str = "",
+    ) -> None: ...
 
 def __getattr__(name: str) -> Incomplete: ...

@@ -175,6 +175,11 @@ def _unhashable_reporter(node: NodeDef) -> Callable[[Any], None]:
     return check_aux
 
 
+def _tree_util_options(node: NodeDef) -> tuple[Any, ...]:
+    """The options the generated ``jax.tree_util`` callbacks of ``node`` depend on."""
+    return (node.return_none_fields, node.info.static_fields, node.info.rebuild)
+
+
 def _serialize_aux(node: NodeDef, aux: Any) -> bytes:
     return aux_to_bytes(node, aux)
 
@@ -210,7 +215,9 @@ class JaxBackend:
         if node.kind != "namedtuple":
             ours = _TREE_UTIL.get(cls)
             if ours is not None:
-                if ours.options() != node.options():
+                # Only what the jax.tree_util callbacks depend on (not the name, which only
+                # concerns jax.export and can change on a retry).
+                if _tree_util_options(ours) != _tree_util_options(node):
                     raise RegistrationError(
                         _REGISTERED_BY_OLDER_TREECLASS.format(cls=node.qualname)
                     )
@@ -302,3 +309,7 @@ BACKEND: Final = JaxBackend()
 def activate() -> None:
     """Start mirroring the treeclass registry into JAX (called by :mod:`treeclass._hooks`)."""
     _registry.activate_backend(BACKEND)
+
+
+# Importing the adapter activates it (``activate`` is idempotent): see treeclass._hooks.
+activate()

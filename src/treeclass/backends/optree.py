@@ -287,3 +287,7 @@ def activate() -> None:
     decorated so far.
     """
     _registry.activate_backend(BACKEND)
+
+
+# Importing the adapter activates it (``activate`` is idempotent): see treeclass._hooks.
+activate()
