@@ -41,7 +41,12 @@ import sys
 from collections import OrderedDict, defaultdict
 
 from ._auxdata import brief
-from ._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError
+from ._errors import (
+    StructureMismatchError,
+    TreeclassTypeError,
+    TreespecLoadError,
+    UnnamedClassError,
+)
 from ._fields import is_namedtuple_class
 from ._format import _ddict_state, _dict_state, _odict_state
 from ._registry import node_for_class
@@ -266,7 +271,17 @@ def _optree_nodes(spec: Any) -> list[Node]:
     # ``walk`` visits the tree once in C++, calling f_node(type, node_data, children) bottom-up
     # without unflattening anything; the nested result is then read in pre-order here.
     framework = "optree" if spec.namespace != "torch" else "torch (C++ pytree)"
-    walked = spec.walk([None] * spec.num_leaves, _optree_node, _optree_leaf)
+    try:
+        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf). Before that,
+        # walk took (f_node(children, data), f_leaf, leaves), which cannot name the node types.
+        walked = spec.walk([None] * spec.num_leaves, _optree_node, _optree_leaf)
+    except TypeError:
+        import optree
+
+        raise TreeclassTypeError(
+            f"converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "
+            f"but optree {optree.__version__} is installed; upgrade optree."
+        ) from None
     out: list[Node] = []
     append = out.append
     stack: list[tuple[Any, Where]] = [(walked, None)]
