@@ -625,33 +625,6 @@ def test_private_tree_node_check_fallback(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 @pytest.mark.slow
-def test_jax_stubs_agree_with_installed_jax(tmp_path: pathlib.Path) -> None:
-    pytest.importorskip("mypy")
-    config = tmp_path / "stubtest.ini"
-    config.write_text("[mypy]\n")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy.stubtest",
-            "--mypy-config-file",
-            str(config),
-            "--ignore-missing-stub",
-            "--allowlist",
-            str(ROOT / "stubs" / "jax-stubtest-allowlist.txt"),
-            "jax.tree_util",
-            "jax.export",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**_env(), "MYPYPATH": str(ROOT / "stubs")},
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-@pytest.mark.slow
 def test_adapter_type_checks_without_jax(tmp_path: pathlib.Path) -> None:
     """``mypy --strict`` checks the adapter against stubs/jax with a Python that has no jax."""
     pytest.importorskip("mypy")

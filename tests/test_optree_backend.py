@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import os
 import subprocess
 import sys
 import textwrap
 import typing
 import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -614,27 +612,3 @@ def test_register_namespace_before_optree_is_imported() -> None:
         [sys.executable, "-c", program], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "mine [1.0, 2.0]"
-
-
-@pytest.mark.slow
-def test_partial_optree_stubs_match_installed_optree() -> None:
-    """``stubs/optree`` (what mypy checks the adapter against) agrees with the real optree."""
-    pytest.importorskip("mypy.stubtest")
-    root = Path(__file__).resolve().parent.parent
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mypy.stubtest",
-            "optree",
-            "--ignore-missing-stub",
-            "--allowlist",
-            str(root / "stubs" / "optree-stubtest-allowlist.txt"),
-        ],
-        cwd=root,
-        env={**os.environ, "MYPYPATH": str(root / "stubs")},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
