@@ -274,8 +274,12 @@ def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
             entries.append(None)
             return
     fast = nt.flatten_into
-    if fast is not None and fast(node, leaves, entries):
-        return
+    if fast is None or not fast(node, leaves, entries):
+        _flatten_node(nt, node, leaves, entries)
+
+
+def _flatten_node(nt: NodeType, node: object, leaves: list[Any], entries: list[Any]) -> None:
+    """Flatten a node of type ``nt`` the general way (its fast path, if any, said no)."""
     children, aux = nt.flatten(node)
     k = len(children)
     if _LEAF_TYPES.issuperset(map(type, children)):
@@ -294,22 +298,17 @@ def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
             leaves.append(child)
             entries.append(None)
             continue
-        # Inline the common case -- a node whose children are all leaves (a dataclass of
-        # arrays in a list) -- to save a recursive call per child.
         cnt = get(t)
         if cnt is not None:
+            # A known node type: try its fast path inline (the common case, a dataclass of
+            # arrays in a list, then costs no call of ours) and recurse only if it says no.
             fast = cnt.flatten_into
-            if fast is not None and fast(child, leaves, entries):
-                all_leaves = False
-                continue
-            grandchildren, child_aux = cnt.flatten(child)
-            if leaf_types.issuperset(map(type, grandchildren)):
-                leaves.extend(grandchildren)
-                entries.append((cnt, child_aux, len(grandchildren), True))
-                all_leaves = False
-                continue
+            if fast is None or not fast(child, leaves, entries):
+                _flatten_node(cnt, child, leaves, entries)
+            all_leaves = False
+            continue
         before = len(entries)
-        _flatten(child, leaves, entries)
+        _flatten(child, leaves, entries)  # a type seen for the first time
         if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
             all_leaves = False
     if all_leaves:
