@@ -20,7 +20,8 @@ Example:
 
 from __future__ import annotations
 
-from ._api import field, pytree_dataclass, register_dataclass, register_namedtuple
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
     NameConflictError,
     NotAPytreeClassError,
@@ -36,9 +37,10 @@ from ._errors import (
     UnregisteredNameError,
     UnserializableStaticError,
 )
-from ._format import FORMAT_VERSION, treespec_dumps, treespec_loads
+from ._format import FORMAT_VERSION
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
 from ._registry import active_backends, class_for_name, is_registered, name_of
+from ._serialize import treespec_dumps, treespec_loads
 from ._statics import register_static
 from ._tree import (
     TreeSpec,
@@ -51,6 +53,9 @@ from ._tree import (
     tree_structure,
     tree_unflatten,
 )
+
+if TYPE_CHECKING:
+    from ._api import field, pytree_dataclass, register_dataclass, register_namedtuple
 
 __version__ = "0.1.0"
 
@@ -98,22 +103,29 @@ __all__ = [
     "treespec_loads",
 ]
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from . import optree as optree
-    from . import torch as torch
-else:
-    # Public submodules imported on first attribute access (``tc.optree``), so that
-    # ``import treeclass`` stays cheap and never imports a framework. Hidden from type
-    # checkers, which would otherwise accept any misspelt ``tc.<name>``.
-    _LAZY_SUBMODULES = frozenset({"optree", "torch"})
+# Loaded on first use: ``_api`` imports dataclasses (with inspect, ~5 ms), which the first
+# decorated class needs anyway; ``torch`` and ``optree`` are the public extras (``tc.optree``;
+# type checkers see them only where a user imports ``treeclass.torch`` itself, so that
+# checking ``import treeclass`` never reads a framework).
+_LAZY_API = frozenset(("field", "pytree_dataclass", "register_dataclass", "register_namedtuple"))
+_LAZY_SUBMODULES = frozenset(("optree", "torch"))
 
-    def __getattr__(name: str) -> object:
+
+if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any tc.<name>
+
+    def __getattr__(name: str) -> Any:
+        import importlib
+
+        if name in _LAZY_API:
+            value = getattr(importlib.import_module("treeclass._api"), name)
+            globals()[name] = value
+            return value
         if name in _LAZY_SUBMODULES:
-            import importlib
-
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY_API})
 
 
 from ._hooks import install as _install_hooks  # noqa: E402

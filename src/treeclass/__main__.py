@@ -23,8 +23,9 @@ def main(argv: list[str] | None = None) -> int:
         import importlib.util
 
         import treeclass
+        from treeclass._hooks import FRAMEWORKS
 
-        found = [m for m in ("jax", "torch", "optree") if importlib.util.find_spec(m) is not None]
+        found = [f.name for f in FRAMEWORKS if importlib.util.find_spec(f.module) is not None]
         names = ", ".join(found) or "none"
         print(f"treeclass {treeclass.__version__}; frameworks installed: {names}")
         return 0

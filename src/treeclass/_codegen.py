@@ -1,180 +1,114 @@
-"""Generate a class's flatten / unflatten / flatten-with-keys functions from source.
+"""Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
-Each function is written out as Python source with one line per field and no loops, compiled
-once per class, and registered in :mod:`linecache` under a filename like
-``<treeclass generated flatten pkg.mod.Point>`` so that tracebacks and ``inspect.getsource``
-show it. Helpers reach the generated code through its globals (``_cls``, ``_new``, ...), never
-through the user's module.
+For each class one source text is written from its :class:`~treeclass._fields.ClassInfo`
+(one line per field, no loops) holding every function a registry needs, compiled once, and
+registered in :mod:`linecache` under ``<treeclass generated pkg.mod.Point>`` so that tracebacks
+and ``inspect.getsource`` show it. Each registry gets its own function objects by executing
+that one code object in a namespace of its own (:meth:`Generated.bind`): the key type of its
+key paths, the embedded registry's node type, JAX's hash check. Nothing here looks at the
+class itself: what to store and how comes from the rebuild plan.
 
-The auxdata of a dataclass or attrs node is a tuple ``(nones, *statics)``: ``nones`` is the
-tuple of data-field names whose value was ``None`` (always ``()`` with
-``return_none_fields=True``) and ``statics`` are the static fields' values in field order.
-Tuples hash and compare in C, which keeps JAX's jit cache lookups fast.
+The auxdata of a dataclass or attrs node is the tuple ``(nones, *statics)``; see
+``docs/how-it-works.md`` for the generated code.
 """
 
 from __future__ import annotations
 
-from ._fields import ClassInfo, solid_new
+import linecache
+from collections.abc import Callable
+from typing import Any, Final
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
+from ._errors import RebuildError
+from ._fields import ClassInfo
 
-__all__ = [
-    "FlattenFn",
-    "FlattenWithKeysFn",
-    "UnflattenFn",
-    "compile_source",
-    "make_flatten",
-    "make_flatten_into",
-    "make_flatten_with_entries",
-    "make_flatten_with_keys",
-    "make_unflatten",
-]
+__all__ = ["FUNCTIONS", "Generated", "generate", "release"]
 
-if TYPE_CHECKING:
-    FlattenFn = Callable[[Any], tuple[tuple[Any, ...], Any]]
-    FlattenWithKeysFn = Callable[[Any], tuple[tuple[tuple[Any, Any], ...], Any]]
-    FlattenIntoFn = Callable[[Any, list[Any], list[Any]], bool]
-    UnflattenFn = Callable[[Any, Any], Any]
-    FlattenEntriesFn = Callable[[Any], tuple[tuple[Any, ...], Any, tuple[str, ...]]]
+_I: Final = "    "
 
-_INDENT = "    "
+#: The functions every generated source defines.
+FUNCTIONS: Final = (
+    "flatten",
+    "flatten_with_keys",
+    "flatten_entries",
+    "flatten_into",
+    "unflatten",
+    "unflatten_cf",
+    "unflatten_hashed",
+)
 
 
-def compile_source(
-    source: str, namespace: dict[str, Any], *, what: str, cls: type, func: str
-) -> Callable[..., Any]:
-    """Compile ``source`` defining ``func`` and return the function.
+class Generated:
+    """One class's compiled source, ready to be bound for each registry.
 
-    The source goes into :mod:`linecache` under a unique filename (a re-run of the same
-    class definition gets a numbered one), with ``mtime=None`` so it is never evicted.
+    Attributes:
+        filename: the :mod:`linecache` filename of the source.
+        source: the source text.
     """
-    import linecache
 
-    base = f"<treeclass generated {what} {cls.__module__}.{cls.__qualname__}"
-    filename = f"{base}>"
+    __slots__ = ("_code", "_globals", "cls", "filename", "source")
+
+    def __init__(self, cls: type, source: str, filename: str, globals_: dict[str, Any]) -> None:
+        self.cls = cls
+        self.source = source
+        self.filename = filename
+        self._code = compile(source, filename, "exec")
+        self._globals = globals_
+
+    def bind(
+        self,
+        tag: str,
+        *,
+        key: Callable[[str], Any],
+        data_fields: tuple[str, ...],
+        **extra: Any,
+    ) -> dict[str, Callable[..., Any]]:
+        """The functions of this source, bound to a registry's helpers.
+
+        Args:
+            tag: the registry's name, shown in the functions' qualified names (``""`` for the
+                embedded registry).
+            key: makes the registry's key object for a field name (``GetAttrKey``).
+            data_fields: the data field names, in order (the keys made with ``key``).
+            **extra: further globals: ``_nt`` (the embedded node type), ``_check_aux``
+                (JAX's explanation of an unhashable static value).
+        """
+        ns: dict[str, Any] = dict(self._globals)
+        ns.update({f"_k{i}": key(name) for i, name in enumerate(data_fields)})
+        ns.update(extra)
+        exec(self._code, ns)
+        out: dict[str, Callable[..., Any]] = {}
+        cls = self.cls
+        suffix = f"[{tag}]" if tag else ""
+        for func in FUNCTIONS:
+            fn = ns[func]
+            fn.__qualname__ = f"{cls.__qualname__}.<treeclass {func}{suffix}>"
+            fn.__module__ = cls.__module__
+            fn.__doc__ = f"Generated by treeclass: {func} for {cls.__qualname__}."
+            out[func] = fn
+        return out
+
+
+def _reserve(cls: type, source: str) -> str:
+    """Put ``source`` into :mod:`linecache` under a filename no other source has."""
+    base = f"<treeclass generated {cls.__module__}.{cls.__qualname__}"
+    entry = (len(source), None, source.splitlines(keepends=True))
     n = 1
-    while filename in linecache.cache:
+    while True:
+        filename = f"{base}>" if n == 1 else f"{base}-{n}>"
+        value = (*entry, filename)
+        # setdefault is atomic: two threads never get the same filename (as attrs does it).
+        if linecache.cache.setdefault(filename, value) is value:
+            return filename
         n += 1
-        filename = f"{base}-{n}>"
-    code = compile(source, filename, "exec")
-    exec(code, namespace)
-    lines = source.splitlines(keepends=True)
-    linecache.cache[filename] = (len(source), None, lines, filename)
-    fn: Callable[..., Any] = namespace[func]
-    fn.__qualname__ = f"{cls.__qualname__}.<treeclass {what}>"
-    fn.__module__ = cls.__module__
-    fn.__doc__ = f"Generated by treeclass: {what} for {cls.__qualname__}."
-    return fn
 
 
-def _or_none(names: list[str]) -> str:
-    return " or ".join(f"{v} is None" for v in names)
+def release(generated: Generated) -> None:
+    """Drop ``generated``'s source from :mod:`linecache` (its registration was refused)."""
+    linecache.cache.pop(generated.filename, None)
 
 
-def _flatten_source(
-    info: ClassInfo,
-    return_none_fields: bool,
-    func: str,
-    child: Callable[[int, str], str],
-    *,
-    with_names: bool = False,
-) -> str:
-    """Source of a flatten-like function ``func(obj)``: one line per field, no loops.
-
-    ``child(i, local)`` is the expression for data field ``i`` held in ``local`` (``v0`` or
-    ``(_k0, v0)``). Returns ``(children, aux)``, or ``(children, aux, names)`` ``with_names``
-    (the names of the fields the children came from, the constant ``_names`` when no ``None``
-    field was left out). Unless ``return_none_fields``, ``None`` values are left out of the
-    children and their names go into the auxdata's first item.
-    """
-    data = info.data_fields
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
-    lines = [f"def {func}(obj):"]
-    for v, name in zip(local, data):
-        lines.append(f"{_INDENT}{v} = obj.{name}")
-    if data and not return_none_fields:
-        lines.append(f"{_INDENT}if {_or_none(local)}:")
-        lines.append(f"{_INDENT * 2}children = []")
-        lines.append(f"{_INDENT * 2}nones = []")
-        if with_names:
-            lines.append(f"{_INDENT * 2}names = []")
-        for i, (v, name) in enumerate(zip(local, data)):
-            lines.append(f"{_INDENT * 2}if {v} is None:")
-            lines.append(f"{_INDENT * 3}nones.append({name!r})")
-            lines.append(f"{_INDENT * 2}else:")
-            lines.append(f"{_INDENT * 3}children.append({child(i, v)})")
-            if with_names:
-                lines.append(f"{_INDENT * 3}names.append({name!r})")
-        names = ", tuple(names)" if with_names else ""
-        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics}){names}")
-    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
-    lines.append(f"{_INDENT}return {children}, ((),{statics}){', _names' if with_names else ''}")
-    return "\n".join(lines) + "\n"
-
-
-def make_flatten(info: ClassInfo, return_none_fields: bool) -> FlattenFn:
-    """Generate ``flatten(obj) -> (children, aux)`` for a dataclass / attrs class."""
-    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v)
-    return compile_source(source, {}, what="flatten", cls=info.cls, func="flatten")
-
-
-def make_flatten_into(
-    info: ClassInfo, return_none_fields: bool, leaf_types: set[type]
-) -> FlattenIntoFn:
-    """Generate the embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
-
-    When every data value is of a type known to be a leaf (``leaf_types``, shared with the
-    embedded registry) and none is ``None`` (unless ``return_none_fields``), it appends the
-    values to ``leaves`` and one leafy entry to ``entries`` and returns ``True``; otherwise it
-    changes nothing and returns ``False`` and the caller takes the general path. The entry's
-    node type is set afterwards as the global ``_nt`` (see :class:`treeclass._registry.NodeDef`).
-    """
-    data = info.data_fields
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
-    lines = ["def flatten_into(obj, leaves, entries):"]
-    for v, name in zip(local, data):
-        lines.append(f"{_INDENT}{v} = obj.{name}")
-    if local:
-        checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
-        lines.append(f"{_INDENT}if not ({checks}):")
-        lines.append(f"{_INDENT * 2}return False")
-        lines.append(f"{_INDENT}leaves += ({''.join(f'{v}, ' for v in local)})")
-    lines.append(f"{_INDENT}entries.append((_nt, ((),{statics}), {len(local)}, True))")
-    lines.append(f"{_INDENT}return True")
-    # None is not a leaf type, so a None value takes the general path (which records it as a
-    # None field, or as a child with return_none_fields=True): no separate check is needed.
-    del return_none_fields
-    source = "\n".join(lines) + "\n"
-    ns: dict[str, Any] = {"_type": type, "_leaf_types": leaf_types, "_nt": None}
-    return compile_source(source, ns, what="flatten_into", cls=info.cls, func="flatten_into")
-
-
-def make_flatten_with_keys(
-    info: ClassInfo, return_none_fields: bool, key: Callable[[str], Any], *, tag: str = ""
-) -> FlattenWithKeysFn:
-    """Generate ``flatten_with_keys(obj) -> (((key, child), ...), aux)``.
-
-    ``key`` turns a field name into the framework's key object (``GetAttrKey`` and friends);
-    the keys are made once, here, and reach the generated code as constants.
-    """
-    ns: dict[str, Any] = {f"_k{i}": key(name) for i, name in enumerate(info.data_fields)}
-    source = _flatten_source(
-        info, return_none_fields, "flatten_with_keys", lambda i, v: f"(_k{i}, {v})"
-    )
-    what = f"flatten_with_keys{'[' + tag + ']' if tag else ''}"
-    return compile_source(source, ns, what=what, cls=info.cls, func="flatten_with_keys")
-
-
-def _rebuild_failed(cls: type) -> Callable[[BaseException], Exception]:
+def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
     """Make the error for a class whose own ``__setattr__`` refused a field during unflatten."""
-    from ._errors import RebuildError
-
-    label = f"{cls.__module__}.{cls.__qualname__}"
 
     def error(cause: BaseException) -> Exception:
         return RebuildError(
@@ -187,175 +121,186 @@ def _rebuild_failed(cls: type) -> Callable[[BaseException], Exception]:
     return error
 
 
-def _slot_descriptor(cls: type, name: str) -> Any:
-    """The member descriptor that stores ``name`` in ``cls``'s slots, or ``None``."""
-    from types import MemberDescriptorType
-
-    for klass in cls.__mro__:
-        d = vars(klass).get(name)
-        if d is not None:
-            return d if isinstance(d, MemberDescriptorType) else None
-    return None
+# --- source builders ----------------------------------------------------------------------------
 
 
-def _dict_descriptor(cls: type) -> Any:
-    """The ``__dict__`` getset descriptor of ``cls``'s instances, or ``None`` (pure slots)."""
-    for klass in cls.__mro__:
-        d = vars(klass).get("__dict__")
-        if d is not None and hasattr(d, "__set__"):
-            return d
-    return None
+def _flatten(
+    info: ClassInfo, skip_none: bool, head: str, child: Callable[[int, str], str], names: bool
+) -> list[str]:
+    """A flatten-like function: ``(children, aux)``, or ``(children, aux, names)``.
 
-
-def make_unflatten(
-    info: ClassInfo,
-    return_none_fields: bool,
-    *,
-    children_first: bool = False,
-    check_aux: Callable[[Any], object] | None = None,
-    tag: str = "",
-) -> UnflattenFn:
-    """Generate ``unflatten(aux, children) -> obj`` (``(children, aux)`` if ``children_first``).
-
-    The object is made with the nearest built-in ``__new__`` and its fields are stored
-    directly, so ``__init__``, ``__post_init__``, validators and frozen ``__setattr__`` never
-    run -- unless the class's rebuild mode says otherwise (see :mod:`treeclass._fields`).
-
-    With ``check_aux`` (and static fields), the function first hashes ``aux`` and, if that
-    raises ``TypeError``, calls ``check_aux(aux)`` to raise a clearer error (the JAX adapter
-    uses it: see :mod:`treeclass.backends.jax`). ``tag`` names the variant in its filename.
+    ``child(i, local)`` is the expression for data field ``i`` held in ``local``. With
+    ``skip_none``, ``None`` values are left out of the children and their field names go
+    into the auxdata's first item.
     """
-    cls = info.cls
     data = info.data_fields
-    ns: dict[str, Any] = {"_cls": cls, "_new": solid_new(cls), "_osetattr": object.__setattr__}
-    params = "children, aux" if children_first else "aux, children"
-    value_of: dict[str, str] = {}
-    for i, name in enumerate(data):
-        value_of[name] = f"v{i}"
-    for i, name in enumerate(info.static_fields, start=1):
-        value_of[name] = f"aux[{i}]"
-
-    body = _store_lines(info, ns, value_of)
-    local = [value_of[n] for n in data]
-
-    lines = [f"def unflatten({params}):"]
-    if check_aux is not None and info.static_fields:
-        ns["_check_aux"] = check_aux
-        lines.append(f"{_INDENT}try:")
-        lines.append(f"{_INDENT * 2}hash(aux)")
-        lines.append(f"{_INDENT}except TypeError:")
-        lines.append(f"{_INDENT * 2}_check_aux(aux)")
-        lines.append(f"{_INDENT * 2}raise")
-    if data and not return_none_fields:
-        lines.append(f"{_INDENT}if aux[0]:")
-        lines.append(f"{_INDENT * 2}return _unflatten_nones({params})")
-    if len(local) == 1:
-        lines.append(f"{_INDENT}{local[0]}, = children")
-    elif local:
-        lines.append(f"{_INDENT}{', '.join(local)} = children")
-    lines.extend(body)
-    lines.append(f"{_INDENT}return obj")
-
-    if data and not return_none_fields:
-        lines.append("")
-        lines.append(f"def _unflatten_nones({params}):")
-        lines.append(f"{_INDENT}nones = aux[0]")
-        lines.append(f"{_INDENT}it = iter(children)")
-        for v, name in zip(local, data):
-            lines.append(f"{_INDENT}{v} = None if {name!r} in nones else next(it)")
-        lines.extend(body)
-        lines.append(f"{_INDENT}return obj")
-    source = "\n".join(lines) + "\n"
-    what = f"unflatten{'[' + tag + ']' if tag else ''}"
-    return compile_source(source, ns, what=what, cls=cls, func="unflatten")
+    statics = "".join(f" obj.{s}," for s in info.static_fields)
+    local = [f"v{i}" for i in range(len(data))]
+    lines = [head]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
+    if data and skip_none:
+        lines.append(f"{_I}if {' or '.join(f'{v} is None' for v in local)}:")
+        lines.append(f"{_I * 2}children = []")
+        lines.append(f"{_I * 2}nones = []")
+        if names:
+            lines.append(f"{_I * 2}names = []")
+        for i, (v, name) in enumerate(zip(local, data)):
+            lines.append(f"{_I * 2}if {v} is None:")
+            lines.append(f"{_I * 3}nones.append({name!r})")
+            lines.append(f"{_I * 2}else:")
+            lines.append(f"{_I * 3}children.append({child(i, v)})")
+            if names:
+                lines.append(f"{_I * 3}names.append({name!r})")
+        tail = ", tuple(names)" if names else ""
+        lines.append(f"{_I * 2}return tuple(children), (tuple(nones),{statics}){tail}")
+    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
+    lines.append(f"{_I}return {children}, ((),{statics}){', _names' if names else ''}")
+    return lines
 
 
-def _plain_stores_ok(cls: type, info: ClassInfo) -> bool:
-    """Whether ``obj.field = value`` stores each field directly (no user code runs).
+def _flatten_into(info: ClassInfo) -> list[str]:
+    """The embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
 
-    True when the class uses ``object.__setattr__`` and every field is either a slot or not
-    a data descriptor of the class (a property of the same name would intercept the store).
+    When every value is of a type known to be a leaf (``None`` never is, so ``None`` values
+    take the general path), it flattens straight into the walker's lists; otherwise it returns
+    ``False`` without changing anything.
     """
-    from types import MemberDescriptorType
+    data = info.data_fields
+    statics = "".join(f" obj.{s}," for s in info.static_fields)
+    local = [f"v{i}" for i in range(len(data))]
+    lines = ["def flatten_into(obj, leaves, entries):"]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
+    if local:
+        checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
+        lines.append(f"{_I}if not ({checks}):")
+        lines.append(f"{_I * 2}return False")
+        lines.append(f"{_I}leaves += ({''.join(f'{v}, ' for v in local)})")
+    lines.append(f"{_I}entries.append((_nt, ((),{statics}), {len(local)}, True))")
+    lines.append(f"{_I}return True")
+    return lines
 
-    if getattr(cls, "__setattr__", None) is not object.__setattr__:
-        return False
-    for f in info.fields:
-        for klass in cls.__mro__:
-            if f.name in vars(klass):
-                d: object = vars(klass)[f.name]
-                if hasattr(type(d), "__set__") and not isinstance(d, MemberDescriptorType):
-                    return False
-                break
-    return True
+
+def _store(how: str, name: str, value: str, slot_index: dict[str, int]) -> str:
+    if how == "attr":
+        return f"{_I}obj.{name} = {value}"
+    if how == "slot":
+        return f"{_I}_slot{slot_index[name]}(obj, {value})"
+    if how == "dict":
+        return f"{_I}_inst_dict[{name!r}] = {value}"
+    return f"{_I}_osetattr(obj, {name!r}, {value})"
 
 
-def _store_lines(info: ClassInfo, ns: dict[str, Any], value_of: dict[str, str]) -> list[str]:
+def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, int]) -> list[str]:
     """Lines that make ``obj`` and restore every field from ``value_of``."""
-    cls = info.cls
+    plan = info.plan
     out: list[str] = []
-    if info.rebuild == "init":
+    if plan.mode == "init":
         init_args = ", ".join(f"{f.alias}={value_of[f.name]}" for f in info.fields if f.init)
-        out.append(f"{_INDENT}obj = _cls({init_args})")
-        for f in info.fields:
-            if not f.init:
-                out.append(f"{_INDENT}_osetattr(obj, {f.name!r}, {value_of[f.name]})")
+        out.append(f"{_I}obj = _cls({init_args})")
+        out += [
+            f"{_I}_osetattr(obj, {f.name!r}, {value_of[f.name]})" for f in info.fields if not f.init
+        ]
         return out
-
-    out.append(f"{_INDENT}obj = _new(_cls)")
-    if info.rebuild == "protocol":
+    out.append(f"{_I}obj = _new(_cls)")
+    if plan.mode == "protocol":
         # The class's own __setattr__ may refuse: report that as a treeclass error naming the
         # class and the way out, not as a bare error from inside a framework.
-        ns["_rebuild_failed"] = _rebuild_failed(cls)
-        out.append(f"{_INDENT}try:")
-        for f in info.fields:
-            out.append(f"{_INDENT * 2}obj.{f.name} = {value_of[f.name]}")
-        if isinstance(cls, type) and issubclass(cls, dict):
+        out.append(f"{_I}try:")
+        out += [f"{_I * 2}obj.{f.name} = {value_of[f.name]}" for f in info.fields]
+        if plan.mapping:
             # Mapping-based outputs (HuggingFace ModelOutput) expose non-None fields as items
             # too, in field order, the way their __post_init__ does.
             for f in info.fields:
                 v = value_of[f.name]
-                out.append(f"{_INDENT * 2}if {v} is not None:")
-                out.append(f"{_INDENT * 3}obj[{f.name!r}] = {v}")
-        out.append(f"{_INDENT}except Exception as e:")
-        out.append(f"{_INDENT * 2}raise _rebuild_failed(e) from e")
+                out.append(f"{_I * 2}if {v} is not None:")
+                out.append(f"{_I * 3}obj[{f.name!r}] = {v}")
+        out.append(f"{_I}except Exception as e:")
+        out.append(f"{_I * 2}raise _rebuild_failed(e) from e")
         return out
-
-    if _plain_stores_ok(cls, info):
-        # No __setattr__ but object's and no descriptor of the class's own on a field: plain
-        # stores are the fastest (specialized STORE_ATTR, about 2.5x faster than building and
-        # setting a __dict__) and keep the instance's key-sharing dict, as __init__ would.
-        for f in info.fields:
-            out.append(f"{_INDENT}obj.{f.name} = {value_of[f.name]}")
-        return out
-
-    dict_items: list[str] = []
-    for f in info.fields:
-        v = value_of[f.name]
-        slot = _slot_descriptor(cls, f.name)
-        if slot is not None:
-            ns[f"_set_{f.name}"] = slot.__set__
-            out.append(f"{_INDENT}_set_{f.name}(obj, {v})")
-        else:
-            dict_items.append(f"{f.name!r}: {v}")
-    if dict_items:
-        dict_descr = _dict_descriptor(cls)
-        if dict_descr is not None:
-            ns["_set_dict"] = dict_descr.__set__
-            out.append(f"{_INDENT}_set_dict(obj, {{{', '.join(dict_items)}}})")
-        else:  # neither a slot nor a __dict__: a descriptor of the class's own
-            for f in info.fields:
-                if _slot_descriptor(cls, f.name) is None:
-                    out.append(f"{_INDENT}_osetattr(obj, {f.name!r}, {value_of[f.name]})")
+    stores = [*plan.stores, *((name, how) for name, how in plan.reset)]
+    values = {**value_of, **{name: "None" for name, _ in plan.reset}}
+    if any(how == "dict" for _, how in stores):
+        out.append(f"{_I}_inst_dict = obj.__dict__")
+    out += [_store(how, name, values[name], slot_index) for name, how in stores]
     return out
 
 
-def make_flatten_with_entries(info: ClassInfo, return_none_fields: bool) -> FlattenEntriesFn:
-    """Generate ``flatten(obj) -> (children, aux, entries)``, optree's three-tuple form.
+def _unflatten(
+    info: ClassInfo, skip_none: bool, head: str, slot_index: dict[str, int]
+) -> list[str]:
+    """An unflatten function ``head`` (its parameters name ``aux`` and ``children``)."""
+    data = info.data_fields
+    value_of = {name: f"v{i}" for i, name in enumerate(data)}
+    value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, start=1)})
+    body = _rebuild(info, value_of, slot_index)
+    local = [value_of[n] for n in data]
+    lines = [head]
+    if head.startswith("def unflatten_hashed") and info.static_fields:
+        lines.append(f"{_I}try:")
+        lines.append(f"{_I * 2}hash(aux)")
+        lines.append(f"{_I}except TypeError:")
+        lines.append(f"{_I * 2}_check_aux(aux)")
+        lines.append(f"{_I * 2}raise")
+    if data and skip_none:
+        lines.append(f"{_I}if aux[0]:")
+        lines.append(f"{_I * 2}nones = aux[0]")
+        lines.append(f"{_I * 2}it = iter(children)")
+        lines += [
+            f"{_I * 2}{v} = None if {name!r} in nones else next(it)" for v, name in zip(local, data)
+        ]
+        lines.append(f"{_I}else:")
+        pad = _I
+    else:
+        pad = ""
+    if len(local) == 1:
+        lines.append(f"{pad}{_I}{local[0]}, = children")
+    elif local:
+        lines.append(f"{pad}{_I}{', '.join(local)} = children")
+    elif pad:
+        lines.append(f"{pad}{_I}pass")
+    lines += body
+    lines.append(f"{_I}return obj")
+    return lines
 
-    ``entries`` are the names of the fields the children came from (what optree's
-    ``GetAttrEntry`` takes); with no ``None`` field left out they are one constant tuple.
+
+def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
+    """Write, compile and register in :mod:`linecache` the source of ``info``'s class.
+
+    Args:
+        info: the class's description.
+        skip_none: leave ``None``-valued data fields out of the children (their names go into
+            the auxdata), as ``return_none_fields=False`` asks.
     """
-    ns: dict[str, Any] = {"_names": info.data_fields}
-    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v, with_names=True)
-    return compile_source(source, ns, what="flatten[optree]", cls=info.cls, func="flatten")
+    slot_index = {name: i for i, name in enumerate(info.plan.slots)}
+    blocks = [
+        _flatten(info, skip_none, "def flatten(obj):", lambda i, v: v, names=False),
+        _flatten(
+            info, skip_none, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", False
+        ),
+        _flatten(info, skip_none, "def flatten_entries(obj):", lambda i, v: v, names=True),
+        _flatten_into(info),
+        _unflatten(info, skip_none, "def unflatten(aux, children):", slot_index),
+        _unflatten(info, skip_none, "def unflatten_cf(children, aux):", slot_index),
+        _unflatten(info, skip_none, "def unflatten_hashed(aux, children):", slot_index),
+    ]
+    source = "\n\n".join("\n".join(block) for block in blocks) + "\n"
+    plan = info.plan
+    globals_: dict[str, Any] = {
+        "__name__": f"treeclass generated {info.qualname}",
+        "_cls": info.cls,
+        "_new": plan.new,
+        "_osetattr": object.__setattr__,
+        "_rebuild_failed": _rebuild_failed(info.qualname),
+        "_names": info.data_fields,
+        "_type": type,
+        "_nt": None,
+        "_leaf_types": frozenset(),
+        "_check_aux": None,
+    }
+    globals_.update({f"_slot{i}": plan.slots[name].__set__ for name, i in slot_index.items()})
+    filename = _reserve(info.cls, source)
+    try:
+        return Generated(info.cls, source, filename, globals_)
+    except BaseException:
+        linecache.cache.pop(filename, None)
+        raise

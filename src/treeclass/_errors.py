@@ -1,4 +1,4 @@
-"""The exceptions treeclass raises.
+"""The exceptions treeclass raises, and the helpers that quote values in their messages.
 
 Every error is a :class:`TreeclassError`; each also subclasses the built-in exception that
 fits it (``ValueError`` for a bad value or name, ``TypeError`` for a bad type), so callers
@@ -6,6 +6,8 @@ that catch the built-in keep working.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "NameConflictError",
@@ -21,7 +23,25 @@ __all__ = [
     "UnnamedClassError",
     "UnregisteredNameError",
     "UnserializableStaticError",
+    "brief",
+    "qualname",
 ]
+
+
+def brief(value: Any, limit: int) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, safe for any value (for messages)."""
+    try:
+        text = repr(value)
+    except Exception:  # an int too long for str(), a deep nesting, a repr that raises
+        text = f"<a {type(value).__name__} that cannot be shown>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def qualname(cls: object) -> str:
+    """``module.QualName`` of a class, for messages (safe for any object)."""
+    module = getattr(cls, "__module__", None) or "?"
+    name = getattr(cls, "__qualname__", None) or brief(cls, 60)
+    return f"{module}.{name}"
 
 
 class TreeclassError(Exception):

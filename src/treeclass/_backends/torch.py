@@ -1,6 +1,6 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Imported (by :mod:`treeclass._hooks`) only once ``torch`` has been imported. Every registered
+Activated by :mod:`treeclass._hooks` once ``torch`` has been imported. Every registered
 class is then registered with torch's Python pytree under its treeclass name as
 ``serialized_type_name``, with an exact ``to_dumpable_context`` / ``from_dumpable_context`` pair
 (tuples stay tuples, so a program loaded by ``torch.export.load`` accepts live inputs) and a
@@ -33,29 +33,23 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
-from .. import _registry
-from .._auxdata import aux_from_bytes, aux_to_bytes
-from .._codegen import make_flatten_with_keys, make_unflatten
-from .._errors import NameConflictError, RegistrationError, TreespecLoadError, UnnamedClassError
-from .._registry import NodeDef
+import torch.utils._pytree as pytree
 
-__all__ = ["BACKEND", "TorchBackend", "activate"]
+from .._convert import Where, encode_node, leaf_count_error, skeleton
+from .._errors import (
+    NameConflictError,
+    RegistrationError,
+    TreespecLoadError,
+    UnnamedClassError,
+    brief,
+)
+from .._fields import is_namedtuple_class
+from .._format import Node, aux_from_bytes, aux_to_bytes
+from .._nodes import NodeType
+from .._registry import node_for_name, registered_node
+from .._tree import TreeSpec
 
-_ready = False
-
-
-def activate() -> None:
-    """Start mirroring the treeclass registry into torch (called by the import hook).
-
-    Defined before torch is imported: when this module is the first to import torch, the import
-    hook calls it while the module is still executing; it then does nothing, and the module
-    activates itself once it is complete.
-    """
-    if _ready:
-        _registry.activate_backend(BACKEND)
-
-
-import torch.utils._pytree as pytree  # noqa: E402  (after activate(): see its docstring)
+__all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "TorchBackend", "nodes_from_spec", "spec_from_spec"]
 
 #: The torch release whose private pytree state this module was checked against.
 CHECKED_TORCH_VERSION: Final = "2.13.0"
@@ -273,7 +267,7 @@ def _placeholder(prefix: str, cls: type) -> str:
     return f"{prefix}{cls.__module__}.{cls.__qualname__} at {id(cls):#x}>"
 
 
-def _raise_unnamed(node: NodeDef) -> Callable[[Any], Any]:
+def _raise_unnamed(node: NodeType) -> Callable[[Any], Any]:
     def refuse(_context: Any) -> Any:
         node.require_name()
         raise UnnamedClassError(node.qualname)  # pragma: no cover - require_name raised
@@ -281,7 +275,7 @@ def _raise_unnamed(node: NodeDef) -> Callable[[Any], Any]:
     return refuse
 
 
-def _raise_superseded(previous: NodeDef) -> Callable[[Any], Any]:
+def _raise_superseded(previous: NodeType) -> Callable[[Any], Any]:
     message = (
         f"{previous.qualname} was defined again (its class statement ran a second time, as in "
         f"a notebook or after importlib.reload), and the name {previous.name!r} now belongs to "
@@ -295,14 +289,14 @@ def _raise_superseded(previous: NodeDef) -> Callable[[Any], Any]:
     return refuse
 
 
-def _to_dumpable(node: NodeDef) -> Callable[[Any], str]:
+def _to_dumpable(node: NodeType) -> Callable[[Any], str]:
     def to_dumpable_context(context: Any) -> str:
         return aux_to_bytes(node, context).decode("utf-8")
 
     return to_dumpable_context
 
 
-def _from_dumpable(node: NodeDef) -> Callable[[Any], Any]:
+def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
             raise TreespecLoadError(
@@ -315,7 +309,7 @@ def _from_dumpable(node: NodeDef) -> Callable[[Any], Any]:
     return from_dumpable_context
 
 
-def _superseded_holder(node: NodeDef, previous: NodeDef | None) -> NodeDef | None:
+def _superseded_holder(node: NodeType, previous: NodeType | None) -> NodeType | None:
     """The earlier definition of ``node``'s class that torch still maps its name to.
 
     ``previous`` as the registry passes it; when the backend is activated after both
@@ -325,14 +319,16 @@ def _superseded_holder(node: NodeDef, previous: NodeDef | None) -> NodeDef | Non
     if previous is not None or node.name is None:
         return previous
     holder = _class_for_serialized_name(node.name)
-    if holder is None or holder is node.cls:
+    if holder is None or holder is node.type:
         return None
-    held = _registry.node_for_class(holder)
+    held = registered_node(holder)
     if (
         held is not None
         and held.name == node.name
-        and held.same_definition(node)
-        and _registry.node_for_name(node.name) is node
+        and held.origin is not None
+        and node.origin is not None
+        and node.origin.reruns(held.origin)
+        and node_for_name(node.name) is node
     ):
         return held
     return None
@@ -350,7 +346,7 @@ class TorchBackend:
         # serialization whose name was moved to it; both are put back by unregister().
         self._undo: dict[type, tuple[_Snapshot | None, _Snapshot | None]] = {}
 
-    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Raise a :class:`RegistrationError` if torch cannot take ``node``; change nothing.
 
         Raises:
@@ -358,14 +354,14 @@ class TorchBackend:
             RegistrationError: torch already has a registration for the class (and
                 ``override`` is false), or treats the class as an opaque leaf.
         """
-        cls = node.cls
+        cls = node.type
         previous = _superseded_holder(node, previous)
         if node.name is not None:
             holder = _class_for_serialized_name(node.name)
             if (
                 holder is not None
                 and holder is not cls
-                and not (previous is not None and holder is previous.cls)
+                and not (previous is not None and holder is previous.type)
             ):
                 raise NameConflictError(
                     f"PyTorch's pytree already maps serialized_type_name {node.name!r} to "
@@ -388,27 +384,27 @@ class TorchBackend:
                 "torch requires to stay a pytree leaf; it cannot also be a treeclass node."
             )
 
-    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Register ``node`` with torch; on failure torch is left as it was.
 
         ``check`` has passed. A foreign registration of the class is replaced (``override``);
         ``previous``, an earlier definition of the same class, loses the name to ``node``.
         """
-        cls = node.cls
+        cls = node.type
         previous = _superseded_holder(node, previous)
         foreign = _snapshot(cls)
-        old_prev = _snapshot(previous.cls) if previous is not None else None
+        old_prev = _snapshot(previous.type) if previous is not None else None
         try:
             if not foreign.empty:
                 _remove(cls)
             if previous is not None and previous.kind == "namedtuple":
                 # torch writes a namedtuple's name without asking its to_dumpable_context,
                 # so the old class must lose its registration by name altogether.
-                _remove(previous.cls)
-            elif previous is not None and _serialize_def(previous.cls) is not None:
+                _remove(previous.type)
+            elif previous is not None and _serialize_def(previous.type) is not None:
                 _set_serialization(
-                    previous.cls,
-                    _placeholder(_SUPERSEDED_PREFIX, previous.cls),
+                    previous.type,
+                    _placeholder(_SUPERSEDED_PREFIX, previous.type),
                     _raise_superseded(previous),
                     _raise_superseded(previous),
                 )
@@ -422,8 +418,8 @@ class TorchBackend:
             _forget_loaded_specs()
             self._undo[cls] = (None if foreign.empty else foreign, old_prev)
 
-    def _register(self, node: NodeDef) -> None:
-        cls = node.cls
+    def _register(self, node: NodeType) -> None:
+        cls = node.type
         if node.kind == "namedtuple":
             if node.name is not None:
                 _register_namedtuple(cls, node.name)
@@ -436,22 +432,21 @@ class TorchBackend:
             serialized_type_name = node.name
             to_dumpable = _to_dumpable(node)
             from_dumpable = _from_dumpable(node)
+        functions = node.bind("torch", pytree.GetAttrKey)
         pytree.register_pytree_node(
             cls,
             node.flatten,
-            make_unflatten(node.info, node.return_none_fields, children_first=True),
+            functions["unflatten_cf"],
             serialized_type_name=serialized_type_name,
             to_dumpable_context=to_dumpable,
             from_dumpable_context=from_dumpable,
-            flatten_with_keys_fn=make_flatten_with_keys(
-                node.info, node.return_none_fields, pytree.GetAttrKey, tag="torch"
-            ),
+            flatten_with_keys_fn=functions["flatten_with_keys"],
         )
 
-    def unregister(self, node: NodeDef) -> None:
+    def unregister(self, node: NodeType) -> None:
         """Undo :meth:`register`: put back what torch held before."""
-        foreign, old_prev = self._undo.pop(node.cls, (None, None))
-        _remove(node.cls)
+        foreign, old_prev = self._undo.pop(node.type, (None, None))
+        _remove(node.type)
         if foreign is not None:
             _restore(foreign)
         if old_prev is not None:
@@ -460,8 +455,73 @@ class TorchBackend:
             _forget_loaded_specs()
 
 
-#: The one adapter instance, activated by :func:`activate`.
+#: The one adapter instance the registry mirrors into.
 BACKEND: Final = TorchBackend()
 
-_ready = True
-activate()
+
+# --- structures ---------------------------------------------------------------------------
+
+
+def nodes_from_spec(spec: Any) -> list[Node]:
+    """The treespec node list of a ``torch.utils._pytree.TreeSpec``.
+
+    A torch ``None`` is a leaf, and so a leaf in the node list.
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        StructureMismatchError: a dict's keys are not in sorted order.
+    """
+    import collections
+
+    namedtuple_marker = collections.namedtuple
+    # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
+    new_api = callable(getattr(spec, "children", None))
+    out: list[Node] = []
+    append = out.append
+    stack: list[tuple[Any, Where]] = [(spec, None)]
+    pop = stack.pop
+    while stack:
+        t, where = pop()
+        cls = t.type
+        if cls is None:
+            append(None)
+            continue
+        context = t.context
+        if cls is namedtuple_marker:  # torch's type for every namedtuple; the context is the class
+            cls = context
+        children = t.children() if new_api else t.children_specs
+        k = len(children)
+        append(encode_node("torch", cls, context, k, where))
+        if t.num_leaves == k and t.num_nodes == k + 1:
+            out.extend([None] * k)
+            continue
+        for i in range(k - 1, -1, -1):
+            stack.append((children[i], (where, i)))
+    return out
+
+
+def _is_node(t: type) -> bool:
+    return t in pytree.SUPPORTED_NODES or is_namedtuple_class(t)
+
+
+def spec_from_spec(spec: TreeSpec) -> Any:
+    """The ``torch.utils._pytree.TreeSpec`` of a treeclass ``TreeSpec``.
+
+    Raises:
+        TreespecLoadError: the tree has a ``None`` node (a leaf in torch), or torch does not
+            see the same nodes.
+    """
+    for e in spec._entries:
+        if e is not None and e[0].type is type(None):
+            raise TreespecLoadError(
+                f"the treespec has a None node ({brief(spec, 200)}); torch's pytree treats "
+                "None as a leaf, so a torch TreeSpec would have more leaves than the document "
+                "and the leaves flattened from the original tree would not fit it. Load it "
+                "with to='jax', 'optree' or None; or keep None out of the tree before "
+                "flattening (a treeclass class's None fields are no children with "
+                "return_none_fields=False, the default)."
+            )
+    treespec = pytree.tree_structure(skeleton(spec))
+    if treespec.num_leaves != spec.num_leaves:
+        raise leaf_count_error("torch", spec, treespec.num_leaves, _is_node)
+    return treespec

@@ -1,9 +1,9 @@
 """The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
 
-This module is imported by :mod:`treeclass._hooks` once ``jax`` has finished importing (or at
-``import treeclass`` when jax was imported first); :func:`activate` then registers every class
-decorated so far, and every class decorated later is registered as it is decorated. The user
-writes no JAX code.
+Activated by :mod:`treeclass._hooks` once ``jax`` has finished importing; every class
+registered so far is then registered with JAX, and every later one as it is registered. It
+also converts ``PyTreeDef``s to and from the treespec node list (:func:`nodes_from_spec`,
+:func:`spec_from_spec`).
 
 For each dataclass / attrs class:
 
@@ -52,21 +52,19 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 import jax.export
 import jax.tree_util
 
-from .. import _codegen, _registry
-from .._auxdata import aux_from_bytes, aux_to_bytes
+from .._convert import Where, encode_node, leaf_count_error, skeleton
 from .._errors import RegistrationError, UnhashableStaticError
+from .._format import Node, aux_from_bytes, aux_to_bytes
+from .._nodes import NodeType
+from .._tree import TreeSpec
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .._registry import NodeDef
-
-__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "activate"]
+__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
@@ -102,7 +100,7 @@ _UNHASHABLE_STATIC: Final = (
 # Classes this module registered with jax.tree_util, and names it registered with
 # jax.export. JAX cannot unregister, so these outlive a treeclass registration that was
 # rolled back; they tell our own earlier registrations apart from other libraries'.
-_TREE_UTIL: dict[type, NodeDef] = {}
+_TREE_UTIL: dict[type, NodeType] = {}
 _EXPORT_NAMES: dict[str, type] = {}
 
 
@@ -153,9 +151,9 @@ def _is_jax_tree_node(cls: type) -> bool:
 # --- the backend --------------------------------------------------------------------------
 
 
-def _unhashable_reporter(node: NodeDef) -> Callable[[Any], None]:
+def _unhashable_reporter(node: NodeType) -> Callable[[Any], None]:
     """Make ``check_aux(aux)``: raise :class:`UnhashableStaticError` naming the field."""
-    statics = node.info.static_fields
+    statics = node.static_fields
     label = node.qualname
 
     def check_aux(aux: Any) -> None:
@@ -175,16 +173,17 @@ def _unhashable_reporter(node: NodeDef) -> Callable[[Any], None]:
     return check_aux
 
 
-def _tree_util_options(node: NodeDef) -> tuple[Any, ...]:
+def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
     """The options the generated ``jax.tree_util`` callbacks of ``node`` depend on."""
-    return (node.return_none_fields, node.info.static_fields, node.info.rebuild)
+    rebuild = None if node.info is None else node.info.rebuild
+    return (node.return_none_fields, node.static_fields, rebuild)
 
 
-def _serialize_aux(node: NodeDef, aux: Any) -> bytes:
+def _serialize_aux(node: NodeType, aux: Any) -> bytes:
     return aux_to_bytes(node, aux)
 
 
-def _deserialize_aux(node: NodeDef, data: bytes) -> Any:
+def _deserialize_aux(node: NodeType, data: bytes) -> Any:
     return aux_from_bytes(node, data)
 
 
@@ -200,7 +199,7 @@ class JaxBackend:
     name: str = "jax"
     can_unregister: bool = False
 
-    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Refuse ``node`` if JAX already knows its class or name from elsewhere.
 
         Changes nothing. ``override`` does not apply: JAX cannot replace a registration.
@@ -211,7 +210,7 @@ class JaxBackend:
                 class treeclass did not register.
         """
         del override
-        cls = node.cls
+        cls = node.type
         if node.kind != "namedtuple":
             ours = _TREE_UTIL.get(cls)
             if ours is not None:
@@ -244,26 +243,23 @@ class JaxBackend:
         # Otherwise the name is free, or held by a class treeclass registered: ``previous``
         # (a re-run of the same definition) or one whose registration was rolled back.
 
-    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Register ``node`` with ``jax.tree_util`` and, if it has a name, ``jax.export``.
 
         ``previous`` (the class a re-run definition replaces) stays a JAX pytree node, but
         loses its jax.export name to the new class.
         """
         del previous, override
-        cls = node.cls
+        cls = node.type
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
-            flatten_with_keys = _codegen.make_flatten_with_keys(
-                node.info, node.return_none_fields, jax.tree_util.GetAttrKey, tag="jax"
-            )
-            unflatten = _codegen.make_unflatten(
-                node.info,
-                node.return_none_fields,
-                check_aux=_unhashable_reporter(node),
-                tag="jax",
+            functions = node.bind(
+                "jax", jax.tree_util.GetAttrKey, _check_aux=_unhashable_reporter(node)
             )
             jax.tree_util.register_pytree_with_keys(
-                cls, flatten_with_keys, unflatten, flatten_func=node.flatten
+                cls,
+                functions["flatten_with_keys"],
+                functions["unflatten_hashed"],
+                flatten_func=node.flatten,
             )
             _TREE_UTIL[cls] = node
         name = node.name
@@ -289,7 +285,7 @@ class JaxBackend:
             )
         _EXPORT_NAMES[name] = cls
 
-    def unregister(self, node: NodeDef) -> None:
+    def unregister(self, node: NodeType) -> None:
         """Do nothing: JAX cannot undo a pytree registration (:attr:`can_unregister`).
 
         The registry never calls this for JAX: it registers with JAX last, so there is
@@ -306,10 +302,46 @@ class JaxBackend:
 BACKEND: Final = JaxBackend()
 
 
-def activate() -> None:
-    """Start mirroring the treeclass registry into JAX (called by :mod:`treeclass._hooks`)."""
-    _registry.activate_backend(BACKEND)
+# --- structures ---------------------------------------------------------------------------
 
 
-# Importing the adapter activates it (``activate`` is idempotent): see treeclass._hooks.
-activate()
+def nodes_from_spec(treedef: Any) -> list[Node]:
+    """The treespec node list of a JAX ``PyTreeDef`` (walked without unflattening anything).
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        UnserializableStaticError: a static value has no JSON form.
+    """
+    out: list[Node] = []
+    append = out.append
+    stack: list[tuple[Any, Where]] = [(treedef, None)]
+    pop = stack.pop
+    while stack:
+        t, where = pop()
+        nd = t.node_data()
+        if nd is None:
+            append(None)
+            continue
+        cls, data = nd
+        n_leaves: int = t.num_leaves
+        if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
+            append(encode_node("JAX", cls, data, n_leaves, where))
+            out.extend([None] * n_leaves)
+            continue
+        children = t.children()
+        append(encode_node("JAX", cls, data, len(children), where))
+        for i in range(len(children) - 1, -1, -1):
+            stack.append((children[i], (where, i)))
+    return out
+
+
+def spec_from_spec(spec: TreeSpec) -> Any:
+    """The JAX ``PyTreeDef`` of a treeclass ``TreeSpec``.
+
+    Raises:
+        TreespecLoadError: JAX does not see the same nodes (a class it does not know).
+    """
+    treedef = jax.tree_util.tree_structure(skeleton(spec))
+    if treedef.num_leaves != spec.num_leaves:
+        raise leaf_count_error("JAX", spec, treedef.num_leaves, _is_jax_tree_node)
+    return treedef

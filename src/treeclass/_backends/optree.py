@@ -1,8 +1,9 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Imported (by :mod:`treeclass._hooks`) only once ``optree`` has been imported. :func:`activate`
-registers every class decorated so far; classes decorated later are registered as they are
-decorated, atomically with the other frameworks (see :func:`treeclass._registry.register`).
+Activated by :mod:`treeclass._hooks` once ``optree`` has been imported: every class registered
+so far is then registered with optree, and later ones atomically with the other frameworks
+(see :func:`treeclass._registry.register`). It also converts optree ``PyTreeSpec``s (torch's
+C++ pytree's included) to and from the treespec node list.
 
 What a class looks like in optree:
 
@@ -40,23 +41,24 @@ before the re-run keep flattening the same way in every registry.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .. import _codegen, _registry
-from .._errors import RegistrationError, RegistrationTypeError
+from .._convert import Where, encode_node, leaf_count_error, skeleton
+from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
+from .._format import Node
+from .._nodes import NodeType
+from .._tree import TreeSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from optree.registry import PyTreeNodeRegistryEntry
 
-    from .._codegen import FlattenEntriesFn
-    from .._registry import NodeDef
+__all__ = ["BACKEND", "GLOBAL_NAMESPACE", "OptreeBackend", "nodes_from_spec", "spec_from_spec"]
 
-__all__ = ["BACKEND", "GLOBAL_NAMESPACE", "OptreeBackend", "activate"]
+FlattenEntriesFn = Callable[[Any], tuple[tuple[Any, ...], Any, tuple[str, ...]]]
 
 #: optree's own marker for its global namespace (``optree.registry.__GLOBAL_NAMESPACE``).
 GLOBAL_NAMESPACE: Final[str] = _GLOBAL_NAMESPACE
@@ -113,7 +115,7 @@ class OptreeBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Refuse ``node`` if another library registered its class where treeclass writes.
 
         Raises:
@@ -125,7 +127,7 @@ class OptreeBackend:
             return
         with self._lock:
             for namespace in self._namespaces:
-                entry = _foreign_entry(node.cls, namespace)
+                entry = _foreign_entry(node.type, namespace)
                 if entry is not None:
                     raise RegistrationError(
                         f"{node.qualname} is already a pytree node in {_label(namespace)} "
@@ -135,7 +137,7 @@ class OptreeBackend:
                         "replace that registration, or leave it to the other library."
                     )
 
-    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Register ``node``'s class in every namespace, all or none.
 
         Raises:
@@ -144,12 +146,9 @@ class OptreeBackend:
         """
         if node.kind == "namedtuple":
             return
-        cls = node.cls
+        cls = node.type
         with self._lock:
-            functions = (
-                _codegen.make_flatten_with_entries(node.info, node.return_none_fields),
-                node.unflatten,
-            )
+            functions = (node.bind("optree", str)["flatten_entries"], node.unflatten)
             done: list[str] = []
             for namespace in self._namespaces:
                 try:
@@ -167,13 +166,13 @@ class OptreeBackend:
             self._registered[cls] = tuple(done)
             self._functions[cls] = functions
 
-    def unregister(self, node: NodeDef) -> None:
+    def unregister(self, node: NodeType) -> None:
         """Remove ``node``'s class from every namespace, restoring what it replaced."""
         with self._lock:
-            done = self._registered.pop(node.cls, ())
-            self._functions.pop(node.cls, None)
-            self._undo(node.cls, done)
-            self._restore(node.cls, done)
+            done = self._registered.pop(node.type, ())
+            self._functions.pop(node.type, None)
+            self._undo(node.type, done)
+            self._restore(node.type, done)
 
     # -- named namespaces ----------------------------------------------------------------------
 
@@ -280,14 +279,67 @@ def _register(cls: type, functions: tuple[FlattenEntriesFn, Any], namespace: str
 BACKEND: Final = OptreeBackend()
 
 
-def activate() -> None:
-    """Start mirroring treeclass's registry into optree (idempotent).
+# --- structures ---------------------------------------------------------------------------
 
-    Called by treeclass's post-import hook when optree is imported; registers every class
-    decorated so far.
+
+def _walked_node(cls: Any, data: Any, children: Any) -> tuple[Any, Any, Any]:
+    return (cls, data, children)
+
+
+def _walked_leaf(_: Any) -> None:
+    return None
+
+
+def nodes_from_spec(spec: Any) -> list[Node]:
+    """The treespec node list of an optree ``PyTreeSpec`` (torch's C++ pytree's included).
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        StructureMismatchError: a dict's keys are not in sorted order (torch's C++ pytree).
+        TreeclassTypeError: optree is older than 0.20 (no ``PyTreeSpec.walk`` with types).
     """
-    _registry.activate_backend(BACKEND)
+    framework = "optree" if spec.namespace != "torch" else "torch (C++ pytree)"
+    try:
+        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf) visits the tree
+        # once in C++, bottom-up, without unflattening anything. Before 0.20, walk took
+        # (f_node(children, data), f_leaf, leaves), which cannot name the node types.
+        walked = spec.walk([None] * spec.num_leaves, _walked_node, _walked_leaf)
+    except TypeError:
+        raise TreeclassTypeError(
+            "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "
+            f"but optree {optree.__version__} is installed; upgrade optree."
+        ) from None
+    out: list[Node] = []
+    append = out.append
+    stack: list[tuple[Any, Where]] = [(walked, None)]
+    pop = stack.pop
+    while stack:
+        item, where = pop()
+        if item is None:
+            append(None)
+            continue
+        cls, data, children = item
+        k = len(children)
+        append(encode_node(framework, cls, data, k, where))
+        if children.count(None) == k:
+            out.extend(children)
+            continue
+        for i in range(k - 1, -1, -1):
+            stack.append((children[i], (where, i)))
+    return out
 
 
-# Importing the adapter activates it (``activate`` is idempotent): see treeclass._hooks.
-activate()
+def _is_node(t: type) -> bool:
+    return t is type(None) or optree.register_pytree_node.get(t) is not None
+
+
+def spec_from_spec(spec: TreeSpec) -> Any:
+    """The optree ``PyTreeSpec`` (global namespace, ``none_is_leaf=False``) of a ``TreeSpec``.
+
+    Raises:
+        TreespecLoadError: optree does not see the same nodes.
+    """
+    treespec = optree.tree_structure(skeleton(spec), none_is_leaf=False)
+    if treespec.num_leaves != spec.num_leaves:
+        raise leaf_count_error("optree", spec, treespec.num_leaves, _is_node)
+    return treespec
