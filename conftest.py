@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import importlib.util
 
+from treeclass._hooks import FRAMEWORKS
+
+# The public extras that import their framework, by framework module.
+_EXTRAS = {"torch": ["torch.py"], "optree": ["optree.py"]}
+
 collect_ignore = [
     f"src/treeclass/{path}"
-    for framework, paths in {
-        "jax": ["backends/jax.py"],
-        "torch": ["backends/torch.py", "torch.py"],
-        "optree": ["backends/optree.py", "optree.py"],
-    }.items()
-    if importlib.util.find_spec(framework) is None
-    for path in paths
+    for framework in FRAMEWORKS
+    if importlib.util.find_spec(framework.module) is None
+    for path in [
+        framework.adapter.removeprefix("treeclass.").replace(".", "/") + ".py",
+        *_EXTRAS.get(framework.module, []),
+    ]
 ]

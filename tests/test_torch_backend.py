@@ -619,8 +619,10 @@ def test_forget_loaded_specs_clears_torch_cache(uname: str) -> None:
 
 
 def test_private_torch_state_the_adapter_relies_on_exists() -> None:
-    """A canary for torch upgrades: the adapter was checked against torch 2.13.0."""
-    assert backend.CHECKED_TORCH_VERSION == "2.13.0"
+    """A canary for torch upgrades: the private state the adapter reaches exists, and the
+    torch under test is the release it was checked against (or the checked version must be
+    brought up to date after checking the new one)."""
+    assert torch.__version__.split("+")[0] == backend.CHECKED_TORCH_VERSION
     for name in (
         "_NODE_REGISTRY_LOCK",
         "SUPPORTED_NODES",

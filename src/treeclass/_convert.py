@@ -10,7 +10,7 @@ dict key order) is in ``docs/parity.md``.
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from ._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
@@ -20,7 +20,7 @@ from ._nodes import BUILTIN_NODE_TYPES
 from ._registry import registered_node
 from ._tree import TreeSpec
 
-__all__ = ["LEAF", "Where", "encode_node", "leaf_count_error", "skeleton"]
+__all__ = ["LEAF", "Read", "Where", "encode_node", "leaf_count_error", "nodes_of", "skeleton"]
 
 #: A position in a tree being walked: ``None`` (the root) or ``(parent, child_index)``.
 Where: TypeAlias = "tuple[Any, int] | None"
@@ -121,6 +121,41 @@ def encode_node(framework: str, cls: Any, data: Any, k: int, where: Where) -> No
     if node is None:
         raise _not_registered(framework, cls, where)
     return (node.require_name(), node.getstate(data), k)
+
+
+#: How an adapter reads one node of its framework's structure: ``None`` for a leaf, else
+#: ``(type, node data, children, leafy)`` where ``leafy`` says every child is a leaf (the
+#: children are then only counted).
+Read: TypeAlias = "Callable[[Any], tuple[Any, Any, Sequence[Any], bool] | None]"
+
+
+def nodes_of(framework: str, root: Any, read: Read) -> list[Node]:
+    """The treespec node list of a framework's structure ``root``, read node by node.
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        StructureMismatchError: a dict's keys are not in sorted order.
+        UnserializableStaticError: a static value has no JSON form.
+    """
+    out: list[Node] = []
+    append = out.append
+    stack: list[tuple[Any, Where]] = [(root, None)]
+    pop = stack.pop
+    while stack:
+        t, where = pop()
+        node = read(t)
+        if node is None:
+            append(None)
+            continue
+        cls, data, children, leafy = node
+        k = len(children)
+        append(encode_node(framework, cls, data, k, where))
+        if leafy:
+            out.extend([None] * k)
+            continue
+        for i in range(k - 1, -1, -1):
+            stack.append((children[i], (where, i)))
+    return out
 
 
 def leaf_count_error(

@@ -1,51 +1,16 @@
 """The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
 
-Activated by :mod:`treeclass._hooks` once ``jax`` has finished importing; every class
-registered so far is then registered with JAX, and every later one as it is registered. It
-also converts ``PyTreeDef``s to and from the treespec node list (:func:`nodes_from_spec`,
-:func:`spec_from_spec`).
+Activated by :mod:`treeclass._hooks` once ``jax`` is imported. Classes are registered with
+``register_pytree_with_keys`` (``GetAttrKey`` paths, the generated flatten as ``flatten_func``,
+an unflatten that never runs ``__init__``); named classes and namedtuples also with
+``jax.export``'s serialization, the auxdata as the canonical JSON of their state. JAX never
+hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and names the
+unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the
+treespec node list.
 
-For each dataclass / attrs class:
-
-* ``jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten,
-  flatten_func=flatten)``: generated functions, ``GetAttrKey`` per field (so
-  ``jax.tree_util.keystr`` gives ``.logits``). ``flatten_func`` is the same generated flatten
-  the embedded registry uses; without it JAX would flatten through ``flatten_with_keys``,
-  about 3x slower. The unflatten never runs ``__init__`` / ``__post_init__``, so the
-  placeholders JAX passes while tracing, exporting and deserializing (tracers,
-  ``ShapedArray``, ``object()``) never reach user code. JAX's own ``register_dataclass``
-  (C++) is not used: it rebuilds through ``cls(**fields)``.
-* With a ``name``: ``jax.export.register_pytree_node_serialization(cls, serialized_name=name,
-  ...)``, the auxdata stored as the canonical JSON of the class's ``getstate`` (see
-  :mod:`treeclass._auxdata`), which loads back ``==`` to (and hashing like) the live auxdata.
-
-Namedtuples are native JAX nodes; a named one only gets
-``jax.export.register_namedtuple_serialization``.
-
-Static values must be hashable
-------------------------------
-JAX documents auxdata as hashable, but never hashes it: a ``PyTreeDef``'s hash leaves the
-node data out and its ``==`` compares it with ``==``. An unhashable static value therefore
-"works" until it does not: a ``numpy`` array fails jit's cache lookup with "The truth value of
-an array ... is ambiguous" (jax issues 7826, 28659), and a ``list`` mutated in place after a
-trace makes the jit cache compare the list with itself and reuse a stale compilation.
-
-Checking in flatten would tax every flatten (jit's dispatch fast path included). Instead, the
-unflatten registered with JAX (not the embedded registry's) starts with ``hash(aux)`` for
-classes that have static fields -- and only there. Every JAX transformation that keeps a
-treedef (jit, vmap, grad, scan, export...) traces, and tracing unflattens the inputs; jit's
-dispatch unflattens its outputs on every call. So an unhashable static value is reported,
-as an :class:`~treeclass.UnhashableStaticError` naming the class and the field, the first time
-JAX could cache it, and a hashable one costs one C-level tuple hash per unflatten (about 0.07
-us per node; ``benchmarks/bench_jax.py``). ``jax.tree_util`` functions that unflatten
-(``tree_map``) report it too; ``tree_flatten``/``tree_leaves`` do not.
-
-Private JAX internals
----------------------
-``jax.export`` has no public way to look up or drop a serialization registration, and older
-jax has no public ``is_tree_node``. Each access to ``jax._src`` is isolated in one small
-function below (``_export_registries``, ``_drop_export_registration``,
-``_is_jax_tree_node``), checked against jax :data:`CHECKED_JAX_VERSION` and covered by a test.
+``jax.export`` has no public way to look up or drop a serialization registration: each access
+to ``jax._src`` is one small function below, checked against :data:`CHECKED_JAX_VERSION` and
+covered by ``tests/test_jax_backend.py``.
 """
 
 from __future__ import annotations
@@ -58,7 +23,7 @@ from typing import Any, Final
 import jax.export
 import jax.tree_util
 
-from .._convert import Where, encode_node, leaf_count_error, skeleton
+from .._convert import leaf_count_error, nodes_of, skeleton
 from .._errors import RegistrationError, UnhashableStaticError
 from .._format import Node, aux_from_bytes, aux_to_bytes
 from .._nodes import NodeType
@@ -305,34 +270,24 @@ BACKEND: Final = JaxBackend()
 # --- structures ---------------------------------------------------------------------------
 
 
+def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
+    nd = t.node_data()
+    if nd is None:
+        return None
+    n_leaves: int = t.num_leaves
+    if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
+        return (*nd, range(n_leaves), True)
+    return (*nd, t.children(), False)
+
+
 def nodes_from_spec(treedef: Any) -> list[Node]:
-    """The treespec node list of a JAX ``PyTreeDef`` (walked without unflattening anything).
+    """The treespec node list of a JAX ``PyTreeDef`` (read without unflattening anything).
 
     Raises:
         UnnamedClassError: a node type is not registered with treeclass, or has no name.
         UnserializableStaticError: a static value has no JSON form.
     """
-    out: list[Node] = []
-    append = out.append
-    stack: list[tuple[Any, Where]] = [(treedef, None)]
-    pop = stack.pop
-    while stack:
-        t, where = pop()
-        nd = t.node_data()
-        if nd is None:
-            append(None)
-            continue
-        cls, data = nd
-        n_leaves: int = t.num_leaves
-        if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
-            append(encode_node("JAX", cls, data, n_leaves, where))
-            out.extend([None] * n_leaves)
-            continue
-        children = t.children()
-        append(encode_node("JAX", cls, data, len(children), where))
-        for i in range(len(children) - 1, -1, -1):
-            stack.append((children[i], (where, i)))
-    return out
+    return nodes_of("JAX", treedef, _read)
 
 
 def spec_from_spec(spec: TreeSpec) -> Any:

@@ -1,41 +1,14 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Activated by :mod:`treeclass._hooks` once ``optree`` has been imported: every class registered
-so far is then registered with optree, and later ones atomically with the other frameworks
-(see :func:`treeclass._registry.register`). It also converts optree ``PyTreeSpec``s (torch's
-C++ pytree's included) to and from the treespec node list.
-
-What a class looks like in optree:
-
-- It is registered in optree's **global namespace** -- the registry ``optree.tree_flatten(x)``
-  uses when no ``namespace=`` is given, and which optree falls back to from every named
-  namespace (so ``optree.tree_flatten(x, namespace="mylib")`` sees the class too).
-- The children are the data fields in field order, the metadata is treeclass's auxdata
-  ``(nones, *statics)`` (so static fields are part of the ``PyTreeSpec``, and compared and
-  hashed with it), and the path entries are :class:`optree.GetAttrEntry` built from field names,
-  so accessors render as ``.field`` (``tree_flatten_with_path`` gives the field names).
-- With ``return_none_fields=False`` (the default) a ``None`` field is not a child whatever
-  optree's ``none_is_leaf`` is; with ``return_none_fields=True`` it is a child, which optree
-  then treats as it treats every ``None``: an empty node, or a leaf under ``none_is_leaf=True``.
-- Unflatten is treeclass's generated one: ``__init__`` and ``__post_init__`` never run.
-- Namedtuples are left alone: optree handles every namedtuple natively (``NamedTupleEntry``).
-
-Registering in the global namespace. optree's public :func:`optree.register_pytree_node`
-refuses ``namespace=""``; the global namespace is reached through the sentinel
-``optree.registry.__GLOBAL_NAMESPACE``, which optree's own ``optree.dataclasses``,
-``optree.functools`` and ``optree.integrations.attrs`` pass to ``register_pytree_node`` (that is
-how ``optree.dataclasses.dataclass(namespace="")`` registers globally). Checked against optree
-0.13.0 and 0.20.0: the sentinel, ``register_pytree_node.get(cls, namespace=)``,
-``unregister_pytree_node`` with the sentinel, and ``GetAttrEntry`` behave the same in both.
-
-Conflicts. A class that another library already registered in a namespace treeclass writes
-to is refused before anything is registered anywhere, unless the class is registered with
-``override=True``; treeclass then replaces that registration and puts it back if the class
-is ever unregistered (a failed registration rolls back).
-
-Re-running a class definition (a notebook cell) registers the new class; the earlier class
-stays an optree node, as it stays a node of the embedded registry and of JAX, so objects made
-before the re-run keep flattening the same way in every registry.
+Activated by :mod:`treeclass._hooks` once ``optree`` is imported. Classes go into optree's
+global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace falls
+back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``, as
+``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
+paths, treeclass's auxdata as metadata and an unflatten that never runs ``__init__``;
+:func:`treeclass.optree.register_namespace` adds named namespaces. A class another library
+registered is refused unless ``override=True``. Namedtuples are optree's own. Also converts
+``PyTreeSpec``s (torch's C++ pytree's included) to and from the treespec node list. See
+``docs/optree.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._convert import Where, encode_node, leaf_count_error, skeleton
+from .._convert import leaf_count_error, nodes_of, skeleton
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
 from .._format import Node
 from .._nodes import NodeType
@@ -309,24 +282,14 @@ def nodes_from_spec(spec: Any) -> list[Node]:
             "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "
             f"but optree {optree.__version__} is installed; upgrade optree."
         ) from None
-    out: list[Node] = []
-    append = out.append
-    stack: list[tuple[Any, Where]] = [(walked, None)]
-    pop = stack.pop
-    while stack:
-        item, where = pop()
-        if item is None:
-            append(None)
-            continue
-        cls, data, children = item
-        k = len(children)
-        append(encode_node(framework, cls, data, k, where))
-        if children.count(None) == k:
-            out.extend(children)
-            continue
-        for i in range(k - 1, -1, -1):
-            stack.append((children[i], (where, i)))
-    return out
+    return nodes_of(framework, walked, _read)
+
+
+def _read(item: Any) -> tuple[Any, Any, Any, bool] | None:
+    if item is None:
+        return None
+    cls, data, children = item
+    return (cls, data, children, children.count(None) == len(children))
 
 
 def _is_node(t: type) -> bool:

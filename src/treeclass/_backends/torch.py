@@ -1,41 +1,29 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Activated by :mod:`treeclass._hooks` once ``torch`` has been imported. Every registered
-class is then registered with torch's Python pytree under its treeclass name as
-``serialized_type_name``, with an exact ``to_dumpable_context`` / ``from_dumpable_context`` pair
-(tuples stay tuples, so a program loaded by ``torch.export.load`` accepts live inputs) and a
-``flatten_with_keys_fn`` giving key paths such as ``.logits``. torch mirrors the registration
-into its C++ pytree (``torch.utils._cxx_pytree``, optree's ``"torch"`` namespace) itself, at once
-or, when that module has not been imported yet, from its pending list.
+Activated by :mod:`treeclass._hooks` once ``torch`` is imported. Every class is registered with
+torch's Python pytree under its treeclass name as ``serialized_type_name``, with exact dumpable
+contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its C++ pytree.
+Beyond ``register_pytree_node``, it checks before changing anything, refuses a name torch maps
+to another class, replaces another library's registration only with ``override=True``, moves
+a name to a re-run class definition, and gives unnamed classes a placeholder name whose use is
+a clear error (``docs/torch.md``). Also converts torch ``TreeSpec``s to and from the treespec
+node list.
 
-Beyond what ``torch.utils._pytree.register_pytree_node`` does, this adapter:
-
-- checks everything before changing anything (a refused class leaves both torch registries as
-  they were), and undoes its own registration when another framework refuses the class;
-- refuses a ``serialized_type_name`` that torch already maps to another class (torch itself lets
-  the last registration win silently);
-- replaces a registration another library made for the same class (HuggingFace transformers
-  registers every ``ModelOutput`` subclass under its module path) only with ``override=True``,
-  in both registries, pending ones included;
-- on a re-run of the same class definition (notebook, ``importlib.reload``) moves the name to
-  the new class; the old class stays a node but can no longer be serialized under the name;
-- gives unnamed classes a placeholder name, so that serializing them raises a clear
-  :class:`~treeclass.UnnamedClassError` instead of torch's generic message.
-
-torch offers no public way to inspect or undo a registration, so those steps reach into
-private state. Each such access is one small function below, marked with the torch version it
-was checked against, and covered by ``tests/test_torch_backend.py``.
+torch offers no public way to inspect or undo a registration: each access to its private state
+is one small function below, checked against :data:`CHECKED_TORCH_VERSION` and covered by
+``tests/test_torch_backend.py``.
 """
 
 from __future__ import annotations
 
+import collections
 import sys
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
 import torch.utils._pytree as pytree
 
-from .._convert import Where, encode_node, leaf_count_error, skeleton
+from .._convert import leaf_count_error, nodes_of, skeleton
 from .._errors import (
     NameConflictError,
     RegistrationError,
@@ -55,6 +43,7 @@ __all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "TorchBackend", "nodes_from_spec"
 CHECKED_TORCH_VERSION: Final = "2.13.0"
 
 _NAMESPACE: Final = "torch"  # optree namespace of torch.utils._cxx_pytree
+_NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every namedtuple
 _UNNAMED_PREFIX: Final = "<treeclass unnamed "
 _SUPERSEDED_PREFIX: Final = "<treeclass superseded "
 
@@ -462,6 +451,19 @@ BACKEND: Final = TorchBackend()
 # --- structures ---------------------------------------------------------------------------
 
 
+def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
+    cls = t.type
+    if cls is None:
+        return None
+    context = t.context
+    if cls is _NAMEDTUPLE:  # torch's type for every namedtuple; the context is the class
+        cls = context
+    # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
+    children = t.children() if callable(getattr(t, "children", None)) else t.children_specs
+    k = len(children)
+    return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
+
+
 def nodes_from_spec(spec: Any) -> list[Node]:
     """The treespec node list of a ``torch.utils._pytree.TreeSpec``.
 
@@ -471,33 +473,7 @@ def nodes_from_spec(spec: Any) -> list[Node]:
         UnnamedClassError: a node type is not registered with treeclass, or has no name.
         StructureMismatchError: a dict's keys are not in sorted order.
     """
-    import collections
-
-    namedtuple_marker = collections.namedtuple
-    # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
-    new_api = callable(getattr(spec, "children", None))
-    out: list[Node] = []
-    append = out.append
-    stack: list[tuple[Any, Where]] = [(spec, None)]
-    pop = stack.pop
-    while stack:
-        t, where = pop()
-        cls = t.type
-        if cls is None:
-            append(None)
-            continue
-        context = t.context
-        if cls is namedtuple_marker:  # torch's type for every namedtuple; the context is the class
-            cls = context
-        children = t.children() if new_api else t.children_specs
-        k = len(children)
-        append(encode_node("torch", cls, context, k, where))
-        if t.num_leaves == k and t.num_nodes == k + 1:
-            out.extend([None] * k)
-            continue
-        for i in range(k - 1, -1, -1):
-            stack.append((children[i], (where, i)))
-    return out
+    return nodes_of("torch", spec, _read)
 
 
 def _is_node(t: type) -> bool:
