@@ -37,7 +37,7 @@ def per_class_us(make: Any) -> float:
 
 def main() -> None:
     if "--frameworks" in sys.argv:
-        import jax  # noqa: F401
+        import jax
         import optree  # noqa: F401
         import torch  # noqa: F401
     print(f"active backends: {tc.active_backends() or '(none)'}")
