@@ -82,8 +82,9 @@ def test_metadata_is_treeclass_auxdata(uname: str) -> None:
     entry = _entry(Aux)
     children, metadata, entries = entry.flatten_func(obj)
     assert (tuple(children), metadata) == (tuple(ours_children), ours_aux)
-    assert metadata == (("y",), "t")
-    assert tuple(entries) == ("x",)
+    assert tuple(children) == (1.0, None)  # the None field is a child (an empty node)
+    assert metadata == ("t",)  # the static values, whichever fields are None
+    assert tuple(entries) == ("x", "y")
 
 
 def test_class_with_only_static_fields_has_no_leaves(uname: str) -> None:
@@ -131,7 +132,7 @@ def test_generated_flatten_is_inspectable(uname: str) -> None:
 # --- None fields ---------------------------------------------------------------------------
 
 
-def test_none_fields_are_not_children_by_default(uname: str) -> None:
+def test_none_fields_are_empty_nodes_as_in_optree_dataclasses(uname: str) -> None:
     @tc.pytree_dataclass(name=uname)
     class Out:
         logits: float
@@ -139,20 +140,22 @@ def test_none_fields_are_not_children_by_default(uname: str) -> None:
         hidden: float | None = None
 
     obj = Out(1.0, hidden=3.0)
-    for none_is_leaf in (False, True):
-        leaves, spec = optree.tree_flatten(obj, none_is_leaf=none_is_leaf)
-        assert leaves == [1.0, 3.0]
-        assert _paths(obj, none_is_leaf=none_is_leaf) == [".logits", ".hidden"]
-        assert optree.tree_unflatten(spec, [5.0, 6.0]) == Out(5.0, None, 6.0)
-    # The set of None fields is part of the structure.
-    assert optree.tree_structure(Out(1.0)) != optree.tree_structure(Out(1.0, 2.0, None))
+    leaves, spec = optree.tree_flatten(obj)
+    assert leaves == [1.0, 3.0]
+    assert _paths(obj) == [".logits", ".hidden"]
+    assert optree.tree_unflatten(spec, [5.0, 6.0]) == Out(5.0, None, 6.0)
+    # Where leaves become None, the node data stay: a prefix tree, as optree's own
+    # dataclasses give.
+    nones = optree.tree_map(lambda x: None, obj)
+    assert optree.tree_map(lambda p, x: x, nones, obj, none_is_leaf=True) == obj
     # A spec without None fields rebuilds from its leaves alone.
     spec = optree.tree_structure(Out(1.0, 2.0, 3.0))
     assert optree.tree_unflatten(spec, [7.0, 8.0, 9.0]) == Out(7.0, 8.0, 9.0)
 
 
-def test_return_none_fields_follows_optrees_none_is_leaf(uname: str) -> None:
-    @tc.pytree_dataclass(name=uname, return_none_fields=True)
+@pytest.mark.parametrize("return_none_fields", [False, True])
+def test_none_fields_follow_optrees_none_is_leaf(uname: str, return_none_fields: bool) -> None:
+    @tc.pytree_dataclass(name=uname, return_none_fields=return_none_fields)
     class Keep:
         a: float
         b: float | None = None

@@ -34,7 +34,7 @@ def test_children_are_data_fields_in_order_including_init_false(uname: str) -> N
     assert (out.b, out.a, out.derived, out.s) == (10.0, 20.0, 99.0, "s")
 
 
-def test_none_fields_are_not_children_by_default(uname: str) -> None:
+def test_none_fields_are_no_leaves(uname: str) -> None:
     @tc.pytree_dataclass(name=uname)
     class Out:
         logits: Any
@@ -44,14 +44,21 @@ def test_none_fields_are_not_children_by_default(uname: str) -> None:
     o = Out(1.0, hidden=2.0)
     leaves, spec = tc.tree_flatten(o)
     assert leaves == [1.0, 2.0]
-    assert tc.tree_leaves(o, is_leaf=lambda v: v is None) == [1.0, 2.0]
+    # None is a child with no children of its own (an empty node), as in JAX.
+    assert tc.tree_leaves(o, is_leaf=lambda v: v is None) == [1.0, None, 2.0]
     assert repr(spec) == "TreeSpec(Out(logits=*, loss=None, hidden=*))"
     back = spec.unflatten([3.0, 4.0])
     assert back == Out(3.0, None, 4.0)
     pairs, _ = tc.tree_flatten_with_path(o)
     assert [tc.keystr(p) for p, _ in pairs] == [".logits", ".hidden"]
-    # A None in another field gives another structure.
+    # A None in another field gives another structure...
     assert tc.tree_structure(Out(1.0, 2.0, None)) != spec
+    # ...but the node data do not depend on which fields are None: a tree with None in place
+    # of leaves is a prefix of the original (how JAX libraries build "prefix trees").
+    nones = tc.tree_map(lambda x: None, o)
+    assert tc.tree_map(lambda p, x: (p, x), nones, o, is_leaf=lambda v: v is None) == Out(
+        (None, 1.0), (None, None), (None, 2.0)
+    )
 
 
 def test_return_none_fields_true_makes_none_a_child(uname: str) -> None:

@@ -1,85 +1,109 @@
 """Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
-For each class one source text is written from its :class:`~treeclass._fields.ClassInfo`
-(one line per field, no loops) holding every function a registry needs, compiled once, and
-registered in :mod:`linecache` under ``<treeclass generated pkg.mod.Point>`` so that tracebacks
-and ``inspect.getsource`` show it. Each registry gets its own function objects by executing
-that one code object in a namespace of its own (:meth:`Generated.bind`): the key type of its
-key paths, the embedded registry's node type, JAX's hash check. Nothing here looks at the
-class itself: what to store and how comes from the rebuild plan.
+A class's functions come in two families, each one source text written from its
+:class:`~treeclass._fields.ClassInfo` (one line per field, no loops), compiled once (the torch
+family only when torch first needs it) and put into :mod:`linecache` as
+``<treeclass generated pkg.mod.Point>`` (``... [torch]>``), so that tracebacks and
+``inspect.getsource`` show it. A registry gets its own function objects by executing the code
+in a namespace of its own (:meth:`Generated.bind`): its key type, the embedded registry's node
+type, JAX's hash check. Nothing here looks at the class itself; the rebuild plan says how.
 
-The auxdata of a dataclass or attrs node is the tuple ``(nones, *statics)``; see
-``docs/how-it-works.md`` for the generated code.
+- **core** (embedded registry, JAX, optree): every data field is a child, ``None`` included;
+  the auxdata is the tuple of static values.
+- **torch** (where ``None`` is a leaf): with ``return_none_fields=False`` a ``None`` field is
+  left out of the children and its name goes into the auxdata ``(nones, *statics)``.
 """
 
 from __future__ import annotations
 
 import linecache
+from _thread import allocate_lock
 from collections.abc import Callable
-from typing import Any, Final
+from types import CodeType
+from typing import Any, Final, Literal
 
 from ._errors import RebuildError
 from ._fields import ClassInfo
 
-__all__ = ["FUNCTIONS", "Generated", "generate", "release"]
+__all__ = ["Family", "Generated", "generate", "release"]
 
 _I: Final = "    "
+Family = Literal["core", "torch"]
 
-#: The functions every generated source defines.
-FUNCTIONS: Final = (
-    "flatten",
-    "flatten_with_keys",
-    "flatten_entries",
-    "flatten_into",
-    "unflatten",
-    "unflatten_cf",
-    "unflatten_hashed",
-)
+#: The functions each family's source defines.
+_FUNCTIONS: Final[dict[Family, tuple[str, ...]]] = {
+    "core": (
+        "flatten",
+        "flatten_with_keys",
+        "flatten_entries",
+        "flatten_into",
+        "unflatten",
+        "unflatten_hashed",
+    ),
+    "torch": ("flatten", "flatten_with_keys", "unflatten"),
+}
 
 
 class Generated:
-    """One class's compiled source, ready to be bound for each registry.
+    """One class's generated sources, each compiled once, ready to be bound per registry."""
 
-    Attributes:
-        filename: the :mod:`linecache` filename of the source.
-        source: the source text.
-    """
+    __slots__ = ("_code", "_globals", "_lock", "info", "skip_none")
 
-    __slots__ = ("_code", "_globals", "cls", "filename", "source")
-
-    def __init__(self, cls: type, source: str, filename: str, globals_: dict[str, Any]) -> None:
-        self.cls = cls
-        self.source = source
-        self.filename = filename
-        self._code = compile(source, filename, "exec")
+    def __init__(self, info: ClassInfo, skip_none: bool, globals_: dict[str, Any]) -> None:
+        self.info = info
+        self.skip_none = skip_none
         self._globals = globals_
+        self._code: dict[Family, tuple[CodeType, str]] = {}
+        self._lock = allocate_lock()
+
+    def filename(self, family: Family = "core") -> str | None:
+        """The :mod:`linecache` filename of a family's source, once it has been compiled."""
+        entry = self._code.get(family)
+        return None if entry is None else entry[1]
+
+    def source(self, family: Family = "core") -> str:
+        """A family's source text."""
+        return _source(self.info, family, self.skip_none)
+
+    def compile(self, family: Family) -> CodeType:
+        """A family's code object, compiled on first use."""
+        entry = self._code.get(family)
+        if entry is None:
+            with self._lock:
+                entry = self._code.get(family)
+                if entry is None:
+                    source = self.source(family)
+                    tag = "" if family == "core" else f" [{family}]"
+                    filename = _reserve(self.info.cls, source, tag)
+                    try:
+                        entry = (compile(source, filename, "exec"), filename)
+                    except BaseException:  # pragma: no cover - the source is ours
+                        linecache.cache.pop(filename, None)
+                        raise
+                    self._code[family] = entry
+        return entry[0]
 
     def bind(
-        self,
-        tag: str,
-        *,
-        key: Callable[[str], Any],
-        data_fields: tuple[str, ...],
-        **extra: Any,
+        self, tag: str, *, key: Callable[[str], Any], family: Family = "core", **extra: Any
     ) -> dict[str, Callable[..., Any]]:
-        """The functions of this source, bound to a registry's helpers.
+        """A family's functions, bound to a registry's helpers.
 
         Args:
             tag: the registry's name, shown in the functions' qualified names (``""`` for the
                 embedded registry).
             key: makes the registry's key object for a field name (``GetAttrKey``).
-            data_fields: the data field names, in order (the keys made with ``key``).
-            **extra: further globals: ``_nt`` (the embedded node type), ``_check_aux``
-                (JAX's explanation of an unhashable static value).
+            family: ``"core"`` or ``"torch"``.
+            **extra: further globals: ``_nt`` and ``_leaf_types`` (the embedded registry's fast
+                path), ``_check_aux`` (JAX's explanation of an unhashable static value).
         """
         ns: dict[str, Any] = dict(self._globals)
-        ns.update({f"_k{i}": key(name) for i, name in enumerate(data_fields)})
+        ns.update({f"_k{i}": key(name) for i, name in enumerate(self.info.data_fields)})
         ns.update(extra)
-        exec(self._code, ns)
-        out: dict[str, Callable[..., Any]] = {}
-        cls = self.cls
+        exec(self.compile(family), ns)
+        cls = self.info.cls
         suffix = f"[{tag}]" if tag else ""
-        for func in FUNCTIONS:
+        out: dict[str, Callable[..., Any]] = {}
+        for func in _FUNCTIONS[family]:
             fn = ns[func]
             fn.__qualname__ = f"{cls.__qualname__}.<treeclass {func}{suffix}>"
             fn.__module__ = cls.__module__
@@ -88,13 +112,13 @@ class Generated:
         return out
 
 
-def _reserve(cls: type, source: str) -> str:
+def _reserve(cls: type, source: str, tag: str) -> str:
     """Put ``source`` into :mod:`linecache` under a filename no other source has."""
-    base = f"<treeclass generated {cls.__module__}.{cls.__qualname__}"
+    base = f"<treeclass generated {cls.__module__}.{cls.__qualname__}{tag}"
     entry = (len(source), None, source.splitlines(keepends=True))
     n = 1
     while True:
-        filename = f"{base}>" if n == 1 else f"{base}-{n}>"
+        filename = f"{base}>" if n == 1 else f"{base} #{n}>"
         value = (*entry, filename)
         # setdefault is atomic: two threads never get the same filename (as attrs does it).
         if linecache.cache.setdefault(filename, value) is value:
@@ -103,8 +127,9 @@ def _reserve(cls: type, source: str) -> str:
 
 
 def release(generated: Generated) -> None:
-    """Drop ``generated``'s source from :mod:`linecache` (its registration was refused)."""
-    linecache.cache.pop(generated.filename, None)
+    """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
+    for _, filename in generated._code.values():
+        linecache.cache.pop(filename, None)
 
 
 def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
@@ -124,58 +149,57 @@ def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
 # --- source builders ----------------------------------------------------------------------------
 
 
-def _flatten(
-    info: ClassInfo, skip_none: bool, head: str, child: Callable[[int, str], str], names: bool
-) -> list[str]:
-    """A flatten-like function: ``(children, aux)``, or ``(children, aux, names)``.
+def _statics(info: ClassInfo) -> str:
+    """The static values' tuple: ``(obj.a, obj.b, )``."""
+    return "(" + "".join(f"obj.{s}, " for s in info.static_fields) + ")"
 
-    ``child(i, local)`` is the expression for data field ``i`` held in ``local``. With
-    ``skip_none``, ``None`` values are left out of the children and their field names go
-    into the auxdata's first item.
-    """
+
+def _flatten(info: ClassInfo, head: str, child: Callable[[int, str], str], tail: str) -> list[str]:
+    """A flatten-like function returning ``(children, statics{tail})``; every field a child."""
+    local = [f"v{i}" for i in range(len(info.data_fields))]
+    lines = [head]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
+    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
+    lines.append(f"{_I}return {children}, {_statics(info)}{tail}")
+    return lines
+
+
+def _flatten_skipping(info: ClassInfo, head: str, child: Callable[[int, str], str]) -> list[str]:
+    """A flatten-like function leaving ``None`` values out: ``(children, (nones, *statics))``."""
     data = info.data_fields
     statics = "".join(f" obj.{s}," for s in info.static_fields)
     local = [f"v{i}" for i in range(len(data))]
     lines = [head]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
-    if data and skip_none:
-        lines.append(f"{_I}if {' or '.join(f'{v} is None' for v in local)}:")
-        lines.append(f"{_I * 2}children = []")
-        lines.append(f"{_I * 2}nones = []")
-        if names:
-            lines.append(f"{_I * 2}names = []")
-        for i, (v, name) in enumerate(zip(local, data)):
-            lines.append(f"{_I * 2}if {v} is None:")
-            lines.append(f"{_I * 3}nones.append({name!r})")
-            lines.append(f"{_I * 2}else:")
-            lines.append(f"{_I * 3}children.append({child(i, v)})")
-            if names:
-                lines.append(f"{_I * 3}names.append({name!r})")
-        tail = ", tuple(names)" if names else ""
-        lines.append(f"{_I * 2}return tuple(children), (tuple(nones),{statics}){tail}")
+    lines.append(f"{_I}if {' or '.join(f'{v} is None' for v in local)}:")
+    lines.append(f"{_I * 2}children = []")
+    lines.append(f"{_I * 2}nones = []")
+    for i, (v, name) in enumerate(zip(local, data)):
+        lines.append(f"{_I * 2}if {v} is None:")
+        lines.append(f"{_I * 3}nones.append({name!r})")
+        lines.append(f"{_I * 2}else:")
+        lines.append(f"{_I * 3}children.append({child(i, v)})")
+    lines.append(f"{_I * 2}return tuple(children), (tuple(nones),{statics})")
     children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
-    lines.append(f"{_I}return {children}, ((),{statics}){', _names' if names else ''}")
+    lines.append(f"{_I}return {children}, ((),{statics})")
     return lines
 
 
 def _flatten_into(info: ClassInfo) -> list[str]:
     """The embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
 
-    When every value is of a type known to be a leaf (``None`` never is, so ``None`` values
-    take the general path), it flattens straight into the walker's lists; otherwise it returns
-    ``False`` without changing anything.
+    When every value is of a type known to be a leaf, it flattens straight into the walker's
+    lists; otherwise it returns ``False`` without changing anything.
     """
-    data = info.data_fields
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
+    local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = ["def flatten_into(obj, leaves, entries):"]
-    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
     if local:
         checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
         lines.append(f"{_I}if not ({checks}):")
         lines.append(f"{_I * 2}return False")
         lines.append(f"{_I}leaves += ({''.join(f'{v}, ' for v in local)})")
-    lines.append(f"{_I}entries.append((_nt, ((),{statics}), {len(local)}, True))")
+    lines.append(f"{_I}entries.append((_nt, {_statics(info)}, {len(local)}, True))")
     lines.append(f"{_I}return True")
     return lines
 
@@ -217,7 +241,7 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, in
         out.append(f"{_I}except Exception as e:")
         out.append(f"{_I * 2}raise _rebuild_failed(e) from e")
         return out
-    stores = [*plan.stores, *((name, how) for name, how in plan.reset)]
+    stores = [*plan.stores, *plan.reset]
     values = {**value_of, **{name: "None" for name, _ in plan.reset}}
     if any(how == "dict" for _, how in stores):
         out.append(f"{_I}_inst_dict = obj.__dict__")
@@ -226,21 +250,25 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, in
 
 
 def _unflatten(
-    info: ClassInfo, skip_none: bool, head: str, slot_index: dict[str, int]
+    info: ClassInfo, head: str, slot_index: dict[str, int], *, skip_none: bool, hashed: bool
 ) -> list[str]:
-    """An unflatten function ``head`` (its parameters name ``aux`` and ``children``)."""
+    """An unflatten function ``head`` (its parameters name ``aux`` and ``children``).
+
+    The auxdata is the static values' tuple, or ``(nones, *statics)`` with ``skip_none``.
+    """
     data = info.data_fields
+    first = 1 if skip_none else 0
     value_of = {name: f"v{i}" for i, name in enumerate(data)}
-    value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, start=1)})
-    body = _rebuild(info, value_of, slot_index)
+    value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, first)})
     local = [value_of[n] for n in data]
     lines = [head]
-    if head.startswith("def unflatten_hashed") and info.static_fields:
+    if hashed and info.static_fields:
         lines.append(f"{_I}try:")
         lines.append(f"{_I * 2}hash(aux)")
         lines.append(f"{_I}except TypeError:")
         lines.append(f"{_I * 2}_check_aux(aux)")
         lines.append(f"{_I * 2}raise")
+    pad = ""
     if data and skip_none:
         lines.append(f"{_I}if aux[0]:")
         lines.append(f"{_I * 2}nones = aux[0]")
@@ -250,40 +278,62 @@ def _unflatten(
         ]
         lines.append(f"{_I}else:")
         pad = _I
-    else:
-        pad = ""
     if len(local) == 1:
         lines.append(f"{pad}{_I}{local[0]}, = children")
     elif local:
         lines.append(f"{pad}{_I}{', '.join(local)} = children")
-    elif pad:
-        lines.append(f"{pad}{_I}pass")
-    lines += body
+    lines += _rebuild(info, value_of, slot_index)
     lines.append(f"{_I}return obj")
     return lines
 
 
+def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
+    slot_index = {name: i for i, name in enumerate(info.plan.slots)}
+    blocks: list[list[str]]
+    if family == "core":
+        blocks = [
+            _flatten(info, "def flatten(obj):", lambda i, v: v, ""),
+            _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
+            _flatten(info, "def flatten_entries(obj):", lambda i, v: v, ", _names"),
+            _flatten_into(info),
+            _unflatten(
+                info, "def unflatten(aux, children):", slot_index, skip_none=False, hashed=False
+            ),
+            _unflatten(
+                info,
+                "def unflatten_hashed(aux, children):",
+                slot_index,
+                skip_none=False,
+                hashed=True,
+            ),
+        ]
+    elif skip_none and info.data_fields:
+        blocks = [
+            _flatten_skipping(info, "def flatten(obj):", lambda i, v: v),
+            _flatten_skipping(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})"),
+            _unflatten(
+                info, "def unflatten(children, aux):", slot_index, skip_none=True, hashed=False
+            ),
+        ]
+    else:  # torch sees what the core family gives, with its own argument order
+        blocks = [
+            _flatten(info, "def flatten(obj):", lambda i, v: v, ""),
+            _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
+            _unflatten(
+                info, "def unflatten(children, aux):", slot_index, skip_none=False, hashed=False
+            ),
+        ]
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
+
+
 def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
-    """Write, compile and register in :mod:`linecache` the source of ``info``'s class.
+    """Write and compile the core source of ``info``'s class (the torch family comes later).
 
     Args:
         info: the class's description.
-        skip_none: leave ``None``-valued data fields out of the children (their names go into
-            the auxdata), as ``return_none_fields=False`` asks.
+        skip_none: in the torch family, leave ``None``-valued data fields out of the children
+            (their names go into the auxdata), as ``return_none_fields=False`` asks.
     """
-    slot_index = {name: i for i, name in enumerate(info.plan.slots)}
-    blocks = [
-        _flatten(info, skip_none, "def flatten(obj):", lambda i, v: v, names=False),
-        _flatten(
-            info, skip_none, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", False
-        ),
-        _flatten(info, skip_none, "def flatten_entries(obj):", lambda i, v: v, names=True),
-        _flatten_into(info),
-        _unflatten(info, skip_none, "def unflatten(aux, children):", slot_index),
-        _unflatten(info, skip_none, "def unflatten_cf(children, aux):", slot_index),
-        _unflatten(info, skip_none, "def unflatten_hashed(aux, children):", slot_index),
-    ]
-    source = "\n\n".join("\n".join(block) for block in blocks) + "\n"
     plan = info.plan
     globals_: dict[str, Any] = {
         "__name__": f"treeclass generated {info.qualname}",
@@ -297,10 +347,7 @@ def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
         "_leaf_types": frozenset(),
         "_check_aux": None,
     }
-    globals_.update({f"_slot{i}": plan.slots[name].__set__ for name, i in slot_index.items()})
-    filename = _reserve(info.cls, source)
-    try:
-        return Generated(info.cls, source, filename, globals_)
-    except BaseException:
-        linecache.cache.pop(filename, None)
-        raise
+    globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
+    generated = Generated(info, skip_none, globals_)
+    generated.compile("core")
+    return generated

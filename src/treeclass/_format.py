@@ -19,7 +19,7 @@ from typing import Any, Final, TypeAlias
 
 from ._errors import TreespecLoadError, UnregisteredNameError, brief
 from ._json import dumps_canonical, loads_strict
-from ._nodes import NodeType
+from ._nodes import BUILTIN_NODE_TYPES, NodeType
 from ._registry import node_for_name
 from ._tree import TreeSpec
 
@@ -35,6 +35,7 @@ __all__ = [
     "loads_nodes",
     "nodes_to_spec",
     "spec_to_nodes",
+    "state_from_bytes",
 ]
 
 #: One entry of the node list: ``None`` (a leaf) or ``(name, state, arity)`` (a tuple when
@@ -117,12 +118,18 @@ def _node_type(name: str) -> NodeType:
     return nt
 
 
+_NONE_ENTRY: Final = (BUILTIN_NODE_TYPES[type(None)], None, 0, True)
+
+
 def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     """Build the embedded registry's :class:`~treeclass.TreeSpec` from a node list.
 
     ``nodes`` must hold one complete tree, as :func:`loads_nodes` checks and the framework
     adapters make them. Names are resolved among the built-in and registered names only;
-    states go through each node type's ``setstate``.
+    states go through each node type's ``load_state``. A data field a document does not hold
+    as a child (written as ``None`` outside the children by treeclass 0.1, or added to the
+    class since with a default of ``None``) becomes a ``None`` child, as the class flattens
+    today.
 
     Raises:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
@@ -131,10 +138,25 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     cache: dict[str, NodeType] = {}
     entries: list[Any] = []
     append = entries.append
-    n = len(nodes)
     leaves = 0
     i = 0
-    while i < n:
+    # Open nodes whose children come from a plan: [plan, next child, children left].
+    frames: list[list[Any]] = []
+    while True:
+        while frames:  # fill in planned None children; close finished nodes
+            frame = frames[-1]
+            if not frame[2]:
+                frames.pop()
+            elif not frame[0][frame[1]]:
+                append(_NONE_ENTRY)
+                frame[1] += 1
+                frame[2] -= 1
+            else:
+                frame[1] += 1
+                frame[2] -= 1
+                break
+        if i >= len(nodes):
+            break
         item = nodes[i]
         if item is None:
             append(None)
@@ -146,25 +168,40 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         if nt is None:
             nt = cache[name] = _node_type(name)
         try:
-            aux = nt.setstate(state)
+            aux, plan = nt.load_state(state)
         except TreespecLoadError as e:
             raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from None
-        expect = nt.arity_of(aux)
+        expect = nt.arity_of(aux) if plan is None else sum(plan)
         if expect is not None and expect != k:
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
                 f"it {expect}."
             )
+        i += 1
+        if plan is not None:  # some children are not in the document: no leafy shortcut
+            append((nt, aux, len(plan), False))
+            frames.append([plan, 0, len(plan)])
+            continue
         # Canonical form (as tree_flatten makes it): a node whose children are all leaves
         # holds them itself; they get no entries of their own.
-        leafy = all_leaves(nodes, i + 1, k)
+        leafy = all_leaves(nodes, i, k)
         append((nt, aux, k, leafy))
         if leafy:
             leaves += k
-            i += 1 + k
-        else:
-            i += 1
+            i += k
+        elif k:
+            frames.append([_ALL_PRESENT, 0, k])
     return TreeSpec._make(tuple(entries), leaves)
+
+
+class _AllPresent:
+    """The plan of a node whose children are all in the document."""
+
+    def __getitem__(self, i: int) -> bool:
+        return True
+
+
+_ALL_PRESENT: Final = _AllPresent()
 
 
 # --- document <-> node list -------------------------------------------------------------------
@@ -284,17 +321,35 @@ def aux_to_bytes(node: NodeType, aux: Any) -> bytes:
     return dumps_canonical(node.getstate(aux)).encode("ascii")
 
 
-def aux_from_bytes(node: NodeType, data: bytes | str) -> Any:
-    """Inverse of :func:`aux_to_bytes`.
+def state_from_bytes(node: NodeType, data: bytes | str) -> Any:
+    """The JSON state in ``data`` (as :func:`aux_to_bytes` writes it), parsed strictly.
 
     Raises:
-        TreespecLoadError: ``data`` is not valid JSON or does not fit the class.
-        UnregisteredNameError: a static value names a type not registered here.
+        TreespecLoadError: ``data`` is not valid JSON.
     """
     try:
-        state = loads_strict(data)
+        return loads_strict(data)
     except (ValueError, RecursionError) as e:
         raise TreespecLoadError(
             f"the saved auxdata of {node.qualname} is not valid JSON: {brief(str(e), 200)}"
         ) from None
-    return node.setstate(state)
+
+
+def aux_from_bytes(node: NodeType, data: bytes | str) -> Any:
+    """Inverse of :func:`aux_to_bytes`, for a structure that cannot gain children.
+
+    Raises:
+        TreespecLoadError: ``data`` is not valid JSON or does not fit the class (including
+            a state that leaves data fields out of the children: only treespec documents
+            can be given the ``None`` children that stand for them).
+        UnregisteredNameError: a static value names a type not registered here.
+    """
+    aux, plan = node.load_state(state_from_bytes(node, data))
+    if plan is not None:
+        missing = [f for f, present in zip(node.data_fields, plan) if not present]
+        raise TreespecLoadError(
+            f"the saved auxdata of {node.qualname} leaves the data field(s) {missing!r} out of "
+            "the children (an older treeclass wrote None-valued fields that way), which this "
+            "structure cannot take back; export or save it again with this treeclass."
+        )
+    return aux

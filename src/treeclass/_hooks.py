@@ -15,8 +15,8 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
+from _thread import RLock
 from collections.abc import Sequence
-from threading import RLock
 from types import ModuleType
 from typing import Any, Final
 

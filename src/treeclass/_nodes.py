@@ -13,12 +13,12 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
-from ._codegen import Generated, generate
+from ._codegen import Family, Generated, generate
 from ._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticError, brief
 from ._fields import ClassInfo, describe
 from ._keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
 from ._names import Origin
-from ._state import decode_for, encode_for, make_state_codec
+from ._state import StateCodec, decode_for, encode_for, make_state_codec
 from ._statics import BadStatic, check_hash_spread
 
 __all__ = [
@@ -51,8 +51,12 @@ class NodeType:
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
         flatten_into: the embedded registry's fast path, or ``None``.
-        getstate: ``aux -> JSON-safe state``; ``setstate`` is its exact inverse.
+        getstate: ``aux -> JSON-safe state``.
+        load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
+            each data field whether the document holds it as a child (the others become
+            ``None`` children: the document was written before the class had them).
         arity_of: the number of children ``aux`` implies (``None``: any number).
+        codec: the class's state codec, torch's form included (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
         origin: where the class was registered (``None`` until it is).
         superseded: a re-run of the class statement took the name over.
@@ -61,6 +65,7 @@ class NodeType:
     __slots__ = (
         "_show",
         "arity_of",
+        "codec",
         "flatten",
         "flatten_into",
         "flatten_with_keys",
@@ -68,10 +73,10 @@ class NodeType:
         "getstate",
         "info",
         "kind",
+        "load_state",
         "name",
         "origin",
         "return_none_fields",
-        "setstate",
         "superseded",
         "type",
         "unflatten",
@@ -87,10 +92,11 @@ class NodeType:
         unflatten: Callable[[Any, Sequence[Any]], Any],
         flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Any]],
         getstate: Callable[[Any], Any],
-        setstate: Callable[[Any], Any],
+        load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | None]],
         arity_of: Callable[[Any], int | None],
         show: Callable[[Any, list[str]], str],
         info: ClassInfo | None = None,
+        codec: StateCodec | None = None,
         return_none_fields: bool = False,
         flatten_into: Callable[[Any, list[Any], list[Any]], bool] | None = None,
         generated: Generated | None = None,
@@ -105,7 +111,8 @@ class NodeType:
         self.flatten_with_keys = flatten_with_keys
         self.flatten_into = flatten_into
         self.getstate = getstate
-        self.setstate = setstate
+        self.load_state = load_state
+        self.codec = codec
         self.arity_of = arity_of
         self._show = show
         self.generated = generated
@@ -160,11 +167,13 @@ class NodeType:
             )
         return self.name
 
-    def bind(self, tag: str, key: Callable[[str], Any], **extra: Any) -> dict[str, Any]:
+    def bind(
+        self, tag: str, key: Callable[[str], Any], family: Family = "core", **extra: Any
+    ) -> dict[str, Any]:
         """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
         if self.generated is None:
             raise TypeError(f"{self.qualname} has no generated functions")  # pragma: no cover
-        return self.generated.bind(tag, key=key, data_fields=self.data_fields, **extra)
+        return self.generated.bind(tag, key=key, family=family, **extra)
 
     def __repr__(self) -> str:
         return f"<treeclass node type {self.type.__qualname__} name={self.name!r}>"
@@ -335,6 +344,15 @@ def _ddict_setstate(state: Any) -> tuple[Any, tuple[Any, ...]]:
     return _FACTORIES[factory], _load_keys(name, state["keys"], sorted_order=True)
 
 
+def _plain(setstate: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, None]]:
+    """``load_state`` of a node type whose state never leaves children out."""
+
+    def load_state(state: Any) -> tuple[Any, None]:
+        return setstate(state), None
+
+    return load_state
+
+
 def _any_arity(aux: Any) -> None:
     return None
 
@@ -379,7 +397,7 @@ def _builtins() -> dict[type, NodeType]:
             unflatten=lambda aux, children: tuple(children),
             flatten_with_keys=_seq_flatten_keys,
             getstate=_no_state,
-            setstate=_null_state("tuple"),
+            load_state=_plain(_null_state("tuple")),
             arity_of=_any_arity,
             show=_show_tuple,
         ),
@@ -391,7 +409,7 @@ def _builtins() -> dict[type, NodeType]:
             unflatten=lambda aux, children: list(children),
             flatten_with_keys=_seq_flatten_keys,
             getstate=_no_state,
-            setstate=_null_state("list"),
+            load_state=_plain(_null_state("list")),
             arity_of=_any_arity,
             show=_show_list,
         ),
@@ -403,7 +421,7 @@ def _builtins() -> dict[type, NodeType]:
             unflatten=lambda aux, children: dict(zip(aux, children)),
             flatten_with_keys=_dict_flatten_keys,
             getstate=keys_state("a dict"),
-            setstate=_dict_setstate,
+            load_state=_plain(_dict_setstate),
             arity_of=len,
             show=_show_dict,
         ),
@@ -415,7 +433,7 @@ def _builtins() -> dict[type, NodeType]:
             unflatten=lambda aux, children: OrderedDict(zip(aux, children)),
             flatten_with_keys=_odict_flatten_keys,
             getstate=keys_state("an OrderedDict"),
-            setstate=_odict_setstate,
+            load_state=_plain(_odict_setstate),
             arity_of=len,
             show=_show_odict,
         ),
@@ -427,7 +445,7 @@ def _builtins() -> dict[type, NodeType]:
             unflatten=lambda aux, children: defaultdict(aux[0], zip(aux[1], children)),
             flatten_with_keys=_ddict_flatten_keys,
             getstate=_ddict_state,
-            setstate=_ddict_setstate,
+            load_state=_plain(_ddict_setstate),
             arity_of=lambda aux: len(aux[1]),
             show=_show_ddict,
         ),
@@ -439,7 +457,7 @@ def _builtins() -> dict[type, NodeType]:
             unflatten=lambda aux, children: None,
             flatten_with_keys=_none_flatten,
             getstate=_no_state,
-            setstate=_null_state("None"),
+            load_state=_plain(_null_state("None")),
             arity_of=lambda aux: 0,
             show=lambda aux, parts: "None",
         ),
@@ -475,7 +493,7 @@ def namedtuple_node(cls: type) -> NodeType:
         return tuple(zip(keys, t)), None
 
     unflatten.__qualname__ = f"{cls.__qualname__}.<treeclass unflatten>"
-    getstate, setstate = make_state_codec(info, False)
+    codec = make_state_codec(info, False)
     return NodeType(
         cls,
         None,
@@ -483,11 +501,12 @@ def namedtuple_node(cls: type) -> NodeType:
         flatten=_tuple_flatten,
         unflatten=unflatten,
         flatten_with_keys=flatten_with_keys,
-        getstate=getstate,
-        setstate=setstate,
+        getstate=codec.getstate,
+        load_state=codec.load,
         arity_of=lambda aux: n_fields,
         show=lambda aux, parts: _show_fields(label, fields, parts),
         info=info,
+        codec=codec,
     )
 
 
@@ -500,27 +519,18 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     if info.kind == "namedtuple":
         raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
     generated = generate(info, skip_none=not return_none_fields)
-    getstate, setstate = make_state_codec(info, return_none_fields)
+    codec = make_state_codec(info, return_none_fields)
     n_data = len(info.data_fields)
     label = info.cls.__name__
-    static_fields = info.static_fields
     fields = info.fields
 
-    def arity_of(aux: Any) -> int:
-        return n_data - len(aux[0])
-
     def show(aux: Any, parts: list[str]) -> str:
-        nones: tuple[str, ...] = aux[0]
-        it = iter(parts)
-        statics = dict(zip(static_fields, aux[1:]))
-        shown: list[str] = []
-        for f in fields:
-            if f.static:
-                shown.append(f"{f.name}={brief(statics[f.name], 200)}")
-            elif f.name in nones:
-                shown.append(f"{f.name}=None")
-            else:
-                shown.append(f"{f.name}={next(it, '?')}")
+        children = iter(parts)
+        statics = iter(aux)
+        shown = [
+            f"{f.name}={brief(next(statics), 200) if f.static else next(children, '?')}"
+            for f in fields
+        ]
         return f"{label}(" + ", ".join(shown) + ")"
 
     node = NodeType(
@@ -530,17 +540,16 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         flatten=_placeholder,
         unflatten=_placeholder,
         flatten_with_keys=_placeholder,
-        getstate=getstate,
-        setstate=setstate,
-        arity_of=arity_of,
+        getstate=codec.getstate,
+        load_state=codec.load,
+        arity_of=lambda aux: n_data,
         show=show,
         info=info,
         return_none_fields=return_none_fields,
         generated=generated,
+        codec=codec,
     )
-    functions = generated.bind(
-        "", key=GetAttrKey, data_fields=info.data_fields, _nt=node, _leaf_types=LEAF_TYPES
-    )
+    functions = generated.bind("", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES)
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
     node.flatten_with_keys = functions["flatten_with_keys"]

@@ -10,8 +10,8 @@ undoes what was done.
 from __future__ import annotations
 
 import warnings
+from _thread import RLock
 from collections.abc import Iterator
-from threading import RLock
 from typing import Protocol
 
 from ._codegen import release

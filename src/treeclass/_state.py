@@ -28,7 +28,7 @@ from ._errors import (
 from ._fields import ClassInfo
 from ._statics import SUPPORTED, BadStatic, Unencodable, decode_static, encode_static, type_label
 
-__all__ = ["decode_for", "encode_for", "make_state_codec"]
+__all__ = ["StateCodec", "decode_for", "encode_for", "make_state_codec"]
 
 GetState = Callable[[Any], Any]
 SetState = Callable[[Any], Any]
@@ -95,47 +95,89 @@ def decode_for(label: str, where: str, data: Any) -> Any:
 
 # --- the codec ----------------------------------------------------------------------------------
 
+#: ``None``, or for each data field in order whether the document holds it as a child (the
+#: others come back as ``None`` children: written by a version of the class without them).
+Plan = "tuple[bool, ...] | None"
 
-def make_state_codec(info: ClassInfo, return_none_fields: bool) -> tuple[GetState, SetState]:
-    """``(getstate, setstate)`` of a class: auxdata -> JSON-safe state, and its inverse.
 
-    ``setstate(json.loads(json.dumps(getstate(aux)))) == aux``, with the same types.
+class StateCodec:
+    """A class's auxdata <-> JSON-safe state, in the core form and in torch's.
+
+    The core auxdata is the tuple of static values (every data field is a child). torch's,
+    with ``return_none_fields=False``, is ``(nones, *statics)``: the names of the data fields
+    that were ``None`` and are not children, which its state lists under ``"none"``.
+
+    Attributes:
+        getstate: core auxdata -> state (``"none"`` is always empty).
+        load: state -> ``(core auxdata, plan)``: which data fields the document has as
+            children (``None`` when all of them), the others to be filled with ``None``.
+        torch_getstate: torch auxdata -> state.
+        torch_setstate: state -> torch auxdata.
     """
+
+    __slots__ = ("getstate", "load", "torch_getstate", "torch_setstate")
+
+    def __init__(
+        self,
+        getstate: GetState,
+        load: Callable[[Any], tuple[Any, tuple[bool, ...] | None]],
+        torch_getstate: GetState,
+        torch_setstate: SetState,
+    ) -> None:
+        self.getstate = getstate
+        self.load = load
+        self.torch_getstate = torch_getstate
+        self.torch_setstate = torch_setstate
+
+
+def make_state_codec(info: ClassInfo, return_none_fields: bool) -> StateCodec:
+    """The :class:`StateCodec` of a class: exact both ways, with the same types."""
     if info.kind == "namedtuple":
-        return _namedtuple_codec(info)
+        nt_getstate, nt_setstate = _namedtuple_codec(info)
+
+        def nt_load(state: Any) -> tuple[Any, None]:
+            return nt_setstate(state), None
+
+        return StateCodec(nt_getstate, nt_load, nt_getstate, nt_setstate)
     label = info.qualname
     statics = info.static_fields
     # Tuples (never mutated): the closures below keep them.
     data = info.data_fields
     data_list = list(data)
-    static_order = tuple(sorted(enumerate(statics, start=1), key=lambda p: p[1]))
-    nones_possible = bool(data) and not return_none_fields
-
-    def explain(aux: Any) -> Exception:
-        for i, s in enumerate(statics, start=1):
-            try:
-                encode_static(aux[i])
-            except (Unencodable, RecursionError) as e:
-                return _unserializable(label, f"static field {s!r}", aux[i], e)
-        return UnserializableStaticError(f"the static fields of {label} cannot be serialized.")
-
-    def getstate(aux: Any) -> Any:
-        try:
-            static = {s: encode_static(aux[i]) for i, s in static_order}
-        except (Unencodable, RecursionError):
-            raise explain(aux) from None
-        if nones_possible and aux[0]:
-            nones = aux[0]
-            return {
-                "data": [n for n in data if n not in nones],
-                "none": list(nones),
-                "static": static,
-            }
-        return {"data": list(data), "none": [], "static": static}
-
+    static_order = tuple(sorted(enumerate(statics), key=lambda p: p[1]))
     n_static = len(statics)
 
-    def setstate(state: Any) -> Any:
+    def explain(values: tuple[Any, ...]) -> Exception:
+        for s, value in zip(statics, values):
+            try:
+                encode_static(value)
+            except (Unencodable, RecursionError) as e:
+                return _unserializable(label, f"static field {s!r}", value, e)
+        return UnserializableStaticError(f"the static fields of {label} cannot be serialized.")
+
+    def encode(values: tuple[Any, ...]) -> dict[str, Any]:
+        try:
+            return {s: encode_static(values[i]) for i, s in static_order}
+        except (Unencodable, RecursionError):
+            raise explain(values) from None
+
+    def getstate(aux: Any) -> Any:
+        return {"data": list(data), "none": [], "static": encode(aux)}
+
+    # torch's auxdata carries the None fields' names only when it leaves them out.
+    torch_skips = not return_none_fields and bool(data)
+
+    def torch_getstate(aux: Any) -> Any:
+        if not torch_skips:
+            return getstate(aux)
+        nones = aux[0]
+        if nones:
+            present = [n for n in data if n not in nones]
+            return {"data": present, "none": list(nones), "static": encode(aux[1:])}
+        return {"data": list(data), "none": [], "static": encode(aux[1:])}
+
+    def fast(state: Any) -> tuple[Any, ...] | None:
+        """The static values of a state exactly as the class writes it today, else None."""
         if (
             state.__class__ is dict
             and len(state) == 3
@@ -145,12 +187,35 @@ def make_state_codec(info: ClassInfo, return_none_fields: bool) -> tuple[GetStat
             static = state.get("static")
             if static.__class__ is dict and len(static) == n_static:
                 try:
-                    return ((), *[decode_static(static[s]) for s in statics])
+                    return tuple([decode_static(static[s]) for s in statics])
                 except (KeyError, BadStatic, RecursionError):
                     pass  # the checked path names the culprit
-        return _setstate_checked(info, return_none_fields, state)
+        return None
 
-    return getstate, setstate
+    def load(state: Any) -> tuple[Any, tuple[bool, ...] | None]:
+        values = fast(state)
+        if values is not None:
+            return values, None
+        absent, values = _checked(info, state)
+        return values, (tuple(f not in absent for f in data) if absent else None)
+
+    def torch_setstate(state: Any) -> Any:
+        values = fast(state)
+        if values is not None:
+            return ((), *values) if torch_skips else values
+        absent, values = _checked(info, state)
+        if not torch_skips:
+            if absent:
+                raise TreespecLoadError(
+                    f"the saved auxdata of {label} has None-valued field(s) {sorted(absent)!r} "
+                    "outside the children, but the class is now registered with "
+                    "return_none_fields=True (None fields are children in torch); load it with "
+                    "treeclass.treespec_loads, or with the class as it was, or re-save."
+                )
+            return values
+        return (tuple(n for n in data if n in absent), *values)
+
+    return StateCodec(getstate, load, torch_getstate, torch_setstate)
 
 
 def _str_list(value: Any) -> bool:
@@ -194,8 +259,12 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
     return getstate, setstate
 
 
-def _setstate_checked(info: ClassInfo, return_none_fields: bool, state: Any) -> Any:
-    """Load any state a version of the class may have written, or raise clearly."""
+def _checked(info: ClassInfo, state: Any) -> tuple[set[str], tuple[Any, ...]]:
+    """Load any state a version of the class may have written, or raise clearly.
+
+    Returns the data fields the document does not hold as children (saved as ``None``, or new
+    fields whose default is ``None``) and the static values.
+    """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
         got = sorted(state) if state.__class__ is dict else state.__class__.__name__
@@ -250,26 +319,13 @@ def _setstate_checked(info: ClassInfo, return_none_fields: bool, state: Any) -> 
     for name in data_fields:
         if name in nones or name in data:
             continue
-        f = info.field(name)
-        if return_none_fields or f.default is not None:
-            why = (
-                "the class is registered with return_none_fields=True"
-                if return_none_fields
-                else "its default is not None"
-            )
+        if info.field(name).default is not None:
             raise TreespecLoadError(
                 f"{label} has a data field {name!r} that the saved auxdata does not have, and "
-                f"it cannot be filled in ({why}); only a new data field whose default is None "
-                "(with return_none_fields=False) loads as None. Load with the class as it was, "
-                "or re-save."
+                "it cannot be filled in (its default is not None); only a new data field whose "
+                "default is None loads (as None). Load with the class as it was, or re-save."
             )
         nones.add(name)
-    if nones and return_none_fields:
-        raise TreespecLoadError(
-            f"the saved auxdata of {label} has None-valued field(s) {sorted(nones)!r} outside "
-            "the children, but the class is now registered with return_none_fields=True "
-            "(None fields are children); load with the class as it was, or re-save."
-        )
     values: list[Any] = []
     for name in static_fields:
         if name in static:
@@ -283,4 +339,4 @@ def _setstate_checked(info: ClassInfo, return_none_fields: bool, state: Any) -> 
                 "as it was, or re-save."
             )
         values.append(f.make_default())
-    return (tuple(n for n in data_fields if n in nones), *values)
+    return nones, tuple(values)

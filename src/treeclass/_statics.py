@@ -19,8 +19,8 @@ Decoding is strict and never imports: a registered type is looked up by its name
 from __future__ import annotations
 
 import math
+from _thread import RLock
 from collections.abc import Callable, Iterable
-from threading import RLock
 from typing import Any, Final, TypeVar
 
 from ._errors import NameConflictError, RegistrationError, RegistrationTypeError, brief

@@ -122,7 +122,7 @@ def _unhashable_reporter(node: NodeType) -> Callable[[Any], None]:
     label = node.qualname
 
     def check_aux(aux: Any) -> None:
-        for field, value in zip(statics, aux[1:]):
+        for field, value in zip(statics, aux):
             try:
                 hash(value)
             except TypeError:

@@ -23,7 +23,7 @@ from typing import Any, Final, NamedTuple
 
 import torch.utils._pytree as pytree
 
-from .._convert import leaf_count_error, nodes_of, skeleton
+from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
 from .._errors import (
     NameConflictError,
     RegistrationError,
@@ -32,9 +32,11 @@ from .._errors import (
     brief,
 )
 from .._fields import is_namedtuple_class
-from .._format import Node, aux_from_bytes, aux_to_bytes
+from .._format import Node, state_from_bytes
+from .._json import dumps_canonical
 from .._nodes import NodeType
 from .._registry import node_for_name, registered_node
+from .._state import StateCodec
 from .._tree import TreeSpec
 
 __all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "TorchBackend", "nodes_from_spec", "spec_from_spec"]
@@ -278,14 +280,23 @@ def _raise_superseded(previous: NodeType) -> Callable[[Any], Any]:
     return refuse
 
 
+def _codec(node: NodeType) -> StateCodec:
+    assert node.codec is not None  # every registered class has one
+    return node.codec
+
+
 def _to_dumpable(node: NodeType) -> Callable[[Any], str]:
+    torch_getstate = _codec(node).torch_getstate
+
     def to_dumpable_context(context: Any) -> str:
-        return aux_to_bytes(node, context).decode("utf-8")
+        return dumps_canonical(torch_getstate(context))
 
     return to_dumpable_context
 
 
 def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
+    torch_setstate = _codec(node).torch_setstate
+
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
             raise TreespecLoadError(
@@ -293,7 +304,7 @@ def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return aux_from_bytes(node, dumpable.encode("utf-8"))
+        return torch_setstate(state_from_bytes(node, dumpable))
 
     return from_dumpable_context
 
@@ -421,11 +432,11 @@ class TorchBackend:
             serialized_type_name = node.name
             to_dumpable = _to_dumpable(node)
             from_dumpable = _from_dumpable(node)
-        functions = node.bind("torch", pytree.GetAttrKey)
+        functions = node.bind("torch", pytree.GetAttrKey, family="torch")
         pytree.register_pytree_node(
             cls,
-            node.flatten,
-            functions["unflatten_cf"],
+            functions["flatten"],
+            functions["unflatten"],
             serialized_type_name=serialized_type_name,
             to_dumpable_context=to_dumpable,
             from_dumpable_context=from_dumpable,
@@ -461,6 +472,11 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
     children = t.children() if callable(getattr(t, "children", None)) else t.children_specs
     k = len(children)
+    converted = from_torch_form(cls, context, children)
+    if converted is not None:
+        context, with_nones = converted
+        if with_nones is not children:
+            return (cls, context, with_nones, False)
     return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
 
 
@@ -484,20 +500,20 @@ def spec_from_spec(spec: TreeSpec) -> Any:
     """The ``torch.utils._pytree.TreeSpec`` of a treeclass ``TreeSpec``.
 
     Raises:
-        TreespecLoadError: the tree has a ``None`` node (a leaf in torch), or torch does not
-            see the same nodes.
+        TreespecLoadError: the tree has a ``None`` node where torch would see a leaf (only the
+            ``None`` fields of a class registered with ``return_none_fields=False`` stay out
+            of torch's leaves), or torch does not see the same nodes.
     """
-    for e in spec._entries:
-        if e is not None and e[0].type is type(None):
-            raise TreespecLoadError(
-                f"the treespec has a None node ({brief(spec, 200)}); torch's pytree treats "
-                "None as a leaf, so a torch TreeSpec would have more leaves than the document "
-                "and the leaves flattened from the original tree would not fit it. Load it "
-                "with to='jax', 'optree' or None; or keep None out of the tree before "
-                "flattening (a treeclass class's None fields are no children with "
-                "return_none_fields=False, the default)."
-            )
     treespec = pytree.tree_structure(skeleton(spec))
     if treespec.num_leaves != spec.num_leaves:
+        if any(e is not None and e[0].type is type(None) for e in spec._entries):
+            raise TreespecLoadError(
+                f"the treespec has a None node ({brief(spec, 200)}) where torch's pytree would "
+                "see a leaf (torch treats None as a leaf), so a torch TreeSpec would have more "
+                "leaves than the document and the leaves flattened from the original tree "
+                "would not fit it. Load it with to='jax', 'optree' or None; or keep None out "
+                "of the tree before flattening (None fields of a treeclass class registered "
+                "with return_none_fields=False, the default, are no leaves in torch)."
+            )
         raise leaf_count_error("torch", spec, treespec.num_leaves, _is_node)
     return treespec
