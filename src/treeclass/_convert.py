@@ -53,8 +53,10 @@ LEAF: Final = _Placeholder()
 
 
 class _NoneChild:
-    """Stands, among a node's children read by an adapter, for a ``None`` field the
-    framework left out of the children (torch): it is written as a ``"None"`` node.
+    """A ``None`` field the framework left out of a node's children (torch).
+
+    Among the children an adapter reads, it stands for that field; it is written as a
+    ``"None"`` node.
     """
 
     __slots__ = ()
