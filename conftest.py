@@ -9,13 +9,25 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+from _pytest.doctest import DoctestItem
+
 collect_ignore = [
     f"src/treeclass/{path}"
     for framework, paths in {
         "jax": ["backends/jax.py"],
         "torch": ["backends/torch.py", "torch.py"],
         "optree": ["backends/optree.py", "optree.py"],
+        "numpy": ["_files.py"],
     }.items()
     if importlib.util.find_spec(framework) is None
     for path in paths
 ]
+
+
+@pytest.fixture(autouse=True)
+def _doctest_tmp(request: pytest.FixtureRequest) -> None:
+    """Doctests that write files (``tc.save``) get a temporary folder as ``tmp``."""
+    if isinstance(request.node, DoctestItem):
+        namespace = request.getfixturevalue("doctest_namespace")
+        namespace["tmp"] = request.getfixturevalue("tmp_path")
