@@ -25,6 +25,20 @@ collect_ignore = [
 ]
 
 
+# Doctests of the package namespace that need numpy (tc.save / tc.load with arrays).
+_NUMPY_DOCTESTS = frozenset(("treeclass.save", "treeclass.load"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the doctests that need numpy where it is not installed (the core CI run)."""
+    if importlib.util.find_spec("numpy") is not None:
+        return
+    skip = pytest.mark.skip(reason="needs numpy (pip install 'treeclass[files]')")
+    for item in items:
+        if isinstance(item, DoctestItem) and item.name in _NUMPY_DOCTESTS:
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _doctest_tmp(request: pytest.FixtureRequest) -> None:
     """Doctests that write files (``tc.save``) get a temporary folder as ``tmp``."""

@@ -648,8 +648,34 @@ def _read_array(
     if sys.byteorder == "big" and arr.dtype.itemsize > 1:  # pragma: no cover
         arr = arr.byteswap()
     if target == "jax":
-        return _framework("jax").asarray(arr)
+        return _to_jax(np, arr, info, source)
     return arr
+
+
+def _to_jax(np: Any, arr: Any, info: TensorInfo, source: str) -> Any:
+    """A JAX array of ``arr``, saying so when JAX (without x64) narrows a 64-bit dtype."""
+    jnp = _framework("jax")
+    kind = arr.dtype.kind
+    if arr.dtype.itemsize == 8 and kind in "iuf" and not _module("jax").config.jax_enable_x64:
+        narrow = np.dtype(f"{kind}4")
+        if kind in "iu" and arr.size:
+            limits = np.iinfo(narrow)
+            if arr.min() < limits.min or arr.max() > limits.max:
+                raise FileLoadError(
+                    f"tensor {info.name!r:.200} of {source} is {arr.dtype} with values outside "
+                    f"{narrow}, and JAX holds 64-bit integers only with jax_enable_x64; enable it "
+                    '(jax.config.update("jax_enable_x64", True)) or load with to="numpy".'
+                )
+        import warnings
+
+        warnings.warn(
+            f"tensor {info.name!r:.200} of {source} is {arr.dtype}; JAX without "
+            f"jax_enable_x64 holds it as {narrow} (enable jax_enable_x64 to keep 64 bits).",
+            UserWarning,
+            stacklevel=4,
+        )
+        arr = arr.astype(narrow)
+    return jnp.asarray(arr)
 
 
 def _load_plain(
