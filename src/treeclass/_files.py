@@ -130,16 +130,35 @@ def _numpy() -> Any:
         ) from e
 
 
+_NP_DTYPES: dict[str, Any] = {}  # numpy / ml_dtypes dtype name -> dtype, made on first use
+_CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: none), likewise
+
+
 def _np_dtype(np: Any, name: str) -> Any:
+    dtype = _NP_DTYPES.get(name)
+    if dtype is not None:
+        return dtype
     if name not in _ML_DTYPES:
-        return np.dtype(name)
+        dtype = np.dtype(name)
+    else:
+        try:
+            ml_dtypes = _module("ml_dtypes")
+        except ImportError as e:
+            raise MissingDependencyError(
+                f"numpy arrays of dtype {name} need the ml_dtypes package; {_EXTRA_HINT}."
+            ) from e
+        dtype = np.dtype(getattr(ml_dtypes, name))
+    _NP_DTYPES[name] = dtype
+    return dtype
+
+
+def _code_of(dtype: Any) -> str | None:
     try:
-        ml_dtypes = _module("ml_dtypes")
-    except ImportError as e:
-        raise MissingDependencyError(
-            f"numpy arrays of dtype {name} need the ml_dtypes package; {_EXTRA_HINT}."
-        ) from e
-    return np.dtype(getattr(ml_dtypes, name))
+        return _CODES[dtype]
+    except KeyError:
+        code = None if dtype.fields is not None else _NUMPY_CODES.get(dtype.name)
+        _CODES[dtype] = code
+        return code
 
 
 def _framework(name: str) -> Any:
@@ -187,14 +206,15 @@ def _numpy_payload(np: Any, arr: Any, where: str) -> tuple[str, list[int], Any]:
             "hold; save its .data and .mask as two leaves."
         )
     arr = np.asarray(arr)
-    code = _NUMPY_CODES.get(arr.dtype.name)
-    if code is None or arr.dtype.fields is not None:
+    code = _code_of(arr.dtype)
+    if code is None:
         raise TreeclassTypeError(
             f"the leaf at {where} is an array of dtype {arr.dtype}, which safetensors cannot "
             f"hold; it holds {', '.join(sorted(_NUMPY_CODES))}. Convert it first."
         )
     shape = list(arr.shape)
-    if arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and sys.byteorder == "big"):
+    order = arr.dtype.byteorder
+    if order == ">" or (order == "=" and sys.byteorder == "big"):
         arr = arr.byteswap()  # safetensors is little-endian; only the bytes are used below
     flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
     if code == "F4":
