@@ -36,7 +36,6 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
 )
-from ._safetensors import MAX_HEADER_BYTES, Header, TensorInfo
 
 TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
 if TYPE_CHECKING:
@@ -44,6 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
     from io import BufferedReader
     from typing import Any, Final, Literal, TypeAlias
+
+    from ._safetensors import Header, TensorInfo
 
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
@@ -509,7 +510,7 @@ def _decode_value(source: str, i: int, entry: dict[str, Any]) -> Any:
     if kind == "int":
         if cls is int and -_SAFE_INT < value < _SAFE_INT:
             return value
-        if cls is str and value.lstrip("-").startswith("0x") and len(value) <= MAX_HEADER_BYTES:
+        if cls is str and value.lstrip("-").startswith("0x"):
             try:
                 n = int(value, 16)
             except ValueError:

@@ -20,7 +20,6 @@ only once complete.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from ._errors import FileLoadError, FileSaveError
@@ -333,6 +332,8 @@ def write_file(
                 out.write(data)
         os.replace(tmp, target)
     except BaseException:
+        import contextlib  # here: importing contextlib costs ~1 ms at ``import treeclass``
+
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
