@@ -19,7 +19,7 @@ pip=("$venv/bin/python" -m pip install --quiet --disable-pip-version-check -c sc
 # torch first and pinned: on these machines 2.13.0 is a local CPU wheel, while an unpinned torch
 # would download a multi-GB CUDA build.
 "${pip[@]}" "torch==2.13.0"
-"${pip[@]}" -e ".[dev,jax,optree]" transformers
+"${pip[@]}" -e ".[dev,jax,optree,files]" transformers
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 exec "$venv/bin/python" -m pytest -n 2 "$@"

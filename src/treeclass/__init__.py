@@ -23,6 +23,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._errors import (
+    FileLoadError,
+    FileSaveError,
+    MissingDependencyError,
     NameConflictError,
     NotAPytreeClassError,
     RebuildError,
@@ -37,6 +40,7 @@ from ._errors import (
     UnregisteredNameError,
     UnserializableStaticError,
 )
+from ._files import load, load_metadata, save
 from ._format import FORMAT_VERSION
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
 from ._registry import active_backends, class_for_name, is_registered, name_of
@@ -62,9 +66,12 @@ __version__ = "0.1.0"
 __all__ = [
     "FORMAT_VERSION",
     "DictKey",
+    "FileLoadError",
+    "FileSaveError",
     "GetAttrKey",
     "KeyEntry",
     "KeyPath",
+    "MissingDependencyError",
     "NameConflictError",
     "NotAPytreeClassError",
     "RebuildError",
@@ -86,11 +93,14 @@ __all__ = [
     "field",
     "is_registered",
     "keystr",
+    "load",
+    "load_metadata",
     "name_of",
     "pytree_dataclass",
     "register_dataclass",
     "register_namedtuple",
     "register_static",
+    "save",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",

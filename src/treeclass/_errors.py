@@ -10,6 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "FileLoadError",
+    "FileSaveError",
+    "MissingDependencyError",
     "NameConflictError",
     "NotAPytreeClassError",
     "RebuildError",
@@ -118,5 +121,23 @@ class TreespecLoadError(TreeclassError, ValueError):
 
 class UnregisteredNameError(TreespecLoadError):
     """A serialized document names a class that is not registered in this process."""
+
+    __module__ = "treeclass"
+
+
+class FileLoadError(TreespecLoadError):
+    """A file given to :func:`treeclass.load` is malformed, hostile or not loadable as asked."""
+
+    __module__ = "treeclass"
+
+
+class FileSaveError(TreeclassError, ValueError):
+    """A tree could not be written by :func:`treeclass.save` (a value the file cannot hold)."""
+
+    __module__ = "treeclass"
+
+
+class MissingDependencyError(TreeclassError, ImportError):
+    """An optional dependency that a treeclass feature needs is not installed."""
 
     __module__ = "treeclass"
