@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import importlib.util
 
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 collect_ignore = [
     f"src/treeclass/{path}"
     for framework, paths in {
-        "jax": ["backends/jax.py"],
+        "jax": ["backends/jax.py", "_integrations_jax_export.py"],
+        "orbax.checkpoint": ["orbax.py"],
+        "flax": ["_integrations_flax.py"],
         "torch": ["backends/torch.py", "torch.py"],
         "optree": ["backends/optree.py", "optree.py"],
     }.items()
-    if importlib.util.find_spec(framework) is None
+    if not _installed(framework)
     for path in paths
 ]

@@ -21,9 +21,9 @@ jax = pytest.importorskip("jax")
 flax = pytest.importorskip("flax")
 
 import flax.serialization as fs  # noqa: E402
-import flax.struct  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from flax import struct  # noqa: E402
 
 import treeclass as tc  # noqa: E402
 from treeclass import _integrations_flax as adapter  # noqa: E402
@@ -34,14 +34,14 @@ pytestmark = pytest.mark.jax
 # --- part 1: automatic, end to end ------------------------------------------------------------
 
 
-@flax.struct.dataclass
+@struct.dataclass
 class OldState:
     """The class before the migration."""
 
     params: Any
     step: Any
     ema: Any = None
-    run: str = flax.struct.field(pytree_node=False, default="old-run")
+    run: str = struct.field(pytree_node=False, default="old-run")
 
 
 @tc.pytree_dataclass(name="tests.flax.State", frozen=True)
@@ -211,7 +211,9 @@ def test_adapter_errors_name_the_class_the_field_and_the_path() -> None:
         r"tests.flax.direct.Opt \('kind' is static in treeclass, so not part of the state\)",
     ):
         fs.from_state_dict(target, sd)
-    with pytest.raises(tc.StructureMismatchError, match=r"Holder at path '.' is a list, not a dict"):
+    with pytest.raises(
+        tc.StructureMismatchError, match=r"Holder at path '.' is a list, not a dict"
+    ):
         fs.from_state_dict(target, [1, 2])
     assert issubclass(tc.StructureMismatchError, ValueError)
 

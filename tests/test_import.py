@@ -26,6 +26,14 @@ def test_import_pulls_in_no_framework_and_nothing_heavy() -> None:
         "inspect",
         "typing",
         "json",
+        "orbax",
+        "flax",
+        "equinox",
+        "optax",
+        "chex",
+        "treeclass.orbax",
+        "treeclass._integrations_flax",
+        "treeclass._integrations_jax_export",
     )
     imported = [m for m in heavy if m in modules]
     assert imported == [], f"import treeclass imported {imported}"

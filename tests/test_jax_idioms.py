@@ -158,9 +158,9 @@ def test_vmap_in_axes_with_a_none_field(kind: tuple[type, type]) -> None:
     out = jax.vmap(lambda q: q.a * q.b, in_axes=(pcls(0, None),))(p)
     np.testing.assert_allclose(out, [0.0, 2.0, 4.0])
     # None as a whole-argument axis and as a field of an output axis spec.
-    out2 = jax.vmap(lambda q, s: pcls(q.a * s, q.b), in_axes=(pcls(0, None), None), out_axes=pcls(0, None))(
-        p, jnp.float32(10.0)
-    )
+    out2 = jax.vmap(
+        lambda q, s: pcls(q.a * s, q.b), in_axes=(pcls(0, None), None), out_axes=pcls(0, None)
+    )(p, jnp.float32(10.0))
     assert type(out2) is pcls
     np.testing.assert_allclose(out2.a, [0.0, 10.0, 20.0])
     assert float(out2.b) == 2.0

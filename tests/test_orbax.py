@@ -123,7 +123,8 @@ def test_pytree_checkpointer_save_and_restore_with_target(tmp_path: pathlib.Path
     state = _state()
     ckptr = ocp.PyTreeCheckpointer()
     ckptr.save(tmp_path / "ckpt", state)
-    got = ckptr.restore(tmp_path / "ckpt", item=state)
+    restore_args = ocp.checkpoint_utils.construct_restore_args(state)
+    got = ckptr.restore(tmp_path / "ckpt", item=state, restore_args=restore_args)
     assert type(got) is TrainState
     _assert_same(got, state)
 
@@ -273,7 +274,7 @@ def _set_leaf(index: int, **fields: Any) -> Any:
 
 def _x_index(ckpt: pathlib.Path) -> int:
     doc = json.loads(_document_path(ckpt).read_text())
-    return [i for i, d in enumerate(doc["leaves"]) if d.get("shape") == [2, 2]][0]
+    return next(i for i, d in enumerate(doc["leaves"]) if d.get("shape") == [2, 2])
 
 
 @pytest.mark.parametrize(

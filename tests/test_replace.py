@@ -127,9 +127,11 @@ def test_replace_on_namedtuples_and_other_objects() -> None:
         b: int = 0
 
     assert replace(P(1), b=2) == P(1, 2)
-    with pytest.raises(tc.TreeclassTypeError, match=r"'c', which is not a field of .*P; its fields are a, b"):
+    with pytest.raises(
+        tc.TreeclassTypeError, match=r"'c', which is not a field of .*P; its fields are a, b"
+    ):
         replace(P(1), c=2)
-    with pytest.raises(tc.TreeclassTypeError, match="got a builtins.dict"):
+    with pytest.raises(tc.TreeclassTypeError, match=r"got a builtins\.dict"):
         replace({"a": 1}, a=2)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 import flax.serialization as fs
 
@@ -66,6 +66,10 @@ _STATIC_HINT: Final = " ({static} {verb} static in treeclass, so not part of the
 
 # Classes this module registered with flax, and the functions it registered.
 _OURS: dict[type, tuple[Any, Any]] = {}
+
+
+def _is_mapping(value: object) -> TypeGuard[Mapping[Any, Any]]:
+    return isinstance(value, Mapping)
 
 
 def _label(cls: type) -> str:
@@ -134,15 +138,16 @@ def register(
         return {name: fs.to_state_dict(getattr(obj, name)) for name in fields}
 
     def from_state_dict(target: Any, state: Any) -> Any:
-        label = _label(type(target))
+        label = _label(cls)
         path = fs.current_path()
-        if not isinstance(state, Mapping):
+        if not _is_mapping(state):
             raise StructureMismatchError(
                 _NOT_A_DICT.format(
                     cls=label, path=path, type=type(state).__name__, fields=", ".join(fields)
                 )
             )
-        extra = [str(k) for k in state if k not in field_set]
+        entries = state
+        extra = [str(k) for k in entries if k not in field_set]
         if extra:
             static = sorted(statics.intersection(extra))
             hint = ""
@@ -154,11 +159,11 @@ def register(
             )
         updates: dict[str, Any] = {}
         for name in fields:
-            if name not in state:
+            if name not in entries:
                 raise StructureMismatchError(
-                    _MISSING.format(cls=label, path=path, field=name, got=sorted(map(str, state)))
+                    _MISSING.format(cls=label, path=path, field=name, got=sorted(map(str, entries)))
                 )
-            updates[name] = fs.from_state_dict(getattr(target, name), state[name], name=name)
+            updates[name] = fs.from_state_dict(getattr(target, name), entries[name], name=name)
         return make(target, updates)
 
     fs.register_serialization_state(cls, to_state_dict, from_state_dict)
@@ -171,9 +176,9 @@ def is_registered(cls: type) -> bool:
 
 
 def _state_dict_registry() -> dict[Any, Any]:
-    """flax's registry, ``flax.serialization._STATE_DICT_REGISTRY`` (private; flax 0.12.8).
+    """The state-dict registry of flax (private: ``flax.serialization._STATE_DICT_REGISTRY``).
 
-    flax has no public way to remove a registration.
+    flax has no public way to remove a registration. Checked with flax 0.12.8.
     """
     registry: dict[Any, Any] = importlib.import_module("flax.serialization")._STATE_DICT_REGISTRY
     return registry

@@ -67,7 +67,7 @@ def _label(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _refuse(cls: type, kind: str, message: str) -> None:
+def _refuse(cls: type[Any], kind: str, message: str) -> None:
     if cls in _PLACEHOLDERS:
         return
     placeholder = f"{PLACEHOLDER_PREFIX}{kind} {_label(cls)} at 0x{id(cls):x}>"
@@ -80,13 +80,15 @@ def _refuse(cls: type, kind: str, message: str) -> None:
         del data
         raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
 
+    def refuse_children(aux: Any, children: Sequence[Any]) -> NoReturn:
+        del aux, children
+        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
+
+    # A namedtuple is a built-in JAX node, absent from jax.tree_util's registry, so jax.export
+    # needs a from_children for it (never called: deserialization refuses first).
     from_children: Callable[[Any, Sequence[Any]], Any] | None = None
-    if issubclass(cls, tuple):
-        # A namedtuple is a built-in JAX node, absent from jax.tree_util's registry, so
-        # jax.export needs a from_children (never called: deserialization refuses first).
-        def from_children(aux: Any, children: Sequence[Any]) -> NoReturn:
-            del aux, children
-            raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
+    if tuple in cls.__mro__:
+        from_children = refuse_children
 
     jax.export.register_pytree_node_serialization(
         cls,
@@ -112,11 +114,11 @@ def refuse_unnamed(cls: type) -> None:
 
 
 def refuse_stale(cls: type, name: str) -> None:
-    """Make ``Exported.serialize()`` of an object of ``cls`` -- a class whose definition was
-    run again, so that ``name`` now belongs to the new class -- raise an error that says to
-    rebuild the object from the current class.
+    """Make ``Exported.serialize()`` of an object of a re-run class refuse with the fix.
 
-    ``cls``'s own ``jax.export`` entry under ``name`` must have been dropped first.
+    ``cls`` is a class whose definition was run again, so that ``name`` now belongs to the new
+    class; the error says to rebuild the object from the current class. ``cls``'s own
+    ``jax.export`` entry under ``name`` must have been dropped first.
 
     Raises:
         ValueError: ``cls`` still has a ``jax.export`` registration (from JAX).

@@ -16,6 +16,7 @@ the class, the field and the fix.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Final, TypeVar
 
 from ._errors import TreeclassTypeError
@@ -80,16 +81,20 @@ def replace(obj: _T, /, **changes: Any) -> _T:
         _check(cls, changes, [f.name for f in fields], {f.name for f in fields if f.init})
         return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
     if is_attrs_class(cls):
-        import attrs
-
-        a_fields = attrs.fields(cls)
-        names = [f.alias for f in a_fields]
-        _check(cls, changes, names, {f.alias for f in a_fields if f.init})
-        return attrs.evolve(obj, **changes)
+        # attrs is installed (cls is an attrs class); imported by name so that treeclass
+        # type-checks without it, as _fields reads attrs classes without importing attrs.
+        attrs: Any = importlib.import_module("attrs")
+        a_fields: tuple[Any, ...] = getattr(cls, "__attrs_attrs__")  # noqa: B009
+        names = [str(f.alias) for f in a_fields]
+        _check(cls, changes, names, {str(f.alias) for f in a_fields if f.init})
+        evolved: _T = attrs.evolve(obj, **changes)
+        return evolved
     if is_namedtuple_class(cls):
-        nt_fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+        nt: Any = obj  # checked above to be a namedtuple
+        nt_fields: tuple[str, ...] = nt._fields
         _check(cls, changes, list(nt_fields), set(nt_fields))
-        return obj._replace(**changes)  # type: ignore[attr-defined,no-any-return]
+        replaced: _T = nt._replace(**changes)
+        return replaced
     raise TreeclassTypeError(_NOT_A_CLASS.format(type=f"{cls.__module__}.{cls.__qualname__}"))
 
 
@@ -121,9 +126,8 @@ def attach_replace(cls: type) -> bool:
         if any(f.name == "replace" for f in dataclasses.fields(cls)):
             return False
     elif is_attrs_class(cls):
-        import attrs
-
-        if any(f.name == "replace" for f in attrs.fields(cls)):
+        a_fields: tuple[Any, ...] = getattr(cls, "__attrs_attrs__")  # noqa: B009
+        if any(f.name == "replace" for f in a_fields):
             return False
     for klass in cls.__mro__[:-1]:
         if "replace" in vars(klass):

@@ -54,11 +54,12 @@ Example:
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import jax
 import numpy as np
@@ -169,9 +170,10 @@ def _checkpointer() -> Any:
 
 def _dtype_name(leaf: Any) -> str | None:
     try:
-        name = np.dtype(leaf.dtype).name
+        dtype: Any = np.dtype(leaf.dtype)
     except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
         return None
+    name = str(dtype.name)
     if name in _NUMPY_DTYPES or name in _ML_DTYPES:
         return name
     return None
@@ -179,7 +181,7 @@ def _dtype_name(leaf: Any) -> str | None:
 
 def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     """The JSON description of one leaf; arrays with elements go into ``arrays``."""
-    kind = type(leaf)
+    kind: type = leaf.__class__
     if kind is bool:
         return {"bool": leaf}
     if kind is int:
@@ -194,7 +196,7 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         array_kind = "jax"
     elif kind is np.ndarray:
         array_kind = "numpy"
-    elif isinstance(leaf, np.generic):
+    elif issubclass(kind, np.generic):
         array_kind = "numpy-scalar"
     else:
         raise TreeclassTypeError(
@@ -202,8 +204,9 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         )
     dtype = _dtype_name(leaf)
     if dtype is None:
-        raise TreeclassTypeError(_UNSUPPORTED_DTYPE.format(path=path, dtype=leaf.dtype))
-    shape = [int(n) for n in np.shape(leaf)]
+        shown: str = str(leaf.dtype)
+        raise TreeclassTypeError(_UNSUPPORTED_DTYPE.format(path=path, dtype=shown))
+    shape: list[int] = [int(n) for n in leaf.shape]
     key: str | None = None
     if math.prod(shape) > 0:  # orbax refuses arrays without elements; their shape is enough
         key = str(index)
@@ -247,9 +250,7 @@ def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -
     pairs, spec = tc.tree_flatten_with_path(tree)
     treespec = tc.treespec_dumps(spec)  # refuses unnamed classes before anything is written
     arrays: dict[str, Any] = {}
-    leaves = [
-        _describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)
-    ]
+    leaves = [_describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)]
     document = {"format": FORMAT, "version": VERSION, "treespec": treespec, "leaves": leaves}
     items: dict[str, Any] = {STRUCTURE_ITEM: ocp.args.JsonSave(document)}
     if arrays:
@@ -270,24 +271,27 @@ def _builtin_names() -> frozenset[str]:
     """The names the treespec format gives built-in containers (read from a dumped sample)."""
     import collections
 
-    sample = ((), [], {}, None, collections.OrderedDict(), collections.defaultdict(list))
-    nodes = json.loads(tc.treespec_dumps(tc.tree_structure(sample)))["nodes"]
-    return frozenset(node[0] for node in nodes if isinstance(node, list))
+    odict: collections.OrderedDict[str, int] = collections.OrderedDict()
+    ddict: collections.defaultdict[str, list[int]] = collections.defaultdict(list)
+    sample: tuple[Any, ...] = ((), [], {}, None, odict, ddict)
+    nodes: list[Any] = json.loads(tc.treespec_dumps(tc.tree_structure(sample)))["nodes"]
+    return frozenset(str(node[0]) for node in nodes if node.__class__ is list)
 
 
 def _unregistered_names(treespec: str) -> list[str]:
     """Every node name of a treespec document that no class is registered under."""
     try:
-        nodes = json.loads(treespec).get("nodes")
-    except (ValueError, AttributeError):
+        doc: Any = json.loads(treespec)
+    except ValueError:
         return []
-    if not isinstance(nodes, list):
+    nodes: Any = doc.get("nodes") if doc.__class__ is dict else None
+    if nodes.__class__ is not list:
         return []
     builtin = _builtin_names()
     missing: dict[str, None] = {}
     for node in nodes:
-        if isinstance(node, list) and node and isinstance(node[0], str):
-            name = node[0]
+        if node.__class__ is list and node and node[0].__class__ is str:
+            name: str = node[0]
             if name not in builtin and name not in missing and tc.class_for_name(name) is None:
                 missing[name] = None
     return list(missing)
@@ -314,12 +318,12 @@ def _dtype(name: Any, where: str, label: str) -> np.dtype[Any]:
     if isinstance(name, str) and name in _NUMPY_DTYPES:
         return np.dtype(name)
     if isinstance(name, str) and name in _ML_DTYPES:
-        import ml_dtypes
-
+        ml_dtypes: Any = importlib.import_module("ml_dtypes")  # a jax dependency, untyped
         found = getattr(ml_dtypes, name, None)
         if found is None:
             raise _bad(where, f"{label} has dtype {name!r}, which this ml_dtypes lacks")
-        return np.dtype(found)
+        dtype: np.dtype[Any] = np.dtype(found)
+        return dtype
     raise _bad(where, f"{label} has dtype {str(name)[:40]!r}, not a numeric dtype")
 
 
@@ -338,64 +342,72 @@ class _Array:
         self.label = label
 
 
+def _float(text: Any) -> float | None:
+    if text.__class__ is not str or len(text) > _MAX_FLOAT_TEXT:
+        return None
+    try:
+        return float.fromhex(text)
+    except ValueError:
+        return None
+
+
+def _scalar(tag: str, value: Any) -> tuple[bool, Any]:
+    """``(True, value)`` for a valid scalar description ``{tag: value}``, else ``(False, None)``."""
+    if tag in ("bool", "int", "str"):
+        return value.__class__ is {"bool": bool, "int": int, "str": str}[tag], value
+    if tag == "float":
+        number = _float(value)
+        return number is not None, number
+    if tag == "complex" and value.__class__ is list and len(value) == 2:
+        real, imag = _float(value[0]), _float(value[1])
+        if real is not None and imag is not None:
+            return True, complex(real, imag)
+    return False, None
+
+
 def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
     """The value a leaf description stands for, or an :class:`_Array` to read."""
-    if not isinstance(desc, dict) or not desc:
-        raise _bad(where, f"{label} is described by {type(desc).__name__}, not an object")
-    keys = set(desc)
+    if desc.__class__ is not dict or not desc:
+        raise _bad(where, f"{label} is described by {desc.__class__.__name__}, not an object")
+    keys: set[str] = set(desc)
     if len(keys) == 1:
         (tag,) = keys
-        value = desc[tag]
-        if tag == "bool" and type(value) is bool:
-            return value
-        if tag == "int" and type(value) is int:
-            return value
-        if tag == "float" and isinstance(value, str) and len(value) <= _MAX_FLOAT_TEXT:
-            try:
-                return float.fromhex(value)
-            except ValueError:
-                pass
-        if tag == "complex" and isinstance(value, list) and len(value) == 2:
-            parts = [
-                float.fromhex(v) if isinstance(v, str) and len(v) <= _MAX_FLOAT_TEXT else None
-                for v in value
-            ]
-            if parts[0] is not None and parts[1] is not None:
-                return complex(parts[0], parts[1])
-        if tag == "str" and isinstance(value, str):
-            return value
-        raise _bad(where, f"{label} has an invalid {str(tag)[:40]!r} description")
+        ok, value = _scalar(tag, desc[tag])
+        if not ok:
+            raise _bad(where, f"{label} has an invalid {tag[:40]!r} description")
+        return value
     if keys != {"array", "dtype", "shape", "key"}:
-        raise _bad(where, f"{label} has the fields {sorted(map(str, keys))[:8]}")
-    kind = desc["array"]
-    if kind not in _ARRAY_KINDS:
+        raise _bad(where, f"{label} has the fields {sorted(keys)[:8]}")
+    kind: Any = desc["array"]
+    if kind.__class__ is not str or kind not in _ARRAY_KINDS:
         raise _bad(where, f"{label} is an array of the unknown kind {str(kind)[:40]!r}")
     dtype = _dtype(desc["dtype"], where, label)
-    shape = desc["shape"]
+    shape: Any = desc["shape"]
     if (
-        not isinstance(shape, list)
+        shape.__class__ is not list
         or len(shape) > _MAX_DIMS
-        or not all(type(n) is int and 0 <= n <= _MAX_ELEMENTS for n in shape)
+        or not all(n.__class__ is int and 0 <= n <= _MAX_ELEMENTS for n in shape)
         or (kind == "numpy-scalar" and shape)
     ):
         raise _bad(where, f"{label} has an invalid shape")
-    size = math.prod(shape)
+    dims: tuple[int, ...] = tuple(shape)
+    size = math.prod(dims)
     if size > _MAX_ELEMENTS:
         raise _bad(where, f"{label} has more than 2**62 elements")
-    key = desc["key"]
+    key: Any = desc["key"]
     expected = str(index) if size else None
     if key != expected:
         raise _bad(where, f"{label} has the key {str(key)[:40]!r} instead of {expected!r}")
-    return _Array(kind, dtype, tuple(shape), key, label)
+    return _Array(kind, dtype, dims, expected, label)
 
 
 def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
-    if not isinstance(raw, dict):
-        raise _bad(where, f"the {STRUCTURE_ITEM!r} item holds a {type(raw).__name__}")
+    if raw.__class__ is not dict:
+        raise _bad(where, f"the {STRUCTURE_ITEM!r} item holds a {raw.__class__.__name__}")
     if raw.get("format") != FORMAT:
         raise _bad(where, f"its format is not {FORMAT!r}")
-    version = raw.get("version")
-    if type(version) is not int:
+    version: Any = raw.get("version")
+    if version.__class__ is not int:
         raise _bad(where, "it has no integer version")
     if version > VERSION:
         raise TreespecLoadError(
@@ -404,8 +416,9 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
         )
     if version != VERSION or set(raw) != {"format", "version", "treespec", "leaves"}:
         raise _bad(where, "it does not have the fields of version 1")
-    treespec, leaves = raw["treespec"], raw["leaves"]
-    if not isinstance(treespec, str) or not isinstance(leaves, list):
+    treespec: Any = raw["treespec"]
+    leaves: Any = raw["leaves"]
+    if treespec.__class__ is not str or leaves.__class__ is not list:
         raise _bad(where, "its treespec is not a string or its leaves not a list")
     return treespec, leaves
 
@@ -417,12 +430,13 @@ def _leaf_labels(spec: tc.TreeSpec) -> list[str]:
 
 
 def _metadata_tree(checkpointer: Any, path: str) -> Mapping[str, Any]:
-    metadata = checkpointer.metadata(path)
-    item = getattr(metadata, "item_metadata", metadata)[ARRAYS_ITEM]
-    tree = getattr(item, "tree", item)
+    """The orbax metadata of the arrays item: ``{key: ArrayMetadata}`` (orbax 0.12)."""
+    metadata: Any = checkpointer.metadata(path)
+    item: Any = getattr(metadata, "item_metadata", metadata)[ARRAYS_ITEM]
+    tree: Any = getattr(item, "tree", item)
     if not isinstance(tree, Mapping):
-        raise TypeError(f"orbax metadata of {ARRAYS_ITEM!r} is a {type(tree).__name__}")
-    return tree
+        raise TypeError(f"orbax metadata of {ARRAYS_ITEM!r} is a {tree.__class__.__name__}")
+    return cast("Mapping[str, Any]", tree)
 
 
 def _check_against_metadata(tree: Mapping[str, Any], wanted: dict[str, _Array], where: str) -> None:
@@ -431,11 +445,12 @@ def _check_against_metadata(tree: Mapping[str, Any], wanted: dict[str, _Array], 
     for key, array in wanted.items():
         meta = tree[key]
         shape = tuple(getattr(meta, "shape", ()) or ())
-        dtype = getattr(meta, "dtype", None)
+        dtype: Any = getattr(meta, "dtype", None)
         if shape != array.shape or dtype is None or np.dtype(dtype) != array.dtype:
+            described = str(array.dtype)
             raise _bad(
                 where,
-                f"{array.label} is described as {array.dtype.name}{list(array.shape)} but "
+                f"{array.label} is described as {described}{list(array.shape)} but "
                 f"stored as {dtype}{list(shape)}",
             )
 
@@ -459,7 +474,7 @@ def _leaf_value(value: Any, array: _Array, where: str, sharding: Any) -> Any:
     if array.key is None:  # no elements: rebuilt from the description alone
         empty = np.zeros(array.shape, array.dtype)
         return jax.device_put(empty, sharding) if array.kind == "jax" else empty
-    if tuple(np.shape(value)) != array.shape or np.dtype(value.dtype) != array.dtype:
+    if tuple(value.shape) != array.shape or np.dtype(value.dtype) != array.dtype:
         raise _bad(where, f"orbax restored {array.label} with another shape or dtype")
     if array.kind == "numpy-scalar":
         return np.asarray(value)[()]
@@ -497,7 +512,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
         >>> tco.restore(path)
         {'dims': (2,), 'lr': 0.5, 'w': array([0., 0.], dtype=float32)}
     """
-    path = os.path.abspath(os.fspath(directory))
+    path: str = os.path.abspath(os.fspath(directory))
     where = repr(path)
     if not os.path.isdir(os.path.join(path, STRUCTURE_ITEM)):
         raise TreespecLoadError(_NOT_A_CHECKPOINT.format(path=where, item=STRUCTURE_ITEM))
