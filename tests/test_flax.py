@@ -13,6 +13,7 @@ on other classes.
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ flax = pytest.importorskip("flax")
 import flax.serialization as fs  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _fresh import run_fresh  # noqa: E402
 from flax import struct  # noqa: E402
 
 import treeclass as tc  # noqa: E402
@@ -118,6 +120,34 @@ def test_none_fields_as_flax_struct_handles_them() -> None:
         assert float(got.ema) == 0.5, cls
         got = fs.from_bytes(cls(_params(), jnp.int32(0), ema=1.0), fs.to_bytes(cls(_params(), 2)))
         assert got.ema is None, cls
+
+
+_IMPORT_ORDER = """
+import json, sys
+from typing import Any
+if sys.argv[1] == "flax-first":
+    import flax.serialization as fs
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.flax_fresh.S")
+class S:
+    x: Any
+    extra: Any = None
+    note: str = tc.field(static=True, default="n")
+
+if sys.argv[1] == "classes-first":
+    import flax.serialization as fs
+sd = fs.to_state_dict(S(1.0))
+back = fs.from_bytes(S(0.0, note="target"), fs.to_bytes(S(2.0, note="saved")))
+print(json.dumps({"sd": sd, "back": [type(back).__name__, back.x, back.extra, back.note]}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("order", ["classes-first", "flax-first"])
+def test_flax_knows_the_classes_in_both_import_orders(order: str, tmp_path: pathlib.Path) -> None:
+    got = run_fresh(_IMPORT_ORDER, order, cwd=tmp_path)
+    assert got == {"sd": {"x": 1.0, "extra": None}, "back": ["S", 2.0, None, "target"]}
 
 
 # --- part 2: the adapter, called directly -----------------------------------------------------
