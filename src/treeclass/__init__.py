@@ -101,13 +101,12 @@ __all__ = [
 TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
 if TYPE_CHECKING:
     from . import optree as optree
-    from . import orbax as orbax
     from . import torch as torch
 else:
     # Public submodules imported on first attribute access (``tc.optree``), so that
     # ``import treeclass`` stays cheap and never imports a framework. Hidden from type
     # checkers, which would otherwise accept any misspelt ``tc.<name>``.
-    _LAZY_SUBMODULES = frozenset({"optree", "orbax", "torch"})
+    _LAZY_SUBMODULES = frozenset({"optree", "torch"})
 
     def __getattr__(name: str) -> object:
         if name in _LAZY_SUBMODULES:
