@@ -67,10 +67,10 @@ def blocks(page: pathlib.Path) -> list[Block]:
     return found
 
 
-def test_the_block_parser() -> None:
+def test_the_block_parser(tmp_path: pathlib.Path) -> None:
     page = "text\n<!-- docs-test: skip: needs a GPU to show anything -->\n```python\nx = 1\n```\n"
     page += "```text\nnot code\n```\n```python\ny = 2\n\nz = 3\n```\n"
-    path = pathlib.Path(pytest.importorskip("tempfile").mkdtemp()) / "p.md"
+    path = tmp_path / "p.md"
     path.write_text(page)
     got = blocks(path)
     assert [(b.line, b.lang, b.skip_reason) for b in got] == [

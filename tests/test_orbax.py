@@ -232,6 +232,38 @@ def test_existing_directory_needs_force(tmp_path: pathlib.Path) -> None:
     np.testing.assert_array_equal(tco.restore(tmp_path / "ckpt")["a"], np.zeros(2))
 
 
+def test_checkpoint_manager_with_save_args_restores_without_a_target(
+    tmp_path: pathlib.Path,
+) -> None:
+    options = ocp.CheckpointManagerOptions(max_to_keep=2)
+    mngr = ocp.CheckpointManager(tmp_path / "run", options=options)
+    for step in (1, 2, 3):
+        mngr.save(step, args=tco.save_args({"state": _state(step), "lr": 0.1 * step}))
+    mngr.wait_until_finished()
+    assert mngr.all_steps() == [2, 3]
+    got = tco.restore(mngr.directory / str(mngr.latest_step()))
+    assert type(got["state"]) is TrainState and int(got["state"].step) == 3
+    assert got["state"].run == "run-2" and got["lr"] == pytest.approx(0.3)
+    mngr.close()
+
+
+def test_save_args_checks_before_anything_is_written(tmp_path: pathlib.Path) -> None:
+    mngr = ocp.CheckpointManager(tmp_path / "run")
+    with pytest.raises(tc.TreeclassTypeError, match=r"the leaf at \['x'\]"):
+        mngr.save(1, args=tco.save_args({"x": object()}))
+    assert mngr.all_steps() == []
+    mngr.close()
+
+
+def test_a_single_leaf_tree(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "a", np.arange(3))
+    np.testing.assert_array_equal(tco.restore(tmp_path / "a"), np.arange(3))
+    tco.save(tmp_path / "b", 2.5)
+    assert tco.restore(tmp_path / "b") == 2.5
+    with pytest.raises(tc.TreeclassTypeError, match=r"the leaf at the root is a builtins\.object"):
+        tco.save(tmp_path / "c", object())
+
+
 # --- part 2: hostile or foreign directories -----------------------------------------------------
 
 

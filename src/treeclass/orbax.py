@@ -69,7 +69,7 @@ import treeclass as tc
 
 from ._errors import TreeclassTypeError, TreespecLoadError, UnregisteredNameError
 
-__all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save"]
+__all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
 
 #: The ``format`` of the structure document.
 FORMAT: Final = "treeclass.orbax"
@@ -218,12 +218,53 @@ def _path_text(path: tc.KeyPath) -> str:
     return tc.keystr(path) or "the root"
 
 
+def save_args(tree: Any) -> ocp.args.Composite:
+    """The orbax arguments that write ``tree`` in :func:`save`'s layout.
+
+    For an orbax ``CheckpointManager`` (which names, keeps and deletes step directories):
+    ``manager.save(step, args=treeclass.orbax.save_args(tree))``, then
+    ``treeclass.orbax.restore(manager.directory / str(step))``. Every check of :func:`save`
+    happens here, before anything is written.
+
+    Args:
+        tree: as for :func:`save`.
+
+    Returns:
+        An ``ocp.args.Composite`` with the items ``treeclass`` and (if the tree has array
+        leaves with elements) ``arrays``.
+
+    Raises:
+        UnnamedClassError, UnserializableStaticError, TreeclassTypeError: as :func:`save`.
+
+    Example:
+        >>> import numpy as np, tempfile
+        >>> import orbax.checkpoint as ocp
+        >>> import treeclass.orbax as tco
+        >>> manager = ocp.CheckpointManager(tempfile.mkdtemp())
+        >>> manager.save(1, args=tco.save_args({"w": np.ones(2, np.float32), "step": 1}))
+        True
+        >>> manager.wait_until_finished()
+        >>> tco.restore(manager.directory / "1")
+        {'step': 1, 'w': array([1., 1.], dtype=float32)}
+        >>> manager.close()
+    """
+    pairs, spec = tc.tree_flatten_with_path(tree)
+    treespec = tc.treespec_dumps(spec)  # refuses unnamed classes before anything is written
+    arrays: dict[str, Any] = {}
+    leaves = [_describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)]
+    document = {"format": FORMAT, "version": VERSION, "treespec": treespec, "leaves": leaves}
+    items: dict[str, Any] = {STRUCTURE_ITEM: ocp.args.JsonSave(document)}
+    if arrays:
+        items[ARRAYS_ITEM] = ocp.args.PyTreeSave(arrays)
+    return ocp.args.Composite(**items)
+
+
 def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -> None:
     """Write ``tree`` as an orbax checkpoint that :func:`restore` reads without a target.
 
     Every class in the tree must be registered with a ``name=`` (the structure is stored by
     name, never by module path). Nothing is written if the structure or a leaf cannot be
-    saved.
+    saved. With an orbax ``CheckpointManager``, use :func:`save_args` instead.
 
     Args:
         directory: the checkpoint directory to create (orbax writes it atomically).
@@ -247,19 +288,10 @@ def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -
         >>> {"arrays", "treeclass"} <= set(os.listdir(path))
         True
     """
-    pairs, spec = tc.tree_flatten_with_path(tree)
-    treespec = tc.treespec_dumps(spec)  # refuses unnamed classes before anything is written
-    arrays: dict[str, Any] = {}
-    leaves = [_describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)]
-    document = {"format": FORMAT, "version": VERSION, "treespec": treespec, "leaves": leaves}
-    items: dict[str, Any] = {STRUCTURE_ITEM: ocp.args.JsonSave(document)}
-    if arrays:
-        items[ARRAYS_ITEM] = ocp.args.PyTreeSave(arrays)
+    args = save_args(tree)
     checkpointer = _checkpointer()
     try:
-        checkpointer.save(
-            os.path.abspath(os.fspath(directory)), args=ocp.args.Composite(**items), force=force
-        )
+        checkpointer.save(os.path.abspath(os.fspath(directory)), args=args, force=force)
     finally:
         checkpointer.close()
 
