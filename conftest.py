@@ -14,6 +14,14 @@ from _pytest.doctest import DoctestItem
 
 from treeclass._hooks import FRAMEWORKS
 
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
 # Modules that import something optional at the top, by the module they need: each
 # framework's adapter, the public extras, and the files layer (numpy).
 _NEEDS = {
@@ -22,11 +30,12 @@ _NEEDS = {
 _NEEDS["torch"].append("torch.py")
 _NEEDS["optree"].append("optree.py")
 _NEEDS.setdefault("numpy", []).append("_files.py")
+_NEEDS.setdefault("orbax.checkpoint", []).append("orbax.py")
 
 collect_ignore = [
     f"src/treeclass/{path}"
     for module, paths in _NEEDS.items()
-    if importlib.util.find_spec(module) is None
+    if not _installed(module)
     for path in paths
 ]
 

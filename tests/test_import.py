@@ -25,6 +25,13 @@ def test_import_pulls_in_no_framework_and_nothing_heavy() -> None:
         "dataclasses",
         "inspect",
         "json",
+        "orbax",
+        "flax",
+        "equinox",
+        "optax",
+        "chex",
+        "treeclass.orbax",
+        "treeclass._backends.flax",
     )
     imported = [m for m in heavy if m in modules]
     assert imported == [], f"import treeclass imported {imported}"

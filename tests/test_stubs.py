@@ -17,6 +17,8 @@ CASES = {
     "jax": ["jax.tree_util", "jax.export"],
     "torch": ["torch.utils._pytree", "torch.export", "torch._library.opaque_object"],
     "optree": ["optree"],
+    "flax": ["flax.serialization"],
+    "orbax.checkpoint": ["orbax.checkpoint"],
 }
 
 

@@ -59,7 +59,14 @@ from ._tree import (
 )
 
 if TYPE_CHECKING:
-    from ._api import field, pytree_dataclass, register_dataclass, register_namedtuple
+    from ._api import (
+        PytreeNode,
+        field,
+        pytree_dataclass,
+        register_dataclass,
+        register_namedtuple,
+        replace,
+    )
 
 __version__ = "0.1.0"
 
@@ -74,6 +81,7 @@ __all__ = [
     "MissingDependencyError",
     "NameConflictError",
     "NotAPytreeClassError",
+    "PytreeNode",
     "RebuildError",
     "RegistrationError",
     "RegistrationTypeError",
@@ -100,6 +108,7 @@ __all__ = [
     "register_dataclass",
     "register_namedtuple",
     "register_static",
+    "replace",
     "save",
     "tree_flatten",
     "tree_flatten_with_path",
@@ -117,7 +126,16 @@ __all__ = [
 # decorated class needs anyway; ``torch`` and ``optree`` are the public extras (``tc.optree``;
 # type checkers see them only where a user imports ``treeclass.torch`` itself, so that
 # checking ``import treeclass`` never reads a framework).
-_LAZY_API = frozenset(("field", "pytree_dataclass", "register_dataclass", "register_namedtuple"))
+_LAZY_API = frozenset(
+    (
+        "PytreeNode",
+        "field",
+        "pytree_dataclass",
+        "register_dataclass",
+        "register_namedtuple",
+        "replace",
+    )
+)
 _LAZY_SUBMODULES = frozenset(("optree", "torch"))
 
 

@@ -17,13 +17,21 @@ from ._fields import MISSING, describe, is_attrs_class, is_dataclass_class, is_n
 from ._names import registration_origin
 from ._nodes import class_node
 from ._registry import node_type_for, register
+from ._replace import attach_replace, replace
 
 if sys.version_info >= (3, 11):
-    from typing import dataclass_transform
+    from typing import Self, dataclass_transform
 else:  # pragma: no cover - Python 3.10
-    from typing_extensions import dataclass_transform
+    from typing_extensions import Self, dataclass_transform
 
-__all__ = ["field", "pytree_dataclass", "register_dataclass", "register_namedtuple"]
+__all__ = [
+    "PytreeNode",
+    "field",
+    "pytree_dataclass",
+    "register_dataclass",
+    "register_namedtuple",
+    "replace",
+]
 
 T = TypeVar("T")
 _C = TypeVar("_C", bound=type)
@@ -339,6 +347,7 @@ def pytree_dataclass(
             unflatten_calls_init=unflatten_calls_init,
             override=override,
         )
+        attach_replace(made)  # pyright: ignore[reportUnknownArgumentType]
         return made  # type: ignore[return-value]
 
     if cls is None:
@@ -468,3 +477,74 @@ def register_dataclass(
         override=override,
     )
     return cls
+
+
+@dataclass_transform(field_specifiers=(field, dataclasses.field, dataclasses.Field))
+class PytreeNode:
+    """A base class that makes every subclass a :func:`pytree_dataclass`, typed ``replace``.
+
+    ``class Point(tc.PytreeNode, name="pkg.Point", frozen=True)`` is
+    ``@tc.pytree_dataclass(name="pkg.Point", frozen=True) class Point``, with the class
+    keywords of :func:`pytree_dataclass` (all but ``slots``), as ``flax.struct.PyTreeNode`` is
+    to ``flax.struct.dataclass``. Type checkers then know :meth:`replace` too (they cannot see a
+    method a decorator adds; for decorated classes, use :func:`treeclass.replace`). A subclass
+    of a subclass is a pytree dataclass of its own (give it its own ``name=``).
+
+    Example:
+        >>> import treeclass as tc
+        >>> class Params(tc.PytreeNode, name="docs.Params", frozen=True):
+        ...     w: float
+        ...     b: float = 0.0
+        ...     act: str = tc.field(static=True, default="relu")
+        >>> Params(1.0).replace(b=2.0)
+        Params(w=1.0, b=2.0, act='relu')
+        >>> tc.tree_leaves(Params(1.0))
+        [1.0, 0.0]
+    """
+
+    def __init_subclass__(
+        cls,
+        *,
+        name: str | None = None,
+        return_none_fields: bool = False,
+        unflatten_calls_init: bool = False,
+        override: bool = False,
+        init: bool = True,
+        repr: bool = True,
+        eq: bool = True,
+        order: bool = False,
+        unsafe_hash: bool = False,
+        frozen: bool = False,
+        match_args: bool = True,
+        kw_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        made = dataclasses.dataclass(
+            cls,
+            init=init,
+            repr=repr,
+            eq=eq,
+            order=order,
+            unsafe_hash=unsafe_hash,
+            frozen=frozen,
+            match_args=match_args,
+            kw_only=kw_only,
+        )
+        _register(
+            made,
+            name=name,
+            static=(),
+            return_none_fields=return_none_fields,
+            unflatten_calls_init=unflatten_calls_init,
+            override=override,
+        )
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with the fields named in ``changes`` set to new values (see ``tc.replace``).
+
+        Raises:
+            TreeclassTypeError: a name is not a field of the class, or names an ``init=False``
+                field.
+        """
+        return replace(self, **changes)

@@ -68,6 +68,7 @@ FRAMEWORKS: Final = (
         (("torch.utils._pytree", "TreeSpec"), ("torch.utils._pytree", "LeafSpec")),
     ),
     Framework("optree", "optree", "treeclass._backends.optree", (("optree", "PyTreeSpec"),)),
+    Framework("flax", "flax.serialization", "treeclass._backends.flax"),
 )
 
 _LOCK = RLock()

@@ -180,6 +180,8 @@ def _commit(
     _REGISTERED[cls] = node
     if node.name is not None:
         _BY_NAME[node.name] = node
+    if previous is not None:
+        previous.superseded = True  # its objects are refused by every serializer now
     _BY_TYPE[cls] = node
     LEAF_TYPES.discard(cls)
     done: list[Backend] = []
@@ -204,6 +206,7 @@ def _commit(
         if node.name is not None:
             if previous is not None:
                 _BY_NAME[node.name] = previous
+                previous.superseded = False
             else:
                 del _BY_NAME[node.name]
         node.name = unnamed

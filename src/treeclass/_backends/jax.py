@@ -18,13 +18,18 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import jax.export
 import jax.tree_util
 
 from .._convert import leaf_count_error, nodes_of, skeleton
-from .._errors import RegistrationError, UnhashableStaticError
+from .._errors import (
+    RegistrationError,
+    TreespecLoadError,
+    UnhashableStaticError,
+    UnnamedClassError,
+)
 from .._format import Node, aux_from_bytes, aux_to_bytes
 from .._nodes import NodeType
 from .._tree import TreeSpec
@@ -67,6 +72,28 @@ _UNHASHABLE_STATIC: Final = (
 # rolled back; they tell our own earlier registrations apart from other libraries'.
 _TREE_UTIL: dict[type, NodeType] = {}
 _EXPORT_NAMES: dict[str, type] = {}
+#: Classes holding a refusing jax.export registration of ours -> its placeholder name.
+_PLACEHOLDERS: dict[type, str] = {}
+
+#: How the serialized names of refusing registrations start. They contain spaces, which a
+#: treeclass ``name=`` cannot, and the class's ``id``, so they collide with no real name.
+_PLACEHOLDER_PREFIX: Final = "<treeclass refuses "
+_UNNAMED: Final = (
+    "{cls} has no serialized name, so jax.export cannot write it into a serialized "
+    "function (Exported.serialize()); register the class with a stable name, e.g. "
+    '@tc.pytree_dataclass(name="mypkg.{short}") or tc.register_dataclass(cls, '
+    'name="mypkg.{short}"), and import its module in the loading process too.'
+)
+_STALE: Final = (
+    "{cls} is an earlier definition of the class registered as {name!r}: its definition was "
+    "run again (a notebook cell, importlib.reload) and the name now belongs to the new class, "
+    "so jax.export cannot write this object; rebuild the object from the current class "
+    "(e.g. with its constructor, after the re-run) and export again."
+)
+_PLACEHOLDER_IN_FILE: Final = (
+    "this serialized function names {name!r}, a placeholder treeclass never writes; the "
+    "file was not written by jax.export with treeclass, or was edited."
+)
 
 
 # --- private JAX internals: one small function per access, each covered by a test -------
@@ -191,7 +218,10 @@ class JaxBackend:
             return
         by_type, by_name = _export_registries()
         entry = by_type.get(cls)
-        if entry is not None and _EXPORT_NAMES.get(entry[0]) is not cls:
+        mine = entry is not None and (
+            _EXPORT_NAMES.get(entry[0]) is cls or _PLACEHOLDERS.get(cls) == entry[0]
+        )
+        if entry is not None and not mine:
             raise RegistrationError(
                 _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=node.name)
             )
@@ -229,16 +259,25 @@ class JaxBackend:
             _TREE_UTIL[cls] = node
         name = node.name
         if name is None:
+            if node.kind != "namedtuple" and cls not in _PLACEHOLDERS:
+                short = cls.__qualname__.rsplit(".", 1)[-1]
+                _refuse(cls, "unnamed", _UNNAMED.format(cls=node.qualname, short=short))
             return
         holder = _EXPORT_NAMES.get(name)
         if holder is cls:
             return  # registered by an earlier attempt that was rolled back
+        placeholder = _PLACEHOLDERS.pop(cls, None)
+        if placeholder is not None:  # registered unnamed before (a rolled-back attempt)
+            _drop_export_registration(cls, placeholder)
         for held_name, held_cls in list(_EXPORT_NAMES.items()):
             # The previous class of a re-run definition (holder), or this class under an
             # older name from a registration that was rolled back: the new one wins.
             if held_name == name or held_cls is cls:
                 _drop_export_registration(held_cls, held_name)
                 del _EXPORT_NAMES[held_name]
+                if held_cls is not cls:  # the earlier definition's objects: say what to do
+                    label = f"{held_cls.__module__}.{held_cls.__qualname__}"
+                    _refuse(held_cls, "stale", _STALE.format(cls=label, name=name))
         if node.kind == "namedtuple":
             jax.export.register_namedtuple_serialization(cls, serialized_name=name)
         else:
@@ -261,6 +300,39 @@ class JaxBackend:
 
     def __repr__(self) -> str:
         return "<treeclass JAX backend>"
+
+
+def _refuse(cls: type, kind: str, message: str) -> None:
+    """Give ``cls`` a jax.export registration whose serialization raises ``message``.
+
+    JAX's own error for a class without one advises ``register_pytree_node_serialization``,
+    the wrong fix for a treeclass user. The placeholder name is never written by treeclass;
+    ``Exported.serialize()`` calls ``serialize_auxdata`` directly (jax 0.10.2,
+    ``jax/_src/export/serialization.py``), so the treeclass error reaches the user unchanged.
+    """
+    placeholder = (
+        f"{_PLACEHOLDER_PREFIX}{kind} {cls.__module__}.{cls.__qualname__} at {id(cls):#x}>"
+    )
+
+    def serialize_auxdata(aux: Any) -> NoReturn:
+        raise UnnamedClassError(message)
+
+    def deserialize_auxdata(data: bytes) -> NoReturn:
+        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
+
+    def from_children(aux: Any, children: Any) -> NoReturn:  # never called: loading refuses
+        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
+
+    jax.export.register_pytree_node_serialization(
+        cls,
+        serialized_name=placeholder,
+        serialize_auxdata=serialize_auxdata,
+        deserialize_auxdata=deserialize_auxdata,
+        # A namedtuple is JAX's own node, absent from jax.tree_util's registry, so jax.export
+        # needs a from_children for it.
+        from_children=from_children if issubclass(cls, tuple) else None,
+    )
+    _PLACEHOLDERS[cls] = placeholder
 
 
 #: The adapter object the registry holds.
