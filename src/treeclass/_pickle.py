@@ -1,0 +1,301 @@
+r"""Pickling instances of named classes by their stable treeclass name (``copyreg``).
+
+pickle stores an instance by its class's module path, so an object pickled where its class
+lives in ``mylib.models`` cannot be unpickled where the same class is defined in
+``mylib.v2.models`` -- which breaks ``torch.export.save`` / ``load`` (torch pickles the example
+inputs), ``multiprocessing`` with spawn, and ``torch.distributed`` object collectives between
+programs that define the class in modules of different names.
+
+:func:`install` puts a reducer for one class in :data:`copyreg.dispatch_table` (never touching
+the class itself). pickle, ``copy`` and ``multiprocessing`` consult that table before the
+class's own ``__reduce_ex__``. An instance then reduces to ``(rebuilder, (fields,))``:
+
+- ``fields`` is a ``dict`` of every field by name, static fields included, pickled by pickle
+  itself;
+- ``rebuilder`` is one object per class. pickle stores it once per stream as
+  ``treeclass._pickle.rebuilder_for_name(name, module, qualname)``; when unpickling, that
+  looks the class up by ``name`` (:func:`treeclass.class_for_name`), falls back to ``module`` +
+  ``qualname`` (what pickle would have done) when no class has the name, and raises
+  :class:`~treeclass.UnregisteredNameError` naming both when that fails too. ``copy`` and
+  ``copy.deepcopy`` call the rebuilder directly.
+
+Rebuilding restores the fields the way unflatten does -- without ``__init__`` (unless the class
+was registered with ``unflatten_calls_init=True``), through the class's own ``__setattr__``
+for classes that wrote one (HuggingFace ``ModelOutput``), with attrs' hash cache reset.
+
+An instance of a *superseded* class (its class statement ran again, in a notebook or after
+``importlib.reload``, and the name now belongs to the new class) is never pickled as the new
+class: pickling it raises :class:`~treeclass.UnnamedClassError` saying to rebuild it from the
+current class. ``copy.deepcopy`` of it still works: the rebuilder refuses to be *pickled*
+(its ``__reduce__`` raises), but ``copy`` only *calls* it.
+
+Limits: an instance that refers to itself through its fields (a reference cycle) cannot be
+pickled by name (pickle raises ``RecursionError``); pytrees never do. Items that were added to
+a mapping-based instance (``ModelOutput``) under keys that are not fields are not kept.
+
+INTERNAL: :func:`_plan` reads treeclass's registry (``_registry.node_for_class``: the field
+description and the generated unflatten). It is the only place that does; port it when the
+registry moves.
+
+Example:
+    >>> import pickle
+    >>> import treeclass as tc
+    >>> from treeclass import _pickle
+    >>> @tc.pytree_dataclass(name="docs.pickle.Point", frozen=True)
+    ... class Point:
+    ...     x: float
+    ...     unit: str = tc.field(static=True, default="m")
+    >>> _pickle.install(Point, "docs.pickle.Point")
+    True
+    >>> data = pickle.dumps(Point(1.0))
+    >>> b"docs.pickle.Point" in data
+    True
+    >>> pickle.loads(data)
+    Point(x=1.0, unit='m')
+"""
+
+from __future__ import annotations
+
+import copyreg
+from _thread import RLock
+
+from ._errors import StructureMismatchError, UnnamedClassError, UnregisteredNameError
+
+TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+__all__ = ["install", "is_installed", "rebuilder_for_name", "uninstall"]
+
+_LOCK = RLock()
+
+
+class _Plan:
+    """How to take one class's instances apart into fields and put them back together."""
+
+    __slots__ = ("fields", "rebuild")
+
+    def __init__(self, fields: tuple[str, ...], rebuild: Callable[[dict[str, Any]], Any]):
+        self.fields = fields
+        self.rebuild = rebuild
+
+
+def _plan(cls: type) -> _Plan:
+    """The fields of ``cls`` and a function rebuilding an instance from them, as unflatten does.
+
+    INTERNAL: reads treeclass's registry. A class that is not registered with treeclass (one
+    found by module path that lost its registration) is rebuilt field by field with
+    ``object.__setattr__`` on an instance made without ``__init__``.
+    """
+    from . import _registry
+    from ._fields import is_namedtuple_class, solid_new
+
+    node = _registry.node_for_class(cls)
+    if node is None:
+        if is_namedtuple_class(cls):
+            names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
+            new_tuple: Callable[[type, Any], Any] = getattr(tuple, "__new__")  # noqa: B009
+            return _Plan(names, lambda state: new_tuple(cls, [state[n] for n in names]))
+        import dataclasses
+
+        if "__dataclass_fields__" in dir(cls):
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        else:
+            attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__", ())
+            names = tuple([str(a.name) for a in attributes])
+        new = solid_new(cls)
+        setattr_ = object.__setattr__
+
+        def generic(state: dict[str, Any]) -> Any:
+            obj = new(cls)
+            for k, v in state.items():
+                setattr_(obj, k, v)
+            return obj
+
+        return _Plan(names, generic)
+
+    info = node.info
+    unflatten = node.unflatten
+    if node.kind == "namedtuple":
+        names = info.data_fields
+        return _Plan(names, lambda state: unflatten(None, [state[n] for n in names]))
+    data = info.data_fields
+    statics = info.static_fields
+    if node.return_none_fields:
+
+        def rebuild(state: dict[str, Any]) -> Any:
+            aux = ((), *[state[s] for s in statics])
+            return unflatten(aux, [state[d] for d in data])
+
+    else:
+
+        def rebuild(state: dict[str, Any]) -> Any:
+            children: list[Any] = []
+            nones: list[str] = []
+            for d in data:
+                v = state[d]
+                if v is None:
+                    nones.append(d)
+                else:
+                    children.append(v)
+            aux = (tuple(nones), *[state[s] for s in statics])
+            return unflatten(aux, children)
+
+    return _Plan(tuple(f.name for f in info.fields), rebuild)
+
+
+class _Rebuilder:
+    """Rebuilds instances of one class from their fields; pickles as the class's name."""
+
+    __slots__ = ("_plan", "cls", "name")
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.cls = cls
+        self.name = name
+        self._plan: _Plan | None = None
+
+    def plan(self) -> _Plan:
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = _plan(self.cls)
+        return plan
+
+    def __call__(self, state: dict[str, Any]) -> Any:
+        plan = self.plan()
+        if not isinstance(state, dict) or tuple(state) != plan.fields:
+            self._check_fields(state, plan)
+        return plan.rebuild(state)
+
+    def _check_fields(self, state: object, plan: _Plan) -> None:
+        """Accept the same fields in another order (the class's were reordered); else raise."""
+        got: object = type(state).__name__
+        if isinstance(state, dict):
+            keys: list[object] = list(state)  # pyright: ignore[reportUnknownArgumentType]
+            if set(keys) == set(plan.fields):
+                return
+            got = sorted(map(str, keys))
+        label = f"{self.cls.__module__}.{self.cls.__qualname__}"
+        raise StructureMismatchError(
+            f"the pickled object registered as {self.name!r} has the fields {got!r}, but "
+            f"{label} has {sorted(plan.fields)!r}; the class changed since the object was "
+            "pickled, so rebuild the object with the current class instead of unpickling it."
+        )
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str, str]]:
+        from ._registry import class_for_name
+
+        cls = self.cls
+        holder = class_for_name(self.name)
+        if holder is not None and holder is not cls:
+            raise UnnamedClassError(
+                f"{cls.__module__}.{cls.__qualname__} was defined again (its class statement "
+                "ran a second time, as in a notebook or after importlib.reload), and the name "
+                f"{self.name!r} now belongs to the new class; this object is an instance of "
+                "the old class, so rebuild it from the new class before pickling it "
+                "(copy.deepcopy still works)."
+            )
+        return rebuilder_for_name, (self.name, cls.__module__, cls.__qualname__)
+
+    def __repr__(self) -> str:
+        return f"<treeclass rebuilder for {self.name!r}>"
+
+
+class _Reducer:
+    """The ``copyreg`` reducer of one class: ``obj -> (rebuilder, (fields,))``."""
+
+    __slots__ = ("rebuilder",)
+
+    def __init__(self, rebuilder: _Rebuilder) -> None:
+        self.rebuilder = rebuilder
+
+    def __call__(self, obj: Any) -> tuple[_Rebuilder, tuple[dict[str, Any]]]:
+        rebuilder = self.rebuilder
+        fields = rebuilder.plan().fields
+        if isinstance(obj, tuple):  # a namedtuple
+            values: tuple[Any, ...] = obj  # pyright: ignore[reportUnknownVariableType]
+            return rebuilder, (dict(zip(fields, values)),)
+        return rebuilder, ({f: getattr(obj, f) for f in fields},)
+
+
+def install(cls: type, name: str) -> bool:
+    """Make pickle, ``copy`` and ``multiprocessing`` reduce instances of ``cls`` by ``name``.
+
+    Idempotent. A reducer that someone else put in :data:`copyreg.dispatch_table` for
+    ``cls`` is kept (it was an explicit choice); the function then returns ``False``.
+
+    Args:
+        cls: a class registered with treeclass under ``name``.
+        name: its stable serialized name.
+
+    Returns:
+        Whether instances of ``cls`` now pickle by ``name``.
+    """
+    with _LOCK:
+        existing = copyreg.dispatch_table.get(cls)
+        if isinstance(existing, _Reducer):
+            if existing.rebuilder.name == name:
+                return True
+        elif existing is not None:
+            return False
+        copyreg.pickle(cls, _Reducer(_Rebuilder(cls, name)))
+        return True
+
+
+def uninstall(cls: type) -> None:
+    """Undo :func:`install`: ``cls``'s instances pickle by module path again (the opt-out).
+
+    A reducer installed by someone else is left alone.
+    """
+    with _LOCK:
+        if isinstance(copyreg.dispatch_table.get(cls), _Reducer):
+            del copyreg.dispatch_table[cls]
+
+
+def is_installed(cls: type) -> bool:
+    """Whether instances of ``cls`` pickle by their treeclass name."""
+    return isinstance(copyreg.dispatch_table.get(cls), _Reducer)
+
+
+def _find_by_path(module: str, qualname: str) -> type:
+    """The class at ``module`` + ``qualname``, imported the way pickle would (may raise)."""
+    import importlib
+
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        if part == "<locals>":
+            raise AttributeError(f"{qualname} is local to a function")
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise TypeError(f"{module}.{qualname} is a {type(obj).__name__}, not a class")
+    return obj
+
+
+def rebuilder_for_name(name: str, module: str, qualname: str) -> Callable[[Any], Any]:
+    """What a pickled rebuilder turns into when unpickled (pickles refer to this function).
+
+    Looks the class up by its treeclass ``name``; when no class has the name, falls back to
+    ``module`` + ``qualname``, as pickle itself would have done.
+
+    Raises:
+        UnregisteredNameError: no class is registered under ``name`` and none can be imported
+            from ``module`` + ``qualname``; the message names both.
+    """
+    from ._registry import class_for_name
+
+    cls = class_for_name(name)
+    if cls is None:
+        try:
+            cls = _find_by_path(module, qualname)
+        except Exception as e:
+            raise UnregisteredNameError(
+                f"this pickle holds an instance of the class registered as {name!r} (pickled "
+                f"from {module}.{qualname}), but no class is registered under {name!r} in this "
+                f"process and {module}.{qualname} cannot be imported ({type(e).__name__}: {e}); "
+                f"import the module that defines the class registered as {name!r} before "
+                "unpickling."
+            ) from e
+    reducer = copyreg.dispatch_table.get(cls)
+    if isinstance(reducer, _Reducer):
+        return reducer.rebuilder
+    return _Rebuilder(cls, name)
