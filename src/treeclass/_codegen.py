@@ -31,6 +31,7 @@ __all__ = [
     "make_flatten_with_entries",
     "make_flatten_with_keys",
     "make_unflatten",
+    "set_tracing_check",
 ]
 
 if TYPE_CHECKING:
@@ -213,6 +214,7 @@ def make_unflatten(
     *,
     children_first: bool = False,
     check_aux: Callable[[Any], object] | None = None,
+    tracing: Callable[[], bool] | None = None,
     tag: str = "",
 ) -> UnflattenFn:
     """Generate ``unflatten(aux, children) -> obj`` (``(children, aux)`` if ``children_first``).
@@ -224,10 +226,23 @@ def make_unflatten(
     With ``check_aux`` (and static fields), the function first hashes ``aux`` and, if that
     raises ``TypeError``, calls ``check_aux(aux)`` to raise a clearer error (the JAX adapter
     uses it: see :mod:`treeclass.backends.jax`). ``tag`` names the variant in its filename.
+
+    When the direct stores go through descriptors (frozen classes, slots, attrs), which
+    torch's Dynamo refuses to trace, the function starts with
+    ``if _tracing is not None and _tracing():`` and then takes a second, traceable path that
+    stores with ``object.__setattr__`` (still no ``__init__``). ``tracing`` is that check
+    (``torch.compiler.is_dynamo_compiling``, which Dynamo folds to ``True``); it can be set
+    later with :func:`set_tracing_check` (the torch adapter does, for the embedded registry's
+    unflatten, which optree shares).
     """
     cls = info.cls
     data = info.data_fields
-    ns: dict[str, Any] = {"_cls": cls, "_new": solid_new(cls), "_osetattr": object.__setattr__}
+    ns: dict[str, Any] = {
+        "_cls": cls,
+        "_new": solid_new(cls),
+        "_osetattr": object.__setattr__,
+        "_tracing": tracing,
+    }
     params = "children, aux" if children_first else "aux, children"
     value_of: dict[str, str] = {}
     for i, name in enumerate(data):
@@ -236,6 +251,7 @@ def make_unflatten(
         value_of[name] = f"aux[{i}]"
 
     body = _store_lines(info, ns, value_of)
+    traced = _traced_store_lines(info, value_of)
     local = [value_of[n] for n in data]
 
     lines = [f"def unflatten({params}):"]
@@ -246,28 +262,105 @@ def make_unflatten(
         lines.append(f"{_INDENT}except TypeError:")
         lines.append(f"{_INDENT * 2}_check_aux(aux)")
         lines.append(f"{_INDENT * 2}raise")
+    if traced is not None:
+        lines.append(f"{_INDENT}if _tracing is not None and _tracing():")
+        lines.append(f"{_INDENT * 2}return _unflatten_traced({params})")
     if data and not return_none_fields:
         lines.append(f"{_INDENT}if aux[0]:")
         lines.append(f"{_INDENT * 2}return _unflatten_nones({params})")
-    if len(local) == 1:
-        lines.append(f"{_INDENT}{local[0]}, = children")
-    elif local:
-        lines.append(f"{_INDENT}{', '.join(local)} = children")
+    if local:
+        lines.append(f"{_INDENT}{_unpack(local)}")
     lines.extend(body)
     lines.append(f"{_INDENT}return obj")
 
     if data and not return_none_fields:
         lines.append("")
         lines.append(f"def _unflatten_nones({params}):")
-        lines.append(f"{_INDENT}nones = aux[0]")
-        lines.append(f"{_INDENT}it = iter(children)")
-        for v, name in zip(local, data):
-            lines.append(f"{_INDENT}{v} = None if {name!r} in nones else next(it)")
+        lines.extend(_unpack_nones_lines(local, data, _INDENT))
         lines.extend(body)
+        lines.append(f"{_INDENT}return obj")
+    if traced is not None:
+        lines.append("")
+        lines.append(f"def _unflatten_traced({params}):")
+        if data and not return_none_fields:
+            lines.append(f"{_INDENT}if aux[0]:")
+            lines.extend(_unpack_nones_lines(local, data, _INDENT * 2))
+            lines.append(f"{_INDENT}else:")
+            lines.append(f"{_INDENT * 2}{_unpack(local)}")
+        elif local:
+            lines.append(f"{_INDENT}{_unpack(local)}")
+        lines.extend(traced)
         lines.append(f"{_INDENT}return obj")
     source = "\n".join(lines) + "\n"
     what = f"unflatten{'[' + tag + ']' if tag else ''}"
     return compile_source(source, ns, what=what, cls=cls, func="unflatten")
+
+
+def _unpack(local: list[str]) -> str:
+    """``v0, v1 = children`` (``v0, = children`` for one field)."""
+    if len(local) == 1:
+        return f"{local[0]}, = children"
+    return f"{', '.join(local)} = children"
+
+
+def _unpack_nones_lines(local: list[str], data: tuple[str, ...], indent: str) -> list[str]:
+    """Lines binding ``v0, v1, ...`` when some data fields were ``None`` (named in aux[0])."""
+    out = [f"{indent}nones = aux[0]", f"{indent}it = iter(children)"]
+    for v, name in zip(local, data):
+        out.append(f"{indent}{v} = None if {name!r} in nones else next(it)")
+    return out
+
+
+def set_tracing_check(unflatten: Callable[..., Any], tracing: Callable[[], bool] | None) -> None:
+    """Set the check that makes a generated ``unflatten`` take its traceable path.
+
+    Does nothing for functions that have a single path (their stores trace already).
+    """
+    namespace = unflatten.__globals__
+    if "_unflatten_traced" in namespace:
+        namespace["_tracing"] = tracing
+
+
+#: The hidden attribute attrs' ``cache_hash=True`` keeps the hash in, which ``__init__`` sets
+#: to ``None`` (``attr._make._HASH_CACHE_FIELD``; the same name since attrs 19.1, checked with
+#: attrs 23.1 to 26.1). A slot of slotted classes, an instance-dict entry otherwise.
+_ATTRS_HASH_CACHE = "_attrs_cached_hash"
+
+
+def _hidden_attributes(cls: type) -> tuple[str, ...]:
+    """Attributes ``__init__`` would set besides the fields: attrs' hash cache."""
+    if not any("__attrs_attrs__" in vars(k) for k in cls.__mro__):
+        return ()
+    for klass in cls.__mro__:
+        slots: object = vars(klass).get("__slots__", ())
+        if isinstance(slots, str):
+            slots = (slots,)
+        if isinstance(slots, (tuple, list)) and _ATTRS_HASH_CACHE in slots:
+            return (_ATTRS_HASH_CACHE,)
+    # Dict-based classes: attrs' generated __hash__ reads self._attrs_cached_hash.
+    code = getattr(getattr(cls, "__hash__", None), "__code__", None)
+    if code is not None and _ATTRS_HASH_CACHE in code.co_names:
+        return (_ATTRS_HASH_CACHE,)
+    return ()
+
+
+def _traced_store_lines(info: ClassInfo, value_of: dict[str, str]) -> list[str] | None:
+    """Stores Dynamo traces, for classes whose direct stores it refuses; else ``None``.
+
+    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
+    method call": the ``__dict__`` getset descriptor of frozen classes, the member descriptors
+    of slots), and also ``object.__setattr__`` bound to a global beforehand; it traces
+    ``object.__setattr__(obj, name, value)`` looked up at the call, as frozen dataclasses'
+    ``__init__`` does. That costs about twice as much as the direct stores, hence a second path.
+    """
+    if info.rebuild != "direct" or _plain_stores_ok(info.cls, info):
+        return None
+    out = [f"{_INDENT}obj = _new(_cls)"]
+    for f in info.fields:
+        out.append(f"{_INDENT}object.__setattr__(obj, {f.name!r}, {value_of[f.name]})")
+    for name in _hidden_attributes(info.cls):
+        out.append(f"{_INDENT}object.__setattr__(obj, {name!r}, None)")
+    return out
 
 
 def _plain_stores_ok(cls: type, info: ClassInfo) -> bool:
@@ -302,11 +395,14 @@ def _store_lines(info: ClassInfo, ns: dict[str, Any], value_of: dict[str, str]) 
                 out.append(f"{_INDENT}_osetattr(obj, {f.name!r}, {value_of[f.name]})")
         return out
 
+    hidden = _hidden_attributes(cls)
     out.append(f"{_INDENT}obj = _new(_cls)")
     if info.rebuild == "protocol":
         # The class's own __setattr__ may refuse: report that as a treeclass error naming the
         # class and the way out, not as a bare error from inside a framework.
         ns["_rebuild_failed"] = _rebuild_failed(cls)
+        for name in hidden:
+            out.append(f"{_INDENT}_osetattr(obj, {name!r}, None)")
         out.append(f"{_INDENT}try:")
         for f in info.fields:
             out.append(f"{_INDENT * 2}obj.{f.name} = {value_of[f.name]}")
@@ -327,26 +423,29 @@ def _store_lines(info: ClassInfo, ns: dict[str, Any], value_of: dict[str, str]) 
         # setting a __dict__) and keep the instance's key-sharing dict, as __init__ would.
         for f in info.fields:
             out.append(f"{_INDENT}obj.{f.name} = {value_of[f.name]}")
+        for name in hidden:
+            out.append(f"{_INDENT}obj.{name} = None")
         return out
 
     dict_items: list[str] = []
-    for f in info.fields:
-        v = value_of[f.name]
-        slot = _slot_descriptor(cls, f.name)
+    stores = [(f.name, value_of[f.name]) for f in info.fields]
+    stores += [(name, "None") for name in hidden]
+    for name, v in stores:
+        slot = _slot_descriptor(cls, name)
         if slot is not None:
-            ns[f"_set_{f.name}"] = slot.__set__
-            out.append(f"{_INDENT}_set_{f.name}(obj, {v})")
+            ns[f"_set_{name}"] = slot.__set__
+            out.append(f"{_INDENT}_set_{name}(obj, {v})")
         else:
-            dict_items.append(f"{f.name!r}: {v}")
+            dict_items.append(f"{name!r}: {v}")
     if dict_items:
         dict_descr = _dict_descriptor(cls)
         if dict_descr is not None:
             ns["_set_dict"] = dict_descr.__set__
             out.append(f"{_INDENT}_set_dict(obj, {{{', '.join(dict_items)}}})")
         else:  # neither a slot nor a __dict__: a descriptor of the class's own
-            for f in info.fields:
-                if _slot_descriptor(cls, f.name) is None:
-                    out.append(f"{_INDENT}_osetattr(obj, {f.name!r}, {value_of[f.name]})")
+            for name, v in stores:
+                if _slot_descriptor(cls, name) is None:
+                    out.append(f"{_INDENT}_osetattr(obj, {name!r}, {v})")
     return out
 
 
