@@ -82,6 +82,7 @@ def _flatten_source(
     child: Callable[[int, str], str],
     *,
     with_names: bool = False,
+    as_list: bool = False,
 ) -> str:
     """Source of a flatten-like function ``func(obj)``: one line per field, no loops.
 
@@ -111,16 +112,25 @@ def _flatten_source(
             if with_names:
                 lines.append(f"{_INDENT * 3}names.append({name!r})")
         names = ", tuple(names)" if with_names else ""
-        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics}){names}")
-    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
+        kids = "children" if as_list else "tuple(children)"
+        lines.append(f"{_INDENT * 2}return {kids}, (tuple(nones),{statics}){names}")
+    items = "".join(f"{child(i, v)}, " for i, v in enumerate(local))
+    children = f"[{items}]" if as_list else f"({items})"
     lines.append(f"{_INDENT}return {children}, ((),{statics}){', _names' if with_names else ''}")
     return "\n".join(lines) + "\n"
 
 
-def make_flatten(info: ClassInfo, return_none_fields: bool) -> FlattenFn:
-    """Generate ``flatten(obj) -> (children, aux)`` for a dataclass / attrs class."""
-    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v)
-    return compile_source(source, {}, what="flatten", cls=info.cls, func="flatten")
+def make_flatten(
+    info: ClassInfo, return_none_fields: bool, *, as_list: bool = False, tag: str = ""
+) -> FlattenFn:
+    """Generate ``flatten(obj) -> (children, aux)`` for a dataclass / attrs class.
+
+    The children are a tuple, or a list ``as_list`` (torch matches ``dynamic_shapes`` against
+    them and compares container types exactly; its own ``register_dataclass`` gives a list).
+    """
+    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v, as_list=as_list)
+    what = f"flatten{'[' + tag + ']' if tag else ''}"
+    return compile_source(source, {}, what=what, cls=info.cls, func="flatten")
 
 
 def make_flatten_into(

@@ -35,7 +35,7 @@ from typing import Any, Final, NamedTuple
 
 from .. import _registry
 from .._auxdata import aux_from_bytes, aux_to_bytes
-from .._codegen import make_flatten_with_keys, make_unflatten, set_tracing_check
+from .._codegen import make_flatten, make_flatten_with_keys, make_unflatten, set_tracing_check
 from .._errors import NameConflictError, RegistrationError, TreespecLoadError, UnnamedClassError
 from .._registry import NodeDef
 
@@ -456,7 +456,9 @@ class TorchBackend:
         set_tracing_check(node.unflatten, tracing)
         pytree.register_pytree_node(
             cls,
-            node.flatten,
+            # Children as a list, as torch's own register_dataclass gives them: torch.export
+            # matches dynamic_shapes against this container and compares types exactly.
+            make_flatten(node.info, node.return_none_fields, as_list=True, tag="torch"),
             make_unflatten(
                 node.info, node.return_none_fields, children_first=True, tracing=tracing
             ),
