@@ -13,7 +13,7 @@ collect_ignore = [
     f"src/treeclass/{path}"
     for framework, paths in {
         "jax": ["backends/jax.py"],
-        "torch": ["backends/torch.py", "torch.py"],
+        "torch": ["backends/torch.py", "torch.py", "_torch_state.py"],
         "optree": ["backends/optree.py", "optree.py"],
     }.items()
     if importlib.util.find_spec(framework) is None
