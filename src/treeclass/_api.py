@@ -12,11 +12,12 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, TypeVar, overload
 
+from . import _pickle
 from ._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError
 from ._fields import MISSING, describe, is_attrs_class, is_dataclass_class, is_namedtuple_class
 from ._names import registration_origin
 from ._nodes import class_node
-from ._registry import node_type_for, register
+from ._registry import activate_backend, node_type_for, register
 from ._replace import attach_replace, replace
 
 if sys.version_info >= (3, 11):
@@ -36,6 +37,9 @@ __all__ = [
 T = TypeVar("T")
 _C = TypeVar("_C", bound=type)
 _NT = TypeVar("_NT", bound="type[tuple[Any, ...]]")
+
+# Instances of named classes pickle by name: the reducers are installed as classes register.
+activate_backend(_pickle.BACKEND, framework=False)
 
 # The stdlib dataclass options pytree_dataclass passes through, with dataclasses' defaults.
 _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
@@ -163,6 +167,7 @@ def _register(
     return_none_fields: bool,
     unflatten_calls_init: bool,
     override: bool,
+    pickle_by_name: bool = True,
 ) -> None:
     if isinstance(static, str):
         raise RegistrationTypeError(
@@ -180,6 +185,8 @@ def _register(
     else:
         info = describe(cls, static=static, rebuild="init" if unflatten_calls_init else None)
         node = class_node(info, name, return_none_fields)
+    if not pickle_by_name:
+        node.pickle_by_name = False
     register(node, origin, name=name, override=override)
 
 
@@ -195,6 +202,7 @@ def pytree_dataclass(
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
+    pickle_by_name: bool = True,
     init: bool = True,
     repr: bool = True,
     eq: bool = True,
@@ -213,6 +221,7 @@ def pytree_dataclass(
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
+    pickle_by_name: bool = True,
     init: bool = True,
     repr: bool = True,
     eq: bool = True,
@@ -247,6 +256,10 @@ def pytree_dataclass(
         override: replace a registration another library already made for this class in a
             framework that can replace one (PyTorch's pytrees and optree; JAX cannot), such as
             transformers' registration of its ``ModelOutput`` subclasses with torch.
+        pickle_by_name: instances of a named class pickle by its name, so they unpickle
+            where the class lives in another module (``torch.export.save``, ``spawn``,
+            ``torch.distributed`` collectives; see ``docs/torch.md``); ``False`` keeps
+            pickle's own behaviour (by module path).
         init: passed to :func:`dataclasses.dataclass`, as are the following options.
         repr: see :func:`dataclasses.dataclass`.
         eq: see :func:`dataclasses.dataclass`.
@@ -346,6 +359,7 @@ def pytree_dataclass(
             return_none_fields=return_none_fields,
             unflatten_calls_init=unflatten_calls_init,
             override=override,
+            pickle_by_name=pickle_by_name,
         )
         attach_replace(made)  # pyright: ignore[reportUnknownArgumentType]
         return made  # type: ignore[return-value]
@@ -356,11 +370,11 @@ def pytree_dataclass(
 
 
 @overload
-def register_namedtuple(cls: _NT, /, *, name: str) -> _NT: ...
+def register_namedtuple(cls: _NT, /, *, name: str, pickle_by_name: bool = True) -> _NT: ...
 @overload
-def register_namedtuple(*, name: str) -> Callable[[_NT], _NT]: ...
+def register_namedtuple(*, name: str, pickle_by_name: bool = True) -> Callable[[_NT], _NT]: ...
 def register_namedtuple(
-    cls: _NT | None = None, /, *, name: str | None = None
+    cls: _NT | None = None, /, *, name: str | None = None, pickle_by_name: bool = True
 ) -> _NT | Callable[[_NT], _NT]:
     """Give a namedtuple class a stable serialized name.
 
@@ -372,6 +386,7 @@ def register_namedtuple(
     Args:
         cls: the namedtuple class.
         name: the stable serialized name (required).
+        pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
 
     Returns:
         The class, unchanged.
@@ -409,6 +424,7 @@ def register_namedtuple(
             return_none_fields=False,
             unflatten_calls_init=False,
             override=False,
+            pickle_by_name=pickle_by_name,
         )
         return klass
 
@@ -425,6 +441,7 @@ def register_dataclass(
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
+    pickle_by_name: bool = True,
 ) -> _C:
     """Register an existing dataclass or attrs class as a pytree node, unchanged.
 
@@ -440,6 +457,7 @@ def register_dataclass(
             :func:`pytree_dataclass`).
         unflatten_calls_init: rebuild through ``__init__`` instead of storing fields directly.
         override: replace a registration another library made (see :func:`pytree_dataclass`).
+        pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
 
     Returns:
         ``cls``, unchanged.
@@ -475,6 +493,7 @@ def register_dataclass(
         return_none_fields=return_none_fields,
         unflatten_calls_init=unflatten_calls_init,
         override=override,
+        pickle_by_name=pickle_by_name,
     )
     return cls
 
@@ -509,6 +528,7 @@ class PytreeNode:
         return_none_fields: bool = False,
         unflatten_calls_init: bool = False,
         override: bool = False,
+        pickle_by_name: bool = True,
         init: bool = True,
         repr: bool = True,
         eq: bool = True,
@@ -538,6 +558,7 @@ class PytreeNode:
             return_none_fields=return_none_fields,
             unflatten_calls_init=unflatten_calls_init,
             override=override,
+            pickle_by_name=pickle_by_name,
         )
 
     def replace(self, **changes: Any) -> Self:

@@ -25,7 +25,7 @@ from typing import Any, Final, Literal
 from ._errors import RebuildError
 from ._fields import ClassInfo
 
-__all__ = ["Family", "Generated", "generate", "release"]
+__all__ = ["Family", "Generated", "compile_function", "generate", "release", "set_tracing_check"]
 
 _I: Final = "    "
 Family = Literal["core", "torch"]
@@ -126,6 +126,32 @@ def _reserve(cls: type, source: str, tag: str) -> str:
         n += 1
 
 
+def compile_function(
+    cls: type, what: str, source: str, namespace: dict[str, Any], func: str
+) -> Callable[..., Any]:
+    """Compile a small generated function of ``cls`` (one source, its own linecache entry)."""
+    filename = _reserve(cls, source, f" [{what}]")
+    try:
+        exec(compile(source, filename, "exec"), namespace)
+    except BaseException:  # pragma: no cover - the source is ours
+        linecache.cache.pop(filename, None)
+        raise
+    fn: Callable[..., Any] = namespace[func]
+    fn.__qualname__ = f"{cls.__qualname__}.<treeclass {what}>"
+    fn.__module__ = cls.__module__
+    return fn
+
+
+def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] | None) -> None:
+    """Set the check that sends a generated ``unflatten`` down its Dynamo-traceable path.
+
+    Functions with a single path (their stores trace already) are left as they are.
+    """
+    namespace = getattr(unflatten, "__globals__", {})
+    if "_unflatten_traced" in namespace:
+        namespace["_tracing"] = check
+
+
 def release(generated: Generated) -> None:
     """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
     for _, filename in generated._code.values():
@@ -154,17 +180,31 @@ def _statics(info: ClassInfo) -> str:
     return "(" + "".join(f"obj.{s}, " for s in info.static_fields) + ")"
 
 
-def _flatten(info: ClassInfo, head: str, child: Callable[[int, str], str], tail: str) -> list[str]:
-    """A flatten-like function returning ``(children, statics{tail})``; every field a child."""
+def _flatten(
+    info: ClassInfo,
+    head: str,
+    child: Callable[[int, str], str],
+    tail: str,
+    *,
+    as_list: bool = False,
+) -> list[str]:
+    """A flatten-like function returning ``(children, statics{tail})``; every field a child.
+
+    The children are a tuple, or a list ``as_list`` (torch matches ``dynamic_shapes`` against
+    them and compares container types exactly; its own ``register_dataclass`` gives a list).
+    """
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = [head]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
-    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
+    items = "".join(f"{child(i, v)}, " for i, v in enumerate(local))
+    children = f"[{items}]" if as_list else f"({items})"
     lines.append(f"{_I}return {children}, {_statics(info)}{tail}")
     return lines
 
 
-def _flatten_skipping(info: ClassInfo, head: str, child: Callable[[int, str], str]) -> list[str]:
+def _flatten_skipping(
+    info: ClassInfo, head: str, child: Callable[[int, str], str], *, as_list: bool = False
+) -> list[str]:
     """A flatten-like function leaving ``None`` values out: ``(children, (nones, *statics))``."""
     data = info.data_fields
     statics = "".join(f" obj.{s}," for s in info.static_fields)
@@ -179,8 +219,10 @@ def _flatten_skipping(info: ClassInfo, head: str, child: Callable[[int, str], st
         lines.append(f"{_I * 3}nones.append({name!r})")
         lines.append(f"{_I * 2}else:")
         lines.append(f"{_I * 3}children.append({child(i, v)})")
-    lines.append(f"{_I * 2}return tuple(children), (tuple(nones),{statics})")
-    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
+    kids = "children" if as_list else "tuple(children)"
+    lines.append(f"{_I * 2}return {kids}, (tuple(nones),{statics})")
+    items = "".join(f"{child(i, v)}, " for i, v in enumerate(local))
+    children = f"[{items}]" if as_list else f"({items})"
     lines.append(f"{_I}return {children}, ((),{statics})")
     return lines
 
@@ -249,12 +291,46 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, in
     return out
 
 
+def _traceable(info: ClassInfo) -> bool:
+    """Whether torch's Dynamo traces the direct stores of ``info``'s class.
+
+    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
+    method call": the member descriptors of slots) and ``object.__setattr__`` bound to a global
+    beforehand; it traces plain attribute stores, stores into the instance ``__dict__``, and
+    ``object.__setattr__(obj, name, value)`` looked up at the call (what frozen dataclasses'
+    ``__init__`` does) -- which costs about twice a direct store, hence a second path.
+    """
+    plan = info.plan
+    return plan.mode != "direct" or all(
+        how in ("attr", "dict") for _, how in (*plan.stores, *plan.reset)
+    )
+
+
+def _traced_stores(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
+    """The stores of the path taken while Dynamo traces: ``object.__setattr__`` by name."""
+    out = [f"{_I}obj = _new(_cls)"]
+    out += [f"{_I}object.__setattr__(obj, {f.name!r}, {value_of[f.name]})" for f in info.fields]
+    out += [f"{_I}object.__setattr__(obj, {name!r}, None)" for name, _ in info.plan.reset]
+    return out
+
+
 def _unflatten(
-    info: ClassInfo, head: str, slot_index: dict[str, int], *, skip_none: bool, hashed: bool
+    info: ClassInfo,
+    head: str,
+    slot_index: dict[str, int],
+    *,
+    skip_none: bool,
+    hashed: bool,
+    traced: bool = False,
 ) -> list[str]:
     """An unflatten function ``head`` (its parameters name ``aux`` and ``children``).
 
     The auxdata is the static values' tuple, or ``(nones, *statics)`` with ``skip_none``.
+    With ``traced`` it is the path Dynamo takes (see :func:`_traceable`); otherwise, for a
+    class whose stores Dynamo cannot trace, it starts with ``if _tracing is not None and
+    _tracing():`` and defers to ``_unflatten_traced`` (``_tracing`` is
+    ``torch.compiler.is_dynamo_compiling``, bound by the torch adapter: ``False`` when called,
+    ``True`` to Dynamo; about 12 ns outside tracing).
     """
     data = info.data_fields
     first = 1 if skip_none else 0
@@ -268,6 +344,10 @@ def _unflatten(
         lines.append(f"{_I}except TypeError:")
         lines.append(f"{_I * 2}_check_aux(aux)")
         lines.append(f"{_I * 2}raise")
+    if not traced and not hashed and not _traceable(info):
+        params = head[head.index("(") : head.index(")") + 1]
+        lines.append(f"{_I}if _tracing is not None and _tracing():")
+        lines.append(f"{_I * 2}return _unflatten_traced{params}")
     pad = ""
     if data and skip_none:
         lines.append(f"{_I}if aux[0]:")
@@ -282,7 +362,10 @@ def _unflatten(
         lines.append(f"{pad}{_I}{local[0]}, = children")
     elif local:
         lines.append(f"{pad}{_I}{', '.join(local)} = children")
-    lines += _rebuild(info, value_of, slot_index)
+    if traced:
+        lines += _traced_stores(info, value_of)
+    else:
+        lines += _rebuild(info, value_of, slot_index)
     lines.append(f"{_I}return obj")
     return lines
 
@@ -291,14 +374,13 @@ def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
     slot_index = {name: i for i, name in enumerate(info.plan.slots)}
     blocks: list[list[str]]
     if family == "core":
+        unflatten = "def unflatten(aux, children):"
         blocks = [
             _flatten(info, "def flatten(obj):", lambda i, v: v, ""),
             _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
             _flatten(info, "def flatten_entries(obj):", lambda i, v: v, ", _names"),
             _flatten_into(info),
-            _unflatten(
-                info, "def unflatten(aux, children):", slot_index, skip_none=False, hashed=False
-            ),
+            _unflatten(info, unflatten, slot_index, skip_none=False, hashed=False),
             _unflatten(
                 info,
                 "def unflatten_hashed(aux, children):",
@@ -307,22 +389,27 @@ def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
                 hashed=True,
             ),
         ]
-    elif skip_none and info.data_fields:
-        blocks = [
-            _flatten_skipping(info, "def flatten(obj):", lambda i, v: v),
-            _flatten_skipping(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})"),
-            _unflatten(
-                info, "def unflatten(children, aux):", slot_index, skip_none=True, hashed=False
-            ),
-        ]
-    else:  # torch sees what the core family gives, with its own argument order
-        blocks = [
-            _flatten(info, "def flatten(obj):", lambda i, v: v, ""),
-            _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
-            _unflatten(
-                info, "def unflatten(children, aux):", slot_index, skip_none=False, hashed=False
-            ),
-        ]
+        skipping = False
+    else:  # torch: children as a list; None fields left out with skip_none
+        skipping = skip_none and bool(info.data_fields)
+        unflatten = "def unflatten(children, aux):"
+        keyed: Callable[[int, str], str] = lambda i, v: f"(_k{i}, {v})"  # noqa: E731
+        if skipping:
+            blocks = [
+                _flatten_skipping(info, "def flatten(obj):", lambda i, v: v, as_list=True),
+                _flatten_skipping(info, "def flatten_with_keys(obj):", keyed),
+            ]
+        else:
+            blocks = [
+                _flatten(info, "def flatten(obj):", lambda i, v: v, "", as_list=True),
+                _flatten(info, "def flatten_with_keys(obj):", keyed, ""),
+            ]
+        blocks.append(_unflatten(info, unflatten, slot_index, skip_none=skipping, hashed=False))
+    if not _traceable(info):
+        traced = unflatten.replace("def unflatten", "def _unflatten_traced")
+        blocks.append(
+            _unflatten(info, traced, slot_index, skip_none=skipping, hashed=False, traced=True)
+        )
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
 
@@ -335,8 +422,8 @@ def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
             (their names go into the auxdata), as ``return_none_fields=False`` asks.
     """
     plan = info.plan
+    # No "__name__": torch's Dynamo, inlining these functions, imports the module it names.
     globals_: dict[str, Any] = {
-        "__name__": f"treeclass generated {info.qualname}",
         "_cls": info.cls,
         "_new": plan.new,
         "_osetattr": object.__setattr__,
@@ -346,6 +433,7 @@ def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
         "_nt": None,
         "_leaf_types": frozenset(),
         "_check_aux": None,
+        "_tracing": None,
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
     generated = Generated(info, skip_none, globals_)

@@ -76,6 +76,7 @@ class NodeType:
         "load_state",
         "name",
         "origin",
+        "pickle_by_name",
         "return_none_fields",
         "superseded",
         "type",
@@ -118,6 +119,8 @@ class NodeType:
         self.generated = generated
         self.origin: Origin | None = None
         self.superseded = False
+        #: Whether instances pickle by the serialized name (see treeclass._pickle).
+        self.pickle_by_name = True
 
     @property
     def qualname(self) -> str:

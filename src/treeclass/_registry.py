@@ -64,6 +64,7 @@ _BY_NAME: dict[str, NodeType] = {nt.name: nt for nt in BUILTIN_NODE_TYPES.values
 #: Classes registered through the API, in registration order.
 _REGISTERED: dict[type, NodeType] = {}
 _BACKENDS: list[Backend] = []
+_INTERNAL: set[str] = set()
 
 #: The fastest lookup of a node type by exact type (walkers use it directly).
 get_node_type = _BY_TYPE.get
@@ -105,7 +106,7 @@ def registered_nodes() -> Iterator[NodeType]:
 def _options(node: NodeType, name: str | None) -> tuple[object, ...]:
     """What was asked at registration, to tell an idempotent re-registration apart."""
     rebuild = None if node.info is None else node.info.rebuild
-    return (name, node.return_none_fields, node.static_fields, rebuild)
+    return (name, node.return_none_fields, node.static_fields, rebuild, node.pickle_by_name)
 
 
 def register(
@@ -222,12 +223,18 @@ def _discard(node: NodeType) -> None:
         release(node.generated)
 
 
-def activate_backend(backend: Backend) -> None:
-    """Start mirroring the registry into ``backend`` and register every class so far."""
+def activate_backend(backend: Backend, *, framework: bool = True) -> None:
+    """Start mirroring the registry into ``backend`` and register every class so far.
+
+    ``framework=False`` marks a mirror of treeclass's own (pickling by name), which
+    :func:`active_backends` does not list.
+    """
     with _LOCK:
         if any(b.name == backend.name for b in _BACKENDS):
             return
         _BACKENDS.append(backend)
+        if not framework:
+            _INTERNAL.add(backend.name)
         for node in list(_REGISTERED.values()):
             try:
                 backend.check(node, None, False)
@@ -248,7 +255,7 @@ def active_backends() -> tuple[str, ...]:
         >>> isinstance(tc.active_backends(), tuple)
         True
     """
-    return tuple(b.name for b in _BACKENDS)
+    return tuple(b.name for b in _BACKENDS if b.name not in _INTERNAL)
 
 
 def name_of(cls: type) -> str | None:

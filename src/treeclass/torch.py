@@ -28,8 +28,9 @@ import torch.export
 import torch.utils._pytree as pytree
 
 from ._errors import TreespecLoadError, UnregisteredNameError
+from ._torch_state import StatefulTree, load_state_dict, state_dict
 
-__all__ = ["load", "save", "treespec_loads"]
+__all__ = ["StatefulTree", "load", "load_state_dict", "save", "state_dict", "treespec_loads"]
 
 # torch 2.13.0 wording of the two "not registered" errors raised while loading a treespec
 # (torch/utils/_pytree.py: _json_to_treespec and _namedtuple_deserialize).
