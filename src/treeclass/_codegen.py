@@ -175,9 +175,14 @@ def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
 # --- source builders ----------------------------------------------------------------------------
 
 
+def _tuple(items: list[str]) -> str:
+    """A tuple display: ``()``, ``(a,)``, ``(a, b)``."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
 def _statics(info: ClassInfo) -> str:
-    """The static values' tuple: ``(obj.a, obj.b, )``."""
-    return "(" + "".join(f"obj.{s}, " for s in info.static_fields) + ")"
+    """The static values' tuple: ``(obj.a, obj.b)``."""
+    return _tuple([f"obj.{s}" for s in info.static_fields])
 
 
 def _flatten(
@@ -196,8 +201,8 @@ def _flatten(
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = [head]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
-    items = "".join(f"{child(i, v)}, " for i, v in enumerate(local))
-    children = f"[{items}]" if as_list else f"({items})"
+    items = [child(i, v) for i, v in enumerate(local)]
+    children = f"[{', '.join(items)}]" if as_list else _tuple(items)
     lines.append(f"{_I}return {children}, {_statics(info)}{tail}")
     return lines
 
@@ -207,7 +212,7 @@ def _flatten_skipping(
 ) -> list[str]:
     """A flatten-like function leaving ``None`` values out: ``(children, (nones, *statics))``."""
     data = info.data_fields
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
+    statics = [f"obj.{s}" for s in info.static_fields]
     local = [f"v{i}" for i in range(len(data))]
     lines = [head]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
@@ -220,10 +225,10 @@ def _flatten_skipping(
         lines.append(f"{_I * 2}else:")
         lines.append(f"{_I * 3}children.append({child(i, v)})")
     kids = "children" if as_list else "tuple(children)"
-    lines.append(f"{_I * 2}return {kids}, (tuple(nones),{statics})")
-    items = "".join(f"{child(i, v)}, " for i, v in enumerate(local))
-    children = f"[{items}]" if as_list else f"({items})"
-    lines.append(f"{_I}return {children}, ((),{statics})")
+    lines.append(f"{_I * 2}return {kids}, {_tuple(['tuple(nones)', *statics])}")
+    items = [child(i, v) for i, v in enumerate(local)]
+    children = f"[{', '.join(items)}]" if as_list else _tuple(items)
+    lines.append(f"{_I}return {children}, {_tuple(['()', *statics])}")
     return lines
 
 
@@ -240,7 +245,7 @@ def _flatten_into(info: ClassInfo) -> list[str]:
         checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
         lines.append(f"{_I}if not ({checks}):")
         lines.append(f"{_I * 2}return False")
-        lines.append(f"{_I}leaves += ({''.join(f'{v}, ' for v in local)})")
+        lines.append(f"{_I}leaves += {_tuple(local)}")
     lines.append(f"{_I}entries.append((_nt, {_statics(info)}, {len(local)}, True))")
     lines.append(f"{_I}return True")
     return lines
