@@ -192,18 +192,36 @@ def make_state_codec(info: ClassInfo, return_none_fields: bool) -> StateCodec:
                     pass  # the checked path names the culprit
         return None
 
+    # What the class could have produced (annotations, hashability, attrs validators):
+    # worked out on first load, since annotations may name things defined after the class.
+    checker: list[Callable[[tuple[Any, ...], frozenset[str] | None], None] | None] = []
+
+    def checked(values: tuple[Any, ...], saved: frozenset[str] | None = None) -> tuple[Any, ...]:
+        """``values`` after checking those the document gave (``saved``: all of them)."""
+        if not checker:
+            from ._kinds import static_check
+
+            checker.append(static_check(info))
+        check = checker[0]
+        if check is not None:
+            check(values, saved)
+        return values
+
     def load(state: Any) -> tuple[Any, tuple[bool, ...] | None]:
         values = fast(state)
         if values is not None:
-            return values, None
+            return checked(values), None
         absent, values = _checked(info, state)
+        values = checked(values, frozenset(state["static"]))
         return values, (tuple(f not in absent for f in data) if absent else None)
 
     def torch_setstate(state: Any) -> Any:
         values = fast(state)
         if values is not None:
+            values = checked(values)
             return ((), *values) if torch_skips else values
         absent, values = _checked(info, state)
+        values = checked(values, frozenset(state["static"]))
         if not torch_skips:
             if absent:
                 raise TreespecLoadError(
