@@ -660,3 +660,34 @@ def _env() -> dict[str, str]:
     import os
 
     return {k: v for k, v in os.environ.items() if k != "MYPYPATH"}
+
+
+def test_a_fault_in_export_registration_during_a_rerun_leaves_the_previous_state(
+    uname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After any fault the state is the previous one everywhere: the old class keeps its name
+    in treeclass, torch and jax.export, and its saved artifacts still load (issue 13)."""
+    torch_pytree = pytest.importorskip("torch.utils._pytree")
+    module = types.ModuleType("notebook_" + uname.replace(".", "_"))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    module.NAME = uname  # type: ignore[attr-defined]
+    exec(_CELL, vars(module))
+    old = module.Cell  # type: ignore[attr-defined]
+    blob = jax.export.export(jax.jit(lambda c: c))(old(1.0, "z")).serialize()
+    by_type, by_name = backend._export_registries()
+    before = (dict(by_type), dict(by_name))
+
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("fault injected into jax.export")
+
+    with monkeypatch.context() as m:
+        m.setattr(jax.export, "register_pytree_node_serialization", broken)
+        with pytest.raises(RuntimeError, match="fault injected"):
+            exec(_CELL, vars(module))
+    assert tc.class_for_name(uname) is old
+    assert torch_pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname] is old
+    assert (dict(by_type), dict(by_name)) == before
+    assert type(jax.export.deserialize(blob).call(old(2.0, "z"))) is old
+    # And the re-run can simply be tried again.
+    exec(_CELL, vars(module))
+    assert tc.class_for_name(uname) is module.Cell is not old  # type: ignore[attr-defined]

@@ -126,6 +126,24 @@ def _drop_export_registration(cls: type, name: str) -> None:
         del by_name[name]
 
 
+_Snapshot = tuple[dict[Any, Any], ...]
+
+
+def _export_snapshot() -> _Snapshot:
+    """Copies of jax.export's two registries and of ours (private; checked with jax 0.10.2)."""
+    by_type, by_name = _export_registries()
+    return dict(by_type), dict(by_name), dict(_EXPORT_NAMES), dict(_PLACEHOLDERS)
+
+
+def _export_restore(saved: _Snapshot) -> None:
+    """Put jax.export's registries and ours back exactly as :func:`_export_snapshot` saw them."""
+    by_type, by_name = _export_registries()
+    lives: _Snapshot = (by_type, by_name, _EXPORT_NAMES, _PLACEHOLDERS)
+    for live, copy in zip(lives, saved):
+        live.clear()
+        live.update(copy)
+
+
 def _is_jax_tree_node(cls: type) -> bool:
     """Whether ``cls`` is registered with ``jax.tree_util`` (built-in types included).
 
@@ -266,6 +284,17 @@ class JaxBackend:
         holder = _EXPORT_NAMES.get(name)
         if holder is cls:
             return  # registered by an earlier attempt that was rolled back
+        # All or nothing: a failure part-way (the earlier definition's name dropped, the new
+        # one not registered) would leave saved artifacts that load nowhere.
+        saved = _export_snapshot()
+        try:
+            self._register_name(node, name)
+        except BaseException:
+            _export_restore(saved)
+            raise
+
+    def _register_name(self, node: NodeType, name: str) -> None:
+        cls = node.type
         placeholder = _PLACEHOLDERS.pop(cls, None)
         if placeholder is not None:  # registered unnamed before (a rolled-back attempt)
             _drop_export_registration(cls, placeholder)
