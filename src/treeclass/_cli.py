@@ -399,13 +399,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return run()
     if args.command == "version":
-        import importlib.util
-
         import treeclass
 
         from ._hooks import FRAMEWORKS
 
-        found = [f.name for f in FRAMEWORKS if importlib.util.find_spec(f.module) is not None]
+        found = [f.name for f in FRAMEWORKS if f.installed()]
         names = ", ".join(found) or "none"
         out.write(f"treeclass {treeclass.__version__}; frameworks installed: {names}\n")
         return OK

@@ -46,6 +46,15 @@ class Framework:
         self.adapter = adapter
         self.spec_types = spec_types
 
+    def installed(self) -> bool:
+        """Whether the framework's module can be imported here (nothing is imported)."""
+        import importlib.util
+
+        try:
+            return importlib.util.find_spec(self.module) is not None
+        except ImportError:  # a submodule whose package is missing
+            return False
+
     def owns_spec(self, spec: object) -> bool:
         """Whether ``spec`` is one of this framework's structure objects."""
         t = type(spec)

@@ -88,7 +88,9 @@ def _kind_check(name: str, annotation: Any) -> Check | None:
     if kind is None:
         return None
     accepted, literals = kind
-    label = brief(annotation, 80) if not isinstance(annotation, type) else annotation.__name__
+    # (type(...) is type: on Python 3.10 a generic alias such as tuple[int, ...] passes
+    # isinstance(..., type).)
+    label = annotation.__name__ if type(annotation) is type else brief(annotation, 80)
 
     def check(value: Any) -> str | None:
         if type(value) not in accepted and not isinstance(value, accepted):
