@@ -1,7 +1,4 @@
-"""Schema evolution beyond added fields (issue 12, phase 2): written first, failing until then.
-
-Every test here is ``xfail(strict=True)``: it fails today (the keywords do not exist yet) and
-turns the suite red the day it passes, so the marker is removed with the implementation.
+"""Schema evolution beyond added fields (issue 12, phase 2).
 
 The API under test is the issue's:
 
@@ -12,7 +9,7 @@ The API under test is the issue's:
 - both apply to every loader: ``treespec_loads``, ``tc.load``, ``jax.export`` deserialization
   and ``torch.export`` load.
 
-Two parts of the issue name no keyword; the tests use these proposals (to confirm):
+Two parts of the issue name no keyword; these are the keywords:
 
 - ``removed_fields=("old",)`` on the class: a field the class no longer has, named in a saved
   document, is dropped on load instead of being an error;
@@ -37,10 +34,6 @@ from typing import Any
 import pytest
 
 import treeclass as tc
-
-phase2 = pytest.mark.xfail(
-    strict=True, reason="issue 12 phase 2: aliases, removed fields and migrations"
-)
 
 
 def names() -> tuple[str, str]:
@@ -76,7 +69,6 @@ def old_bytes(data: bytes, new: str, old: str) -> bytes:
 # --- registration -----------------------------------------------------------------------------
 
 
-@phase2
 def test_aliases_on_every_registration_function() -> None:
     new, old = names()
 
@@ -100,7 +92,6 @@ def test_aliases_on_every_registration_function() -> None:
     assert tc.name_of(Output) == new  # written under its name, never an alias
 
 
-@phase2
 def test_an_alias_that_collides_with_a_name_is_refused() -> None:
     new, old = names()
 
@@ -125,7 +116,6 @@ def test_an_alias_that_collides_with_a_name_is_refused() -> None:
             x: Any
 
 
-@phase2
 def test_a_field_alias_that_collides_with_a_field_is_refused() -> None:
     with pytest.raises(tc.RegistrationError, match="alias 'y' of field 'x'"):
 
@@ -138,7 +128,6 @@ def test_a_field_alias_that_collides_with_a_field_is_refused() -> None:
 # --- every loader -----------------------------------------------------------------------------
 
 
-@phase2
 def test_treespec_loads_reads_old_names() -> None:
     new, old = names()
     Output = make_output(new, old)
@@ -151,7 +140,6 @@ def test_treespec_loads_reads_old_names() -> None:
     assert tc.treespec_dumps(loaded) == tc.treespec_dumps(spec)
 
 
-@phase2
 def test_tc_load_reads_old_names(tmp_path: Path) -> None:
     np = pytest.importorskip("numpy")
     new, old = names()
@@ -175,7 +163,6 @@ def test_tc_load_reads_old_names(tmp_path: Path) -> None:
     assert type(got) is Output and got.mode == "train" and got.hidden.tolist() == [0.0]
 
 
-@phase2
 def test_jax_export_deserialize_reads_old_names() -> None:
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
@@ -189,7 +176,6 @@ def test_jax_export_deserialize_reads_old_names() -> None:
     assert out.logits.tolist() == [2.0, 2.0]
 
 
-@phase2
 def test_torch_export_load_reads_old_names(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     new, old = names()
@@ -235,7 +221,6 @@ def test_a_removed_field_is_an_error_naming_it_today() -> None:
         tc.treespec_loads(text)
 
 
-@phase2
 def test_removed_fields_are_dropped_when_the_class_says_so() -> None:
     new, old = names()
 
@@ -259,7 +244,6 @@ def test_removed_fields_are_dropped_when_the_class_says_so() -> None:
     assert tc.treespec_loads(json.dumps(doc)).unflatten([9.0, 3.0]) == Cfg(3.0, width=8)
 
 
-@phase2
 def test_migration_hook_worked_example() -> None:
     """The example of docs/format.md: ``lr_percent`` (a percentage) became ``lr``."""
     name = names()[0]
@@ -282,7 +266,6 @@ def test_migration_hook_worked_example() -> None:
     assert tc.treespec_loads(text).unflatten([1.0]) == Optim(1.0, lr=0.02)  # new text too
 
 
-@phase2
 def test_a_failing_migration_is_a_load_error_naming_the_class() -> None:
     name = names()[0]
 
