@@ -173,7 +173,8 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         try:
             aux, plan = nt.load_state(state)
         except TreespecLoadError as e:
-            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from None
+            # (a migrate hook's own error stays the cause, for the traceback)
+            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
         if plan is not None and isinstance(plan, Layout):
             nt = dropping_node(nt, plan)  # removed fields' children: a node type that drops them
             plan = plan.plan

@@ -382,7 +382,7 @@ def _evolver(
             except Exception as e:
                 raise TreespecLoadError(
                     f"the migrate hook of {called} raised {type(e).__name__}: "
-                    f"{brief(str(e), 200)} on the saved state {brief(state, 200)}; fix the hook "
+                    f"{str(e)[:200]} on the saved state {brief(state, 200)}; fix the hook "
                     "so that it returns the state to load (or raises for states it cannot "
                     "convert)."
                 ) from e
