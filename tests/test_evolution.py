@@ -66,6 +66,44 @@ def old_bytes(data: bytes, new: str, old: str) -> bytes:
     return out
 
 
+def rewrite_header(path: Path, new: str, old: str) -> None:
+    """Make a tc.save file look written by the class under its old names (as the issue's
+    test does): old class and field names in the structure and in the stored key paths."""
+    data = path.read_bytes()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    meta = header["__metadata__"]
+    meta["treeclass.treespec"] = old_text(meta["treeclass.treespec"], new, old)
+    for key in list(header):
+        if ".hidden" in key:
+            header[key.replace(".hidden", ".hiddn")] = header.pop(key)
+    meta["treeclass.file"] = meta["treeclass.file"].replace(".hidden", ".hiddn")
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
+
+
+def export_model(torch: Any, Output: type) -> tuple[Any, Any]:
+    """``torch.export`` of a module returning an ``Output`` (from :func:`make_output`)."""
+
+    class M(torch.nn.Module):
+        def forward(self, o: Any) -> Any:
+            return Output(o.logits + 1, hidden=o.hidden, mode=o.mode)
+
+    example = Output(torch.ones(2), hidden=torch.zeros(1), mode="train")
+    return torch.export.export(M(), (example,)), example
+
+
+def rewrite_archive(src_path: Path, dst_path: Path, rewrite: Any) -> None:
+    """Copy a ``.pt2`` archive, passing the text of every JSON member through ``rewrite``."""
+    with zipfile.ZipFile(src_path) as src, zipfile.ZipFile(dst_path, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith(".json"):
+                data = rewrite(data.decode()).encode()
+            dst.writestr(info, data)
+
+
 # --- registration -----------------------------------------------------------------------------
 
 
@@ -146,19 +184,7 @@ def test_tc_load_reads_old_names(tmp_path: Path) -> None:
     Output = make_output(new, old)
     path = tmp_path / "o.safetensors"
     tc.save(path, {"o": Output(np.ones(2), hidden=np.zeros(1), mode="train")})
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + n])
-    meta = header["__metadata__"]
-    meta["treeclass.treespec"] = old_text(meta["treeclass.treespec"], new, old)
-    # Key paths of old files name the old fields too.
-    for key in list(header):
-        if ".hidden" in key:
-            header[key.replace(".hidden", ".hiddn")] = header.pop(key)
-    meta["treeclass.file"] = meta["treeclass.file"].replace(".hidden", ".hiddn")
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
+    rewrite_header(path, new, old)  # key paths of old files name the old fields too
     got = tc.load(path)["o"]
     assert type(got) is Output and got.mode == "train" and got.hidden.tolist() == [0.0]
 
@@ -187,23 +213,9 @@ def test_torch_export_load_reads_old_names(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     new, old = names()
     Output = make_output(new, old)
-
-    class M(torch.nn.Module):
-        def forward(self, o: Any) -> Any:
-            return Output(o.logits + 1, hidden=o.hidden, mode=o.mode)
-
-    example = Output(torch.ones(2), hidden=torch.zeros(1), mode="train")
-    ep = torch.export.export(M(), (example,))
+    ep, example = export_model(torch, Output)
     torch.export.save(ep, tmp_path / "m.pt2")
-    with (
-        zipfile.ZipFile(tmp_path / "m.pt2") as src,
-        zipfile.ZipFile(tmp_path / "old.pt2", "w") as dst,
-    ):
-        for info in src.infolist():
-            data = src.read(info)
-            if info.filename.endswith(".json"):
-                data = old_text(data.decode(), new, old).encode()
-            dst.writestr(info, data)
+    rewrite_archive(tmp_path / "m.pt2", tmp_path / "old.pt2", lambda t: old_text(t, new, old))
     loaded = torch.export.load(tmp_path / "old.pt2")
     out = loaded.module()(example)
     assert type(out) is Output and out.mode == "train"
@@ -497,7 +509,7 @@ def test_tc_load_selects_by_todays_field_names(tmp_path: Path) -> None:
     Output = make_output(new, old)
     path = tmp_path / "o.safetensors"
     tc.save(path, {"o": Output(np.ones(2), hidden=np.zeros(1), mode="train")})
-    _rewrite_header(path, new, old)
+    rewrite_header(path, new, old)
     got = tc.load(path, paths=["['o'].hidden"])["o"]
     assert got.logits is None and got.hidden.tolist() == [0.0] and got.mode == "train"
     seen: list[str] = []
@@ -507,23 +519,6 @@ def test_tc_load_selects_by_todays_field_names(tmp_path: Path) -> None:
         tc.FileLoadError, match=r'key paths look like "\[\'o\'\].logits", "\[\'o\'\].hidden"'
     ):
         tc.load(path, paths=["['o'].hiddn"])
-
-
-def _rewrite_header(path: Path, new: str, old: str) -> None:
-    """Make a tc.save file look written by the class under its old names (as the issue's
-    test does): old class and field names in the structure and in the stored key paths."""
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + n])
-    meta = header["__metadata__"]
-    meta["treeclass.treespec"] = old_text(meta["treeclass.treespec"], new, old)
-    for key in list(header):
-        if ".hidden" in key:
-            header[key.replace(".hidden", ".hiddn")] = header.pop(key)
-    meta["treeclass.file"] = meta["treeclass.file"].replace(".hidden", ".hiddn")
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
 
 
 def _escaped_old_text(text: str, new: str, old: str) -> str:
@@ -560,28 +555,17 @@ def test_torch_export_load_reads_old_names_without_example_inputs(tmp_path: Path
     torch = pytest.importorskip("torch")
     new, old = names()
     Output = make_output(new, old)
-
-    class M(torch.nn.Module):
-        def forward(self, o: Any) -> Any:
-            return Output(o.logits + 1, hidden=o.hidden, mode=o.mode)
-
-    example = Output(torch.ones(2), hidden=torch.zeros(1), mode="train")
-    ep = torch.export.export(M(), (example,))
+    ep, example = export_model(torch, Output)
     ep.example_inputs = None
     torch.export.save(ep, tmp_path / "m.pt2")
-    renamed = 0
-    with (
-        zipfile.ZipFile(tmp_path / "m.pt2") as src,
-        zipfile.ZipFile(tmp_path / "old.pt2", "w") as dst,
-    ):
-        for info in src.infolist():
-            data = src.read(info)
-            if info.filename.endswith(".json"):
-                text = _escaped_old_text(data.decode(), new, old)
-                renamed += text.count("hiddn")
-                data = text.encode()
-            dst.writestr(info, data)
-    assert renamed
+    texts: list[str] = []
+
+    def rewrite(text: str) -> str:
+        texts.append(_escaped_old_text(text, new, old))
+        return texts[-1]
+
+    rewrite_archive(tmp_path / "m.pt2", tmp_path / "old.pt2", rewrite)
+    assert any("hiddn" in t and "mde" in t for t in texts)
     loaded = torch.export.load(tmp_path / "old.pt2")
     out = loaded.module()(example)
     assert type(out) is Output and out.mode == "train"
@@ -847,3 +831,45 @@ def test_check_lists_aliases_and_inspect_says_a_name_is_an_alias(
     assert main(["inspect", str(doc), "--json"]) == 0
     (entry,) = json.loads(capsys.readouterr().out)["names"]
     assert entry["registered"] and entry["alias_of"] == new
+
+
+def test_aliases_registered_before_the_frameworks_are_imported(tmp_path: Path) -> None:
+    """A fresh process: classes with aliases first, then jax and torch, in a module of another
+    name than the one the documents were written from."""
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    from _fresh import run_fresh
+
+    (tmp_path / "renamed_models.py").write_text(
+        "import typing\nimport treeclass as tc\n\n"
+        "@tc.pytree_dataclass(name='evo.fresh.New', aliases=('evo.fresh.Old',))\n"
+        "class Output:\n"
+        "    logits: typing.Any\n"
+        "    hidden: typing.Any = tc.field(default=None, aliases=('hiddn',))\n"
+    )
+    report = run_fresh(
+        """
+        import json
+        import renamed_models
+        import jax
+        import torch.utils._pytree as pt
+        import treeclass as tc
+        from treeclass._backends import jax as jb
+
+        old = ('{"format":"treeclass.treespec","leaves":2,"nodes":[["evo.fresh.Old",'
+               '{"data":["logits","hiddn"],"none":[],"static":{}},2],null,null],"version":1}')
+        Output = renamed_models.Output
+        live = tc.tree_structure(Output(1, 2))
+        torch_live = pt.tree_structure(Output(1, 2))
+        torch_old = pt.treespec_dumps(torch_live).replace("evo.fresh.New", "evo.fresh.Old")
+        print(json.dumps({
+            "loads": tc.treespec_loads(old) == live,
+            "jax": jb._export_registries()[1]["evo.fresh.Old"][0] is Output,
+            "to_jax": tc.treespec_loads(old, to="jax") == jax.tree_util.tree_structure(
+                Output(1, 2)),
+            "torch": pt.treespec_loads(torch_old) == torch_live,
+        }))
+        """,
+        cwd=tmp_path,
+    )
+    assert report == {"loads": True, "jax": True, "to_jax": True, "torch": True}

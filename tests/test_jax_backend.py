@@ -582,7 +582,9 @@ def test_jax_under_test_is_the_release_the_private_helpers_were_checked_against(
     assert jax.__version__ == backend.CHECKED_JAX_VERSION
 
 
-def test_private_export_registries_and_drop(uname: str) -> None:
+def _registered_outside_treeclass(name: str) -> type:
+    """A dataclass registered with jax.tree_util and jax.export (under ``name``) directly."""
+
     @dataclasses.dataclass
     class Probe:
         x: Any
@@ -590,10 +592,15 @@ def test_private_export_registries_and_drop(uname: str) -> None:
     jax.tree_util.register_pytree_node(Probe, lambda p: ((p.x,), None), lambda a, c: Probe(*c))
     jax.export.register_pytree_node_serialization(
         Probe,
-        serialized_name=uname,
+        serialized_name=name,
         serialize_auxdata=lambda aux: b"",
         deserialize_auxdata=lambda data: None,
     )
+    return Probe
+
+
+def test_private_export_registries_and_drop(uname: str) -> None:
+    Probe = _registered_outside_treeclass(uname)
     by_type, by_name = backend._export_registries()
     assert by_type[Probe][0] == uname
     assert by_name[uname][0] is Probe
@@ -610,17 +617,7 @@ def test_private_export_registries_and_drop(uname: str) -> None:
 
 
 def test_private_export_alias_add_and_drop(uname: str) -> None:
-    @dataclasses.dataclass
-    class Probe:
-        x: Any
-
-    jax.tree_util.register_pytree_node(Probe, lambda p: ((p.x,), None), lambda a, c: Probe(*c))
-    jax.export.register_pytree_node_serialization(
-        Probe,
-        serialized_name=uname,
-        serialize_auxdata=lambda aux: b"",
-        deserialize_auxdata=lambda data: None,
-    )
+    Probe = _registered_outside_treeclass(uname)
     by_type, by_name = backend._export_registries()
     backend._add_export_alias(uname + ".old", uname)
     assert by_name[uname + ".old"] is by_name[uname]  # the same (type, deserialize, ...) entry
@@ -645,7 +642,7 @@ class Cell:
 """
     module = "jax_alias_cell_" + uname.rsplit(".", 1)[-1]
     first = cells.run_cell(cell, module, NAME=uname, OLD=old)["Cell"]
-    by_type, by_name = backend._export_registries()
+    _, by_name = backend._export_registries()
     assert by_name[old][0] is first and backend._EXPORT_ALIASES[old] is first
     second = cells.run_cell(cell, module, NAME=uname, OLD=old)["Cell"]
     assert by_name[old][0] is second and by_name[uname][0] is second
@@ -655,17 +652,7 @@ class Cell:
 
 
 def test_an_alias_taken_in_jax_export_is_refused_before_anything_changes(uname: str) -> None:
-    @dataclasses.dataclass
-    class Foreign:
-        x: Any
-
-    jax.tree_util.register_pytree_node(Foreign, lambda p: ((p.x,), None), lambda a, c: Foreign(*c))
-    jax.export.register_pytree_node_serialization(
-        Foreign,
-        serialized_name=uname + ".old",
-        serialize_auxdata=lambda aux: b"",
-        deserialize_auxdata=lambda data: None,
-    )
+    Foreign = _registered_outside_treeclass(uname + ".old")
     with pytest.raises(tc.RegistrationError, match=r"alias .*\.old' of .* already a name in jax"):
 
         @tc.pytree_dataclass(name=uname, aliases=(uname + ".old",))

@@ -112,8 +112,10 @@ def _import_modules(modules: Sequence[str], err: IO[str]) -> bool:
 
 
 def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
-    """Whether ``name`` is registered here, where (for messages), and the class's name if
-    ``name`` is one of its aliases (earlier names)."""
+    """Whether ``name`` is registered here, and where (for messages).
+
+    The third item is the class's name when ``name`` is one of its aliases (earlier names).
+    """
     from . import class_for_name, name_of
 
     if kind == "static":

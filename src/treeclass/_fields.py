@@ -362,14 +362,14 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
     if not isinstance(value, Iterable):
         raise RegistrationTypeError(
             f"{what} of {owner} must be a collection of field names, got "
-            f"{type(value).__name__}; write {what}(\"old_name\",)."
+            f'{type(value).__name__}; write {what}("old_name",).'
         )
     names: list[str] = []
     for n in cast("Iterable[object]", value):
         if not isinstance(n, str) or not n.isidentifier():
             raise RegistrationError(
                 f"{what} of {owner} must hold field names (Python identifiers), got "
-                f"{n!r:.80}; write {what}(\"old_name\",)."
+                f'{n!r:.80}; write {what}("old_name",).'
             )
         names.append(n)
     if len(set(names)) != len(names):

@@ -117,9 +117,8 @@ def current_child_entries(
         child_names = found.get(name, found)
         if child_names is found:
             node = node_for_name(name)
-            child_names = found[name] = None if node is None or node.codec is None else (
-                node.codec.child_names
-            )
+            codec = None if node is None else node.codec
+            child_names = found[name] = None if codec is None else codec.child_names
         if child_names is None:
             continue
         try:

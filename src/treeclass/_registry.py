@@ -169,9 +169,7 @@ def register(
     with _LOCK:
         existing = _REGISTERED.get(cls)
         if existing is not None:
-            if _options(existing, existing.name, existing.aliases) == _options(
-                node, name, aliases
-            ):
+            if _options(existing, existing.name, existing.aliases) == _options(node, name, aliases):
                 if existing is not node:
                     _discard(node)
                 return existing  # the same registration again: nothing to do

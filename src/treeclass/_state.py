@@ -100,6 +100,7 @@ def decode_for(label: str, where: str, data: Any) -> Any:
 
 # --- the codec ----------------------------------------------------------------------------------
 
+
 class Layout:
     """The children of a node whose saved state holds removed data fields as children.
 
