@@ -873,3 +873,33 @@ def test_aliases_registered_before_the_frameworks_are_imported(tmp_path: Path) -
         cwd=tmp_path,
     )
     assert report == {"loads": True, "jax": True, "to_jax": True, "torch": True}
+
+
+def test_treeclass_orbax_restores_old_names_and_drops_removed_fields(tmp_path: Path) -> None:
+    pytest.importorskip("orbax.checkpoint")
+    np = pytest.importorskip("numpy")
+    import treeclass.orbax as tco
+
+    new, old = names()
+
+    @tc.pytree_dataclass(name=new + ".before")
+    class Before:  # the class as it was when the checkpoint was written
+        cache: Any
+        x: Any
+        hiddn: Any = None
+        width: int = tc.field(static=True, default=4)
+
+    @tc.pytree_dataclass(name=new, aliases=(old,), removed_fields=("cache",))
+    class After:
+        x: Any
+        hidden: Any = tc.field(default=None, aliases=("hiddn",))
+        width: int = tc.field(static=True, default=4)
+
+    ckpt = tmp_path / "ckpt"
+    tco.save(ckpt, {"s": Before(np.zeros(3), np.ones(2), np.full(1, 2.0), width=5)})
+    document = ckpt / tco.STRUCTURE_ITEM / "metadata"
+    # Written under the name the class had then (now an alias of After's).
+    document.write_text(document.read_text().replace(new + ".before", old))
+    got = tco.restore(ckpt)["s"]
+    assert type(got) is After and got.width == 5
+    assert got.x.tolist() == [1.0, 1.0] and got.hidden.tolist() == [2.0]

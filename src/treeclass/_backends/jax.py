@@ -8,9 +8,10 @@ hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and 
 unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the
 treespec node list.
 
-``jax.export`` has no public way to look up or drop a serialization registration: each access
-to ``jax._src`` is one small function below, checked against :data:`CHECKED_JAX_VERSION` and
-covered by ``tests/test_jax_backend.py``.
+``jax.export`` has no public way to look up or drop a serialization registration, nor to give
+one a second name (a class's ``aliases=``, loaded as the class): each access to ``jax._src`` is
+one small function below, checked against :data:`CHECKED_JAX_VERSION` and covered by
+``tests/test_jax_backend.py``.
 """
 
 from __future__ import annotations
