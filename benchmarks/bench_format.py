@@ -45,6 +45,7 @@ def main() -> None:
         f"treeclass: treespec_dumps {t_d:.1f} us, treespec_loads {t_l:.1f} us, "
         f"dumps+loads {t_b:.1f} us; document {len(text)} bytes"
     )
+    evolution(t_l)
 
     try:
         import torch.utils._pytree as pt
@@ -99,6 +100,26 @@ def main() -> None:
     print(row("treespec_dumps vs torch", t_d, u_d))
     print(row("treespec_loads vs torch (lru_cache bypassed)", t_l, u_l))
     print(row("treespec_dumps + treespec_loads vs torch", t_b, u_b, 0.2))
+
+
+def evolution(plain_loads: float) -> None:
+    """Loading with a class that declares aliases (issue 12): documents written today take
+    the same fast path; old ones (old class and field names) the checked path."""
+
+    def evolved(cls: type) -> type:
+        cls.__dataclass_fields__["a0"].metadata = {"treeclass.aliases": ("old_a0",)}  # type: ignore[attr-defined]
+        return tc.register_dataclass(cls, name="bench.FmtEvolved", aliases=("bench.FmtOld",))
+
+    Evolved = make_class("FmtEvolved", evolved)
+    spec = tc.tree_structure(make_tree(Evolved))
+    today = tc.treespec_dumps(spec)
+    old = today.replace("bench.FmtEvolved", "bench.FmtOld").replace('"a0"', '"old_a0"')
+    assert tc.treespec_loads(old) == spec
+
+    t_today = median_us(lambda: tc.treespec_loads(today), number=50, repeat=15)
+    t_old = median_us(lambda: tc.treespec_loads(old), number=50, repeat=15)
+    print(row("treespec_loads, class with aliases, today's document", t_today, plain_loads))
+    print(row("treespec_loads, class with aliases, old names", t_old, plain_loads))
 
 
 if __name__ == "__main__":

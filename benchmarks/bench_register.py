@@ -1,5 +1,8 @@
 """Registration time: decorating a class (``@pytree_dataclass``) with and without frameworks.
 
+Also the cost of declaring how a class evolved (``aliases=``, a field alias,
+``removed_fields=``; issue 12), measured in alternating runs against the same class without.
+
 For scale, the same class made with ``dataclasses.dataclass`` alone and registered with JAX's
 ``register_dataclass`` (with jax imported). Each run makes fresh classes, as a notebook or an
 import of many model classes does. Run: ``python benchmarks/bench_register.py [--frameworks]``.
@@ -50,10 +53,34 @@ def main() -> None:
         cls.__module__ = __name__
         return tc.pytree_dataclass(name=f"bench.register.{name}")(cls)
 
+    def evolved(name: str) -> type:
+        ns = fields()
+        ns["a7"] = tc.field(default=0.0, aliases=(f"old_a7_{name}",))
+        cls = type(name, (), ns)
+        cls.__module__ = __name__
+        return tc.pytree_dataclass(
+            name=f"bench.register.{name}",
+            aliases=(f"bench.register.old.{name}",),
+            removed_fields=("gone",),
+        )(cls)
+
     base = per_class_us(plain)
     mine = per_class_us(ours)
     print(f"dataclasses.dataclass alone:        {base:8.1f} us per class")
     print(f"tc.pytree_dataclass(name=...):       {mine:8.1f} us per class  (+{mine - base:.1f} us)")
+    # Side by side in alternating runs (the machine's load drifts between sequential ones).
+    runs: dict[str, list[float]] = {"plain": [], "evolved": []}
+    for run in range(7):
+        for label, make in (("plain", ours), ("evolved", evolved)):
+            t0 = time.perf_counter()
+            for i in range(N // 2):
+                make(f"E{label}{run}_{i}")
+            runs[label].append((time.perf_counter() - t0) / (N // 2) * 1e6)
+    plain_us, evolved_us = (statistics.median(runs[k]) for k in ("plain", "evolved"))
+    print(
+        f"  with aliases, a field alias and removed_fields: {evolved_us:8.1f} us per class vs "
+        f"{plain_us:.1f} without ({evolved_us / plain_us:.2f}x, alternating runs)"
+    )
     if "jax" in sys.modules:
         import jax
 

@@ -120,7 +120,13 @@ def test_inspect_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     doc = json.loads(out)
     assert doc["kind"] == "treeclass file (safetensors)" and doc["missing"] == []
     assert doc["names"] == [
-        {"name": "tests.cli.Batch", "kind": "class", "registered": True, "where": "test_cli.Batch"}
+        {
+            "name": "tests.cli.Batch",
+            "kind": "class",
+            "registered": True,
+            "where": "test_cli.Batch",
+            "alias_of": None,
+        }
     ]
     leaves = [n for n in doc["trees"][0]["nodes"] if n["leaf"]]
     assert leaves == [

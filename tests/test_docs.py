@@ -26,6 +26,7 @@ DOCS = ROOT / "docs"
 
 #: Page -> the packages its blocks import (each test skips without them; CI installs them).
 PAGES: dict[str, tuple[str, ...]] = {
+    "format.md": (),
     "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
 }
 

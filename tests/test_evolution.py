@@ -1,7 +1,4 @@
-"""Schema evolution beyond added fields (issue 12, phase 2): written first, failing until then.
-
-Every test here is ``xfail(strict=True)``: it fails today (the keywords do not exist yet) and
-turns the suite red the day it passes, so the marker is removed with the implementation.
+"""Schema evolution beyond added fields (issue 12, phase 2).
 
 The API under test is the issue's:
 
@@ -12,7 +9,7 @@ The API under test is the issue's:
 - both apply to every loader: ``treespec_loads``, ``tc.load``, ``jax.export`` deserialization
   and ``torch.export`` load.
 
-Two parts of the issue name no keyword; the tests use these proposals (to confirm):
+Two parts of the issue name no keyword; these are the keywords:
 
 - ``removed_fields=("old",)`` on the class: a field the class no longer has, named in a saved
   document, is dropped on load instead of being an error;
@@ -37,10 +34,6 @@ from typing import Any
 import pytest
 
 import treeclass as tc
-
-phase2 = pytest.mark.xfail(
-    strict=True, reason="issue 12 phase 2: aliases, removed fields and migrations"
-)
 
 
 def names() -> tuple[str, str]:
@@ -73,10 +66,47 @@ def old_bytes(data: bytes, new: str, old: str) -> bytes:
     return out
 
 
+def rewrite_header(path: Path, new: str, old: str) -> None:
+    """Make a tc.save file look written by the class under its old names (as the issue's
+    test does): old class and field names in the structure and in the stored key paths."""
+    data = path.read_bytes()
+    n = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8 : 8 + n])
+    meta = header["__metadata__"]
+    meta["treeclass.treespec"] = old_text(meta["treeclass.treespec"], new, old)
+    for key in list(header):
+        if ".hidden" in key:
+            header[key.replace(".hidden", ".hiddn")] = header.pop(key)
+    meta["treeclass.file"] = meta["treeclass.file"].replace(".hidden", ".hiddn")
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
+
+
+def export_model(torch: Any, Output: type) -> tuple[Any, Any]:
+    """``torch.export`` of a module returning an ``Output`` (from :func:`make_output`)."""
+
+    class M(torch.nn.Module):
+        def forward(self, o: Any) -> Any:
+            return Output(o.logits + 1, hidden=o.hidden, mode=o.mode)
+
+    example = Output(torch.ones(2), hidden=torch.zeros(1), mode="train")
+    return torch.export.export(M(), (example,)), example
+
+
+def rewrite_archive(src_path: Path, dst_path: Path, rewrite: Any) -> None:
+    """Copy a ``.pt2`` archive, passing the text of every JSON member through ``rewrite``."""
+    with zipfile.ZipFile(src_path) as src, zipfile.ZipFile(dst_path, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith(".json"):
+                data = rewrite(data.decode()).encode()
+            dst.writestr(info, data)
+
+
 # --- registration -----------------------------------------------------------------------------
 
 
-@phase2
 def test_aliases_on_every_registration_function() -> None:
     new, old = names()
 
@@ -100,7 +130,6 @@ def test_aliases_on_every_registration_function() -> None:
     assert tc.name_of(Output) == new  # written under its name, never an alias
 
 
-@phase2
 def test_an_alias_that_collides_with_a_name_is_refused() -> None:
     new, old = names()
 
@@ -125,7 +154,6 @@ def test_an_alias_that_collides_with_a_name_is_refused() -> None:
             x: Any
 
 
-@phase2
 def test_a_field_alias_that_collides_with_a_field_is_refused() -> None:
     with pytest.raises(tc.RegistrationError, match="alias 'y' of field 'x'"):
 
@@ -138,7 +166,6 @@ def test_a_field_alias_that_collides_with_a_field_is_refused() -> None:
 # --- every loader -----------------------------------------------------------------------------
 
 
-@phase2
 def test_treespec_loads_reads_old_names() -> None:
     new, old = names()
     Output = make_output(new, old)
@@ -151,31 +178,17 @@ def test_treespec_loads_reads_old_names() -> None:
     assert tc.treespec_dumps(loaded) == tc.treespec_dumps(spec)
 
 
-@phase2
 def test_tc_load_reads_old_names(tmp_path: Path) -> None:
     np = pytest.importorskip("numpy")
     new, old = names()
     Output = make_output(new, old)
     path = tmp_path / "o.safetensors"
     tc.save(path, {"o": Output(np.ones(2), hidden=np.zeros(1), mode="train")})
-    data = path.read_bytes()
-    n = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + n])
-    meta = header["__metadata__"]
-    meta["treeclass.treespec"] = old_text(meta["treeclass.treespec"], new, old)
-    # Key paths of old files name the old fields too.
-    for key in list(header):
-        if ".hidden" in key:
-            header[key.replace(".hidden", ".hiddn")] = header.pop(key)
-    meta["treeclass.file"] = meta["treeclass.file"].replace(".hidden", ".hiddn")
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
-    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data[8 + n :])
+    rewrite_header(path, new, old)  # key paths of old files name the old fields too
     got = tc.load(path)["o"]
     assert type(got) is Output and got.mode == "train" and got.hidden.tolist() == [0.0]
 
 
-@phase2
 def test_jax_export_deserialize_reads_old_names() -> None:
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
@@ -189,28 +202,13 @@ def test_jax_export_deserialize_reads_old_names() -> None:
     assert out.logits.tolist() == [2.0, 2.0]
 
 
-@phase2
 def test_torch_export_load_reads_old_names(tmp_path: Path) -> None:
     torch = pytest.importorskip("torch")
     new, old = names()
     Output = make_output(new, old)
-
-    class M(torch.nn.Module):
-        def forward(self, o: Any) -> Any:
-            return Output(o.logits + 1, hidden=o.hidden, mode=o.mode)
-
-    example = Output(torch.ones(2), hidden=torch.zeros(1), mode="train")
-    ep = torch.export.export(M(), (example,))
+    ep, example = export_model(torch, Output)
     torch.export.save(ep, tmp_path / "m.pt2")
-    with (
-        zipfile.ZipFile(tmp_path / "m.pt2") as src,
-        zipfile.ZipFile(tmp_path / "old.pt2", "w") as dst,
-    ):
-        for info in src.infolist():
-            data = src.read(info)
-            if info.filename.endswith(".json"):
-                data = old_text(data.decode(), new, old).encode()
-            dst.writestr(info, data)
+    rewrite_archive(tmp_path / "m.pt2", tmp_path / "old.pt2", lambda t: old_text(t, new, old))
     loaded = torch.export.load(tmp_path / "old.pt2")
     out = loaded.module()(example)
     assert type(out) is Output and out.mode == "train"
@@ -235,7 +233,6 @@ def test_a_removed_field_is_an_error_naming_it_today() -> None:
         tc.treespec_loads(text)
 
 
-@phase2
 def test_removed_fields_are_dropped_when_the_class_says_so() -> None:
     new, old = names()
 
@@ -259,7 +256,6 @@ def test_removed_fields_are_dropped_when_the_class_says_so() -> None:
     assert tc.treespec_loads(json.dumps(doc)).unflatten([9.0, 3.0]) == Cfg(3.0, width=8)
 
 
-@phase2
 def test_migration_hook_worked_example() -> None:
     """The example of docs/format.md: ``lr_percent`` (a percentage) became ``lr``."""
     name = names()[0]
@@ -282,7 +278,6 @@ def test_migration_hook_worked_example() -> None:
     assert tc.treespec_loads(text).unflatten([1.0]) == Optim(1.0, lr=0.02)  # new text too
 
 
-@phase2
 def test_a_failing_migration_is_a_load_error_naming_the_class() -> None:
     name = names()[0]
 
@@ -296,3 +291,609 @@ def test_a_failing_migration_is_a_load_error_naming_the_class() -> None:
     text = tc.treespec_dumps(tc.tree_structure(Broken(1.0)))
     with pytest.raises(tc.TreespecLoadError, match=rf"migrate.*{name}"):
         tc.treespec_loads(text)
+
+
+# --- beyond the issue's examples: every registration form -------------------------------------
+
+
+def test_field_aliases_from_dataclasses_and_attrs_metadata() -> None:
+    """``register_dataclass`` classes give aliases in their fields' metadata."""
+    import dataclasses
+
+    attrs = pytest.importorskip("attrs")
+    new, _ = names()
+
+    @dataclasses.dataclass
+    class D:
+        x: Any
+        y: Any = dataclasses.field(default=None, metadata={"treeclass.aliases": ("why",)})
+        s: str = dataclasses.field(
+            default="a", metadata={"static": True, "treeclass.aliases": ["ess"]}
+        )
+
+    @attrs.define
+    class A:
+        x: Any
+        y: Any = attrs.field(default=None, metadata={"treeclass.aliases": ("why",)})
+
+    tc.register_dataclass(D, name=new + "D")
+    tc.register_dataclass(A, name=new + "A")
+    d_text = tc.treespec_dumps(tc.tree_structure(D(1, 2, "b")))
+    d_old = d_text.replace('"y"', '"why"').replace('"s"', '"ess"')
+    assert tc.treespec_loads(d_old).unflatten([3, 4]) == D(3, 4, "b")
+    a_text = tc.treespec_dumps(tc.tree_structure(A(1, 2)))
+    assert tc.treespec_loads(a_text.replace('"y"', '"why"')).unflatten([3, 4]) == A(3, 4)
+
+
+def test_pytree_node_takes_the_evolution_keywords() -> None:
+    new, old = names()
+
+    def migrate(state: dict[str, Any]) -> dict[str, Any]:
+        return {**state, "static": {k: v for k, v in state["static"].items() if k != "junk"}}
+
+    class Cfg(tc.PytreeNode, name=new, aliases=(old,), removed_fields=("gone",), migrate=migrate):
+        w: Any
+        width: int = tc.field(static=True, default=1, aliases=("wdth",))
+
+    assert tc.class_for_name(old) is Cfg
+    text = tc.treespec_dumps(tc.tree_structure(Cfg(1.0, 3)))
+    assert new in text and old not in text
+    edited = text.replace(new, old).replace('"width":3', '"gone":1,"junk":2,"wdth":3')
+    assert tc.treespec_loads(edited).unflatten([2.0]) == Cfg(2.0, 3)
+
+
+def test_namedtuple_aliases_load_in_the_embedded_registry() -> None:
+    new, old = names()
+
+    class Pair(typing.NamedTuple):
+        a: Any
+        b: Any
+
+    tc.register_namedtuple(Pair, name=new, aliases=[old])
+    text = tc.treespec_dumps(tc.tree_structure(Pair(1, 2)))
+    assert tc.treespec_loads(text.replace(new, old)).unflatten([3, 4]) == Pair(3, 4)
+    # The decorator form takes them too.
+    new2, old2 = names()
+
+    @tc.register_namedtuple(name=new2, aliases=(old2,))
+    class Triple(typing.NamedTuple):
+        a: Any
+        b: Any
+        c: Any
+
+    assert tc.class_for_name(old2) is Triple
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"aliases": "pkg.Old"}, tc.RegistrationTypeError, r"write aliases=\('pkg.Old',\)"),
+        ({"aliases": ("dict",)}, tc.RegistrationError, r"'dict'.*reserved for a built-in"),
+        ({"aliases": ("has space",)}, tc.RegistrationError, "not a usable serialized name"),
+        ({"aliases": (1,)}, tc.RegistrationError, "aliases=.*must be a str"),
+        ({"removed_fields": "gone"}, tc.RegistrationTypeError, r"write removed_fields=\('gone',\)"),
+        ({"removed_fields": ("x",)}, tc.RegistrationError, r"names 'x', which is a field"),
+        ({"removed_fields": ("old_x",)}, tc.RegistrationError, r"'old_x'.*alias of field 'x'"),
+        ({"removed_fields": ("not a name",)}, tc.RegistrationError, "Python identifiers"),
+        ({"migrate": 3}, tc.RegistrationTypeError, "migrate= of .* must be a function"),
+    ],
+)
+def test_bad_evolution_options_are_clear_errors(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    name = names()[0]
+    with pytest.raises(error, match=match):
+
+        @tc.pytree_dataclass(name=name, **options)
+        class Bad:
+            x: Any = tc.field(default=None, aliases=("old_x",))
+
+    assert tc.class_for_name(name) is None  # nothing was registered
+
+
+def test_bad_aliases_are_clear_errors() -> None:
+    new, old = names()
+    with pytest.raises(tc.RegistrationError, match=r"aliases= .* needs a name="):
+
+        @tc.pytree_dataclass(aliases=(old,))
+        class NoName:
+            x: Any
+
+    with pytest.raises(tc.RegistrationError, match=r"other than its name="):
+
+        @tc.pytree_dataclass(name=new, aliases=(new,))
+        class Self:
+            x: Any
+
+    with pytest.raises(
+        tc.RegistrationError, match=r"alias 'b' of field 'c' .* also an alias of field 'a'"
+    ):
+
+        @tc.pytree_dataclass(name=new)
+        class Twice:
+            a: Any = tc.field(default=None, aliases=("b",))
+            c: Any = tc.field(default=None, aliases=("b",))
+
+    with pytest.raises(tc.RegistrationTypeError, match=r"write aliases=\('old',\)"):
+        tc.field(default=None, aliases="old")
+    with pytest.raises(tc.RegistrationError, match="Python identifiers"):
+        tc.field(default=None, aliases=("a.b",))
+    with pytest.raises(tc.RegistrationError, match="names a field twice"):
+        tc.field(default=None, aliases=("a", "a"))
+    assert tc.class_for_name(new) is None and tc.class_for_name(old) is None
+
+
+def test_registering_again_with_other_aliases_is_refused() -> None:
+    new, old = names()
+    Output = make_output(new, old)
+    assert tc.register_dataclass(Output, name=new, aliases=(old,)) is Output  # the same: no-op
+    with pytest.raises(tc.NameConflictError, match="already registered"):
+        tc.register_dataclass(Output, name=new, aliases=(old, old + "2"))
+    assert tc.class_for_name(old + "2") is None
+
+
+_CELL = """
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name=NAME, aliases=ALIASES)
+class Cell:
+    x: typing.Any
+"""
+
+
+def test_a_rerun_class_statement_takes_its_aliases_over() -> None:
+    from _cells import run_cell
+
+    new, old = names()
+    module = f"evo_cell_{uuid.uuid4().hex[:8]}"
+    first = run_cell(_CELL, module, NAME=new, ALIASES=(old, old + "2"))["Cell"]
+    second = run_cell(_CELL, module, NAME=new, ALIASES=(old,))["Cell"]
+    assert first is not second
+    assert tc.class_for_name(new) is second and tc.class_for_name(old) is second
+    # The alias the re-run no longer declares loads as nothing (the old class is superseded).
+    assert tc.class_for_name(old + "2") is None
+    text = tc.treespec_dumps(tc.tree_structure(second(1)))
+    assert type(tc.treespec_loads(text.replace(new, old)).unflatten([2])) is second
+    # Someone else may now have the dropped alias.
+    other = tc.pytree_dataclass(name=old + "2")(type("Other", (), {"__annotations__": {"x": Any}}))
+    assert tc.class_for_name(old + "2") is other
+
+
+# --- loaders: more forms ------------------------------------------------------------------------
+
+
+def test_old_documents_load_into_framework_structures() -> None:
+    new, old = names()
+    Output = make_output(new, old)
+    obj = Output(1.0, hidden=2.0, mode="train")
+    text = old_text(tc.treespec_dumps(tc.tree_structure(obj)), new, old)
+    for to in ("jax", "torch", "optree"):
+        pytest.importorskip(to)
+        spec = tc.treespec_loads(text, to=to)
+        assert type(spec.unflatten([5.0, 6.0])) is Output
+        assert tc.treespec_dumps(spec) == tc.treespec_dumps(tc.tree_structure(obj))
+
+
+def test_a_none_field_saved_under_its_old_name_loads() -> None:
+    """treeclass 0.1 (and torch's form) listed None fields under "none", by name."""
+    new, old = names()
+    Output = make_output(new, old)
+    state = {"data": ["logits"], "none": ["hiddn"], "static": {"mde": "train"}}
+    doc = {"format": "treeclass.treespec", "leaves": 1, "nodes": [[old, state, 1], None]}
+    doc["version"] = 1
+    got = tc.treespec_loads(json.dumps(doc)).unflatten([3.0])
+    assert got == Output(3.0, hidden=None, mode="train")
+
+
+def test_a_state_with_a_field_and_its_alias_is_an_error() -> None:
+    new, old = names()
+    make_output(new, old)
+    state = {"data": ["logits", "hidden"], "none": [], "static": {"mde": "a", "mode": "b"}}
+    doc = {"format": "treeclass.treespec", "leaves": 2, "nodes": [[new, state, 2], None, None]}
+    doc["version"] = 1
+    with pytest.raises(tc.TreespecLoadError, match=r"names both field\(s\) \['mode'\].*\['mde'\]"):
+        tc.treespec_loads(json.dumps(doc))
+
+
+def test_tc_load_selects_by_todays_field_names(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    new, old = names()
+    Output = make_output(new, old)
+    path = tmp_path / "o.safetensors"
+    tc.save(path, {"o": Output(np.ones(2), hidden=np.zeros(1), mode="train")})
+    rewrite_header(path, new, old)
+    got = tc.load(path, paths=["['o'].hidden"])["o"]
+    assert got.logits is None and got.hidden.tolist() == [0.0] and got.mode == "train"
+    seen: list[str] = []
+    tc.load(path, paths=lambda p: seen.append(p) or True)
+    assert seen == ["['o'].logits", "['o'].hidden"]
+    with pytest.raises(
+        tc.FileLoadError, match=r'key paths look like "\[\'o\'\].logits", "\[\'o\'\].hidden"'
+    ):
+        tc.load(path, paths=["['o'].hiddn"])
+
+
+def _escaped_old_text(text: str, new: str, old: str) -> str:
+    """:func:`old_text` for text holding JSON inside JSON strings (torch's contexts), where the
+    field names' quotes are escaped once or more."""
+    import re
+
+    text = text.replace(new, old)
+    text = re.sub(r'(\\*")hidden(\\*")', r"\1hiddn\2", text)
+    return re.sub(r'(\\*")mode(\\*")', r"\1mde\2", text)
+
+
+def test_torch_treespec_loads_reads_old_names() -> None:
+    torch = pytest.importorskip("torch")
+    pt = pytest.importorskip("torch.utils._pytree")
+    new, old = names()
+    Output = make_output(new, old)
+    live = pt.tree_structure(Output(torch.ones(1), hidden=torch.zeros(1), mode="train"))
+    text = _escaped_old_text(pt.treespec_dumps(live), new, old)
+    assert "hiddn" in text and new not in text
+    assert pt.treespec_loads(text) == live
+    assert pt.treespec_dumps(pt.treespec_loads(text)) == pt.treespec_dumps(live)
+    # A None field, which torch keeps out of the children, listed by its old name.
+    live_none = pt.tree_structure(Output(torch.ones(1), mode="train"))
+    text_none = _escaped_old_text(pt.treespec_dumps(live_none), new, old)
+    assert '\\"none\\":[\\"hiddn\\"]' in text_none
+    assert pt.treespec_loads(text_none) == live_none
+
+
+def test_torch_export_load_reads_old_names_without_example_inputs(tmp_path: Path) -> None:
+    """As the issue's test, with ``example_inputs`` not saved (which pickles them by module
+    path, and a local class cannot be), and the field names renamed inside torch's escaped
+    contexts too."""
+    torch = pytest.importorskip("torch")
+    new, old = names()
+    Output = make_output(new, old)
+    ep, example = export_model(torch, Output)
+    ep.example_inputs = None
+    torch.export.save(ep, tmp_path / "m.pt2")
+    texts: list[str] = []
+
+    def rewrite(text: str) -> str:
+        texts.append(_escaped_old_text(text, new, old))
+        return texts[-1]
+
+    rewrite_archive(tmp_path / "m.pt2", tmp_path / "old.pt2", rewrite)
+    assert any("hiddn" in t and "mde" in t for t in texts)
+    loaded = torch.export.load(tmp_path / "old.pt2")
+    out = loaded.module()(example)
+    assert type(out) is Output and out.mode == "train"
+    assert out.logits.tolist() == [2.0, 2.0]
+
+
+def test_namedtuple_aliases_through_jax_export_and_torch() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    pt = pytest.importorskip("torch.utils._pytree")
+    new, old = names()
+
+    class Pair(typing.NamedTuple):
+        a: Any
+        b: Any
+
+    tc.register_namedtuple(Pair, name=new, aliases=(old,))
+    blob = jax.export.export(jax.jit(lambda p: Pair(p.b, p.a)))(Pair(jnp.ones(1), jnp.zeros(1)))
+    loaded = jax.export.deserialize(
+        bytearray(bytes(blob.serialize()).replace(new.encode(), old.encode()))
+    )
+    assert type(loaded.call(Pair(jnp.ones(1), jnp.zeros(1)))) is Pair
+    text = pt.treespec_dumps(pt.tree_structure(Pair(1, 2)))
+    assert pt.treespec_loads(text.replace(new, old)) == pt.tree_structure(Pair(1, 2))
+
+
+# --- removed fields: every loader ----------------------------------------------------------------
+
+
+def _with_removed_child(text: str, name: str) -> str:
+    """The document of a ``Cfg`` (below) as written when it still had a data field "cache"
+    (holding one leaf), before "x"."""
+    doc = json.loads(text)
+    assert doc["nodes"][0][0] == name
+    doc["nodes"][0][1]["data"].insert(0, "cache")
+    doc["nodes"][0][2] += 1
+    doc["nodes"].insert(1, None)
+    doc["leaves"] += 1
+    return json.dumps(doc)
+
+
+def make_cfg(name: str) -> type:
+    @tc.pytree_dataclass(name=name, removed_fields=("cache", "dropout"))
+    class Cfg:
+        x: Any
+        y: Any = None
+        width: int = tc.field(static=True, default=4)
+
+    return Cfg
+
+
+def test_a_spec_with_a_removed_child_round_trips() -> None:
+    import pickle
+
+    name = names()[0]
+    Cfg = make_cfg(name)
+    text = _with_removed_child(tc.treespec_dumps(tc.tree_structure(Cfg(1.0, 2.0, width=8))), name)
+    spec = tc.treespec_loads(text)
+    assert spec.num_leaves == 3
+    assert spec.unflatten(["gone", 1.0, 2.0]) == Cfg(1.0, 2.0, width=8)
+    assert "removed: cache=*" in repr(spec)
+    # Written back as read (so it loads the same again), equal to itself, hashable, pickles.
+    assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+    assert hash(tc.treespec_loads(text)) == hash(spec)
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    # Not the structure of a live object (which has no "cache" child).
+    assert spec != tc.tree_structure(Cfg(1.0, 2.0, width=8))
+    with pytest.raises(tc.StructureMismatchError):
+        spec.flatten_up_to(Cfg(1.0, 2.0, width=8))
+
+
+def test_a_removed_child_before_a_new_none_field() -> None:
+    """A document from before "y" existed (a None child then) and while "cache" did."""
+    name = names()[0]
+    Cfg = make_cfg(name)
+    state = {"data": ["cache", "x"], "none": [], "static": {"dropout": 0.5, "width": 2}}
+    doc = {"format": "treeclass.treespec", "leaves": 2, "nodes": [[name, state, 2], None, None]}
+    doc["version"] = 1
+    spec = tc.treespec_loads(json.dumps(doc))
+    assert spec.unflatten([0, 7]) == Cfg(7, None, width=2)
+    assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+
+
+def test_removed_children_in_framework_structures_are_clear_errors() -> None:
+    name = names()[0]
+    Cfg = make_cfg(name)
+    text = _with_removed_child(tc.treespec_dumps(tc.tree_structure(Cfg(1.0, 2.0))), name)
+    for to in ("jax", "torch", "optree"):
+        pytest.importorskip(to)
+        with pytest.raises(
+            tc.TreespecLoadError, match=r"removed field\(s\) \['cache'\] .* to=None"
+        ):
+            tc.treespec_loads(text, to=to)
+
+
+def test_removed_fields_through_jax_export() -> None:
+    """Blobs exported when the class still had a static "dropout" and a data field "cache"."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    new, old = names()  # ``old`` names the classes as they were
+
+    @tc.pytree_dataclass(name=old)
+    class Before:
+        x: Any
+        y: Any = None
+        width: int = tc.field(static=True, default=4)
+        dropout: float = tc.field(static=True, default=0.5)
+
+    @tc.pytree_dataclass(name=old + "C")
+    class BeforeWithCache:
+        cache: Any
+        x: Any
+        y: Any = None
+        width: int = tc.field(static=True, default=4)
+
+    Cfg = make_cfg(new)
+    blob = jax.export.export(jax.jit(lambda c: c))(Before(jnp.ones(1), jnp.ones(1), width=3))
+    data = bytes(blob.serialize()).replace(old.encode(), new.encode())  # as if saved by Cfg's
+    out = jax.export.deserialize(bytearray(data)).call(Cfg(jnp.ones(1), jnp.ones(1), width=3))
+    assert type(out) is Cfg and out.width == 3
+
+    blob = jax.export.export(jax.jit(lambda c: c))(BeforeWithCache(jnp.zeros(1), jnp.ones(1)))
+    data = bytes(blob.serialize()).replace((old + "C").encode(), (new + "C").encode())
+    make_cfg(new + "C")
+    with pytest.raises(tc.TreespecLoadError, match=r"removed field\(s\) \['cache'\] as children"):
+        jax.export.deserialize(bytearray(data))
+
+
+def test_removed_fields_through_torch() -> None:
+    torch = pytest.importorskip("torch")
+    pt = pytest.importorskip("torch.utils._pytree")
+    name = names()[0]
+    Cfg = make_cfg(name)
+    live = pt.tree_structure(Cfg(torch.ones(1), torch.ones(1), width=3))
+    text = pt.treespec_dumps(live)
+    assert '\\"width\\":3' in text
+    edited = text.replace('\\"width\\":3', '\\"dropout\\":0.5,\\"width\\":3')
+    assert pt.treespec_loads(edited) == live
+    child = text.replace('[\\"x\\",\\"y\\"]', '[\\"cache\\",\\"x\\",\\"y\\"]')
+    assert child != text
+    with pytest.raises(tc.TreespecLoadError, match=r"removed field\(s\) \['cache'\] .* torch"):
+        pt.treespec_loads(child)
+
+
+def test_tc_load_drops_a_removed_fields_leaf(tmp_path: Path) -> None:
+    """A file written when the class still had "cache": its tensor is read past and dropped."""
+    np = pytest.importorskip("numpy")
+    new, old = names()  # ``old`` names the class as it was: with "cache"
+
+    @tc.pytree_dataclass(name=old)
+    class Before:
+        cache: Any
+        x: Any
+        y: Any = None
+        width: int = tc.field(static=True, default=4)
+
+    Cfg = make_cfg(new)
+    path = tmp_path / "c.safetensors"
+    tc.save(path, Before(np.zeros(3), np.ones(2), width=5))
+    data = path.read_bytes()
+    path.write_bytes(data.replace(old.encode(), new.encode()))  # as if written by Cfg's class
+    got = tc.load(path)
+    assert type(got) is Cfg and got.x.tolist() == [1.0, 1.0] and got.y is None and got.width == 5
+    part = tc.load(path, paths=[".x"])
+    assert part.x.tolist() == [1.0, 1.0]
+
+
+# --- migration hooks: every loader ----------------------------------------------------------------
+
+
+def _percent_migration(state: dict[str, Any]) -> dict[str, Any]:
+    static = dict(state["static"])
+    if "lp" in static:
+        static["lr"] = static.pop("lp") / 100
+    return {**state, "static": static}
+
+
+def test_migration_hook_through_jax_export() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    name = names()[0]
+
+    @tc.pytree_dataclass(name=name, migrate=_percent_migration)
+    class Optim:
+        params: Any
+        lr: float = tc.field(static=True, default=0.25)
+
+    blob = bytes(jax.export.export(jax.jit(lambda o: o))(Optim(jnp.ones(1), 0.25)).serialize())
+    assert b'"lr":0.25' in blob
+    old = blob.replace(b'"lr":0.25', b'"lp":25.0')  # as saved before: a percentage (same length)
+    loaded = jax.export.deserialize(bytearray(old))
+    out = loaded.call(Optim(jnp.ones(1), 0.25))
+    assert type(out) is Optim and out.lr == 0.25
+
+
+def test_migration_hook_through_torch_and_its_errors() -> None:
+    torch = pytest.importorskip("torch")
+    pt = pytest.importorskip("torch.utils._pytree")
+    name = names()[0]
+    calls: list[Any] = []
+
+    def migrate(state: dict[str, Any]) -> dict[str, Any]:
+        calls.append(state)
+        if state["static"].get("lp") == -1:
+            raise ValueError("negative percentage")
+        if state["static"].get("lp") == -2:
+            return "not a state"  # type: ignore[return-value]
+        return _percent_migration(state)
+
+    @tc.pytree_dataclass(name=name, migrate=migrate)
+    class Optim:
+        params: Any
+        lr: float = tc.field(static=True, default=0.25)
+
+    live = pt.tree_structure(Optim(torch.ones(1), 0.25))
+    text = pt.treespec_dumps(live)
+    assert pt.treespec_loads(text.replace('\\"lr\\":0.25', '\\"lp\\":25.0')) == live
+    assert calls
+    with pytest.raises(
+        tc.TreespecLoadError, match=rf"migrate hook of .*{name}.*ValueError: negative"
+    ):
+        pt.treespec_loads(text.replace('\\"lr\\":0.25', '\\"lp\\":-1'))
+    with pytest.raises(tc.TreespecLoadError, match=r"must be an object with keys"):
+        pt.treespec_loads(text.replace('\\"lr\\":0.25', '\\"lp\\":-2'))
+    # The same in treespec_loads; the cause is chained for the traceback.
+    doc = tc.treespec_dumps(tc.tree_structure(Optim(1.0, 0.25))).replace('"lr":0.25', '"lp":-1')
+    with pytest.raises(tc.TreespecLoadError, match=r"migrate hook") as e:
+        tc.treespec_loads(doc)
+    assert isinstance(e.value.__cause__, ValueError)
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def test_check_lists_aliases_and_inspect_says_a_name_is_an_alias(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from treeclass._cli import main
+
+    new, old = names()
+    module = f"evo_models_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text(
+        "import typing\nimport treeclass as tc\n\n"
+        f"@tc.pytree_dataclass(name={new!r}, aliases=({old!r},))\n"
+        "class Model:\n    x: typing.Any\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # (The exit status also reflects classes other tests registered in this process.)
+    main(["check", module])
+    out = capsys.readouterr().out
+    assert f"{new}  {module}.Model (dataclass)" in out
+    assert f"aliases: {old}" in out
+    main(["check", module, "--json"])
+    rows = {r["class"]: r for r in json.loads(capsys.readouterr().out)["classes"]}
+    assert rows[f"{module}.Model"]["aliases"] == [old]
+
+    Model = tc.class_for_name(new)
+    assert Model is not None
+    doc = tmp_path / "old.json"
+    doc.write_text(tc.treespec_dumps(tc.tree_structure(Model(1))).replace(new, old))
+    assert main(["inspect", str(doc)]) == 0
+    out = capsys.readouterr().out
+    assert f"{old}  registered ({module}.Model, as an alias of {new!r})" in out
+    assert main(["inspect", str(doc), "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)["names"]
+    assert entry["registered"] and entry["alias_of"] == new
+
+
+def test_aliases_registered_before_the_frameworks_are_imported(tmp_path: Path) -> None:
+    """A fresh process: classes with aliases first, then jax and torch, in a module of another
+    name than the one the documents were written from."""
+    pytest.importorskip("jax")
+    pytest.importorskip("torch")
+    from _fresh import run_fresh
+
+    (tmp_path / "renamed_models.py").write_text(
+        "import typing\nimport treeclass as tc\n\n"
+        "@tc.pytree_dataclass(name='evo.fresh.New', aliases=('evo.fresh.Old',))\n"
+        "class Output:\n"
+        "    logits: typing.Any\n"
+        "    hidden: typing.Any = tc.field(default=None, aliases=('hiddn',))\n"
+    )
+    report = run_fresh(
+        """
+        import json
+        import renamed_models
+        import jax
+        import torch.utils._pytree as pt
+        import treeclass as tc
+        from treeclass._backends import jax as jb
+
+        old = ('{"format":"treeclass.treespec","leaves":2,"nodes":[["evo.fresh.Old",'
+               '{"data":["logits","hiddn"],"none":[],"static":{}},2],null,null],"version":1}')
+        Output = renamed_models.Output
+        live = tc.tree_structure(Output(1, 2))
+        torch_live = pt.tree_structure(Output(1, 2))
+        torch_old = pt.treespec_dumps(torch_live).replace("evo.fresh.New", "evo.fresh.Old")
+        print(json.dumps({
+            "loads": tc.treespec_loads(old) == live,
+            "jax": jb._export_registries()[1]["evo.fresh.Old"][0] is Output,
+            "to_jax": tc.treespec_loads(old, to="jax") == jax.tree_util.tree_structure(
+                Output(1, 2)),
+            "torch": pt.treespec_loads(torch_old) == torch_live,
+        }))
+        """,
+        cwd=tmp_path,
+    )
+    assert report == {"loads": True, "jax": True, "to_jax": True, "torch": True}
+
+
+def test_treeclass_orbax_restores_old_names_and_drops_removed_fields(tmp_path: Path) -> None:
+    pytest.importorskip("orbax.checkpoint")
+    np = pytest.importorskip("numpy")
+    import treeclass.orbax as tco
+
+    new, old = names()
+
+    @tc.pytree_dataclass(name=new + ".before")
+    class Before:  # the class as it was when the checkpoint was written
+        cache: Any
+        x: Any
+        hiddn: Any = None
+        width: int = tc.field(static=True, default=4)
+
+    @tc.pytree_dataclass(name=new, aliases=(old,), removed_fields=("cache",))
+    class After:
+        x: Any
+        hidden: Any = tc.field(default=None, aliases=("hiddn",))
+        width: int = tc.field(static=True, default=4)
+
+    ckpt = tmp_path / "ckpt"
+    tco.save(ckpt, {"s": Before(np.zeros(3), np.ones(2), np.full(1, 2.0), width=5)})
+    document = ckpt / tco.STRUCTURE_ITEM / "metadata"
+    # Written under the name the class had then (now an alias of After's).
+    document.write_text(document.read_text().replace(new + ".before", old))
+    got = tco.restore(ckpt)["s"]
+    assert type(got) is After and got.width == 5
+    assert got.x.tolist() == [1.0, 1.0] and got.hidden.tolist() == [2.0]

@@ -582,7 +582,9 @@ def test_jax_under_test_is_the_release_the_private_helpers_were_checked_against(
     assert jax.__version__ == backend.CHECKED_JAX_VERSION
 
 
-def test_private_export_registries_and_drop(uname: str) -> None:
+def _registered_outside_treeclass(name: str) -> type:
+    """A dataclass registered with jax.tree_util and jax.export (under ``name``) directly."""
+
     @dataclasses.dataclass
     class Probe:
         x: Any
@@ -590,10 +592,15 @@ def test_private_export_registries_and_drop(uname: str) -> None:
     jax.tree_util.register_pytree_node(Probe, lambda p: ((p.x,), None), lambda a, c: Probe(*c))
     jax.export.register_pytree_node_serialization(
         Probe,
-        serialized_name=uname,
+        serialized_name=name,
         serialize_auxdata=lambda aux: b"",
         deserialize_auxdata=lambda data: None,
     )
+    return Probe
+
+
+def test_private_export_registries_and_drop(uname: str) -> None:
+    Probe = _registered_outside_treeclass(uname)
     by_type, by_name = backend._export_registries()
     assert by_type[Probe][0] == uname
     assert by_name[uname][0] is Probe
@@ -607,6 +614,58 @@ def test_private_export_registries_and_drop(uname: str) -> None:
         serialize_auxdata=lambda aux: b"",
         deserialize_auxdata=lambda data: None,
     )
+
+
+def test_private_export_alias_add_and_drop(uname: str) -> None:
+    Probe = _registered_outside_treeclass(uname)
+    by_type, by_name = backend._export_registries()
+    backend._add_export_alias(uname + ".old", uname)
+    assert by_name[uname + ".old"] is by_name[uname]  # the same (type, deserialize, ...) entry
+    assert by_type[Probe][0] == uname  # still written under its name
+    backend._drop_export_alias(uname + ".old", type("Other", (), {}))  # not its class: kept
+    assert uname + ".old" in by_name
+    backend._drop_export_alias(uname + ".old", Probe)
+    assert uname + ".old" not in by_name and by_name[uname][0] is Probe
+
+
+def test_aliases_reach_jax_export_and_move_with_a_rerun(uname: str) -> None:
+    import _cells as cells
+
+    old = uname[:-1] + ("x" if uname[-1] != "x" else "y")  # same length, for blob edits
+    cell = """
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name=NAME, aliases=(OLD,))
+class Cell:
+    x: typing.Any
+"""
+    module = "jax_alias_cell_" + uname.rsplit(".", 1)[-1]
+    first = cells.run_cell(cell, module, NAME=uname, OLD=old)["Cell"]
+    _, by_name = backend._export_registries()
+    assert by_name[old][0] is first and backend._EXPORT_ALIASES[old] is first
+    second = cells.run_cell(cell, module, NAME=uname, OLD=old)["Cell"]
+    assert by_name[old][0] is second and by_name[uname][0] is second
+    blob = bytes(jax.export.export(jax.jit(lambda c: c))(second(jnp.ones(1))).serialize())
+    loaded = jax.export.deserialize(bytearray(blob.replace(uname.encode(), old.encode())))
+    assert type(loaded.call(second(jnp.ones(1)))) is second
+
+
+def test_an_alias_taken_in_jax_export_is_refused_before_anything_changes(uname: str) -> None:
+    Foreign = _registered_outside_treeclass(uname + ".old")
+    with pytest.raises(tc.RegistrationError, match=r"alias .*\.old' of .* already a name in jax"):
+
+        @tc.pytree_dataclass(name=uname, aliases=(uname + ".old",))
+        class Mine:
+            x: Any
+
+    assert tc.class_for_name(uname) is None and tc.class_for_name(uname + ".old") is None
+    _, by_name = backend._export_registries()
+    assert uname not in by_name and by_name[uname + ".old"][0] is Foreign
+    if "torch" in tc.active_backends():  # torch (which registers first) was never touched
+        import torch.utils._pytree as pt
+
+        assert uname not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
 
 
 def test_private_tree_node_check_fallback(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -462,6 +462,65 @@ def test_refusal_elsewhere_leaves_torch_untouched(
     assert not tc.is_registered(Foreign)
 
 
+def test_aliases_are_rolled_back_when_another_backend_fails(
+    uname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch registers before the failing backend; its aliases go with the rest."""
+    monkeypatch.setattr(_registry, "_BACKENDS", [*_registry._BACKENDS, _FailingBackend("register")])
+    with pytest.raises(tc.RegistrationError, match="test backend"):
+
+        @tc.pytree_dataclass(name=uname, aliases=(uname + ".old", uname + ".older"))
+        class Temp:
+            x: Any
+
+    assert uname + ".old" not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    assert uname + ".older" not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    assert tc.class_for_name(uname + ".old") is None
+    monkeypatch.undo()
+
+    @tc.pytree_dataclass(name=uname, aliases=(uname + ".old",))
+    class Again:
+        x: Any
+
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname + ".old"] is Again
+    spec = pt.tree_structure(Again(1))
+    assert pt.treespec_loads(pt.treespec_dumps(spec).replace(uname, uname + ".old")) == spec
+
+
+def test_an_alias_torch_maps_to_another_class_is_refused(uname: str) -> None:
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, uname + ".old")
+    before = torch_state(Foreign)
+    with pytest.raises(tc.NameConflictError, match=r"maps serialized_type_name .*\.old' to"):
+
+        @tc.pytree_dataclass(name=uname, aliases=(uname + ".old",))
+        class Mine:
+            x: Any
+
+    assert torch_state(Foreign) == before
+    assert uname not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE
+    assert tc.class_for_name(uname) is None
+
+
+def test_a_rerun_moves_torch_aliases(uname: str) -> None:
+    source = f"""
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name={uname!r}, aliases=ALIASES)
+class Cell:
+    x: typing.Any
+"""
+    module = "torch_alias_cell_" + uname.rsplit(".", 1)[-1]
+    first = cells.run_cell(source, module, ALIASES=(uname + ".a", uname + ".b"))["Cell"]
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname + ".b"] is first
+    second = cells.run_cell(source, module, ALIASES=(uname + ".a",))["Cell"]
+    assert pt.SERIALIZED_TYPE_TO_PYTHON_TYPE[uname + ".a"] is second
+    assert uname + ".b" not in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE  # dropped with the old class
+    spec = pt.tree_structure(second(1))
+    assert pt.treespec_loads(pt.treespec_dumps(spec).replace(uname, uname + ".a")) == spec
+
+
 def test_refusal_elsewhere_leaves_no_half_registered_new_class(
     uname: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -590,6 +649,26 @@ def test_set_serialization_keeps_the_node(uname: str) -> None:
     assert backend._class_for_serialized_name(uname) is None
     assert backend._class_for_serialized_name(uname + ".renamed") is Foreign
     assert backend._serialize_def(Foreign).to_dumpable_context is str
+
+
+def test_alias_accessors_and_snapshot_keep_aliases(uname: str) -> None:
+    Foreign = foreign_dataclass()
+    register_foreign(Foreign, uname)
+    backend._add_aliases(Foreign, (uname + ".a", uname + ".b"))
+    assert backend._class_for_serialized_name(uname + ".a") is Foreign
+    assert backend._aliases_of(Foreign) == (uname + ".a", uname + ".b")
+    assert pt.SUPPORTED_SERIALIZED_TYPES[Foreign].serialized_type_name == uname  # written as
+    snap = backend._snapshot(Foreign)
+    assert snap.aliases == (uname + ".a", uname + ".b")
+    backend._remove(Foreign)
+    assert backend._class_for_serialized_name(uname + ".a") is None
+    backend._restore(snap)
+    assert backend._aliases_of(Foreign) == (uname + ".a", uname + ".b")
+    backend._drop_aliases(Foreign)
+    assert backend._aliases_of(Foreign) == ()
+    assert backend._class_for_serialized_name(uname + ".b") is None
+    assert backend._class_for_serialized_name(uname) is Foreign
+    backend._remove(Foreign)
 
 
 def test_registry_lock_is_reentrant() -> None:

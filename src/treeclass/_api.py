@@ -14,7 +14,15 @@ from typing import Any, Final, TypeVar, overload
 
 from . import _pickle
 from ._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError
-from ._fields import MISSING, describe, is_attrs_class, is_dataclass_class, is_namedtuple_class
+from ._fields import (
+    ALIASES_KEY,
+    MISSING,
+    check_field_names,
+    describe,
+    is_attrs_class,
+    is_dataclass_class,
+    is_namedtuple_class,
+)
 from ._names import registration_origin
 from ._nodes import class_node
 from ._registry import activate_backend, node_type_for, register
@@ -66,6 +74,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
+    aliases: Collection[str] = (),
 ) -> T: ...
 @overload
 def field(
@@ -78,6 +87,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
+    aliases: Collection[str] = (),
 ) -> T: ...
 @overload
 def field(
@@ -89,6 +99,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
+    aliases: Collection[str] = (),
 ) -> Any: ...
 def field(
     *,
@@ -101,14 +112,21 @@ def field(
     compare: bool = True,
     kw_only: Any = MISSING,
     metadata: Mapping[Any, Any] | None = None,
+    aliases: Collection[str] = (),
 ) -> Any:
-    """A dataclass field specifier that can mark the field static.
+    """A dataclass field specifier that can mark the field static, or give its earlier names.
 
     Takes the arguments of :func:`dataclasses.field`, plus ``static``: a static field's value
     is kept in the node's auxdata (part of the tree's structure, hashed and compared by jit
     caches, serialized to JSON) instead of being a child. ``static=True`` is stored as
     ``metadata={"static": True}``, JAX's own convention, so the class also works with
     ``jax.tree_util.register_dataclass``.
+
+    ``aliases`` are the field's earlier names: a structure saved when the field had one of
+    them loads into the field, through every loader (``treespec_loads``, ``treeclass.load``,
+    ``jax.export`` and ``torch.export``). They are stored as
+    ``metadata={"treeclass.aliases": (...)}``, which ``dataclasses.field`` and
+    ``attrs.field`` can carry too (for classes registered with :func:`register_dataclass`).
 
     Args:
         static: keep the value in the auxdata instead of making it a child.
@@ -120,12 +138,15 @@ def field(
         compare: whether ``__eq__`` and ordering use it.
         kw_only: make the field keyword-only.
         metadata: extra metadata, merged with the static marker.
+        aliases: earlier names of the field that saved structures may use.
 
     Returns:
         A :class:`dataclasses.Field`.
 
     Raises:
-        RegistrationError: both ``default`` and ``default_factory`` were given.
+        RegistrationError: both ``default`` and ``default_factory`` were given; an alias is
+            not a Python identifier.
+        RegistrationTypeError: ``aliases`` is a str (write ``aliases=("old",)``).
 
     Example:
         >>> import treeclass as tc
@@ -135,6 +156,9 @@ def field(
         ...     activation: str = tc.field(static=True, default="relu")
         >>> tc.tree_leaves(Layer(0.5))
         [0.5]
+        >>> @tc.pytree_dataclass(name="docs.Renamed")
+        ... class Renamed:
+        ...     hidden: float = tc.field(default=0.0, aliases=("hidden_states",))
     """
     if default is not MISSING and default_factory is not MISSING:
         raise RegistrationError(
@@ -143,6 +167,8 @@ def field(
     meta: dict[Any, Any] = dict(metadata) if metadata else {}
     if static:
         meta["static"] = True
+    if aliases:
+        meta[ALIASES_KEY] = check_field_names(aliases, "aliases=", "treeclass.field()")
     kwargs: dict[str, Any] = {
         "init": init,
         "repr": repr,
@@ -159,6 +185,10 @@ def field(
     return dataclasses.field(**kwargs)
 
 
+#: A ``migrate=`` hook: a node's saved state -> the state to load.
+Migrate = Callable[[dict[str, Any]], dict[str, Any]]
+
+
 def _register(
     cls: type,
     *,
@@ -167,8 +197,16 @@ def _register(
     return_none_fields: bool,
     unflatten_calls_init: bool,
     override: bool,
+    aliases: Collection[str] = (),
+    removed_fields: Collection[str] = (),
+    migrate: Migrate | None = None,
     pickle_by_name: bool = True,
 ) -> None:
+    if isinstance(aliases, str):
+        raise RegistrationTypeError(
+            f"aliases= for {cls.__qualname__} must be a collection of earlier names, got the "
+            f"str {aliases!r}; write aliases=({aliases!r},)."
+        )
     if isinstance(static, str):
         raise RegistrationTypeError(
             f"static= for {cls.__qualname__} must be a collection of field names, got the str "
@@ -183,11 +221,17 @@ def _register(
         node = node_type_for(cls)
         assert node is not None  # every namedtuple class is a node
     else:
-        info = describe(cls, static=static, rebuild="init" if unflatten_calls_init else None)
+        info = describe(
+            cls,
+            static=static,
+            rebuild="init" if unflatten_calls_init else None,
+            removed_fields=removed_fields,
+            migrate=migrate,
+        )
         node = class_node(info, name, return_none_fields)
     if not pickle_by_name:
         node.pickle_by_name = False
-    register(node, origin, name=name, override=override)
+    register(node, origin, name=name, aliases=tuple(aliases), override=override)
 
 
 @overload
@@ -199,6 +243,9 @@ def pytree_dataclass(
     /,
     *,
     name: str | None = None,
+    aliases: Collection[str] = (),
+    removed_fields: Collection[str] = (),
+    migrate: Migrate | None = None,
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
@@ -218,6 +265,9 @@ def pytree_dataclass(
     /,
     *,
     name: str | None = None,
+    aliases: Collection[str] = (),
+    removed_fields: Collection[str] = (),
+    migrate: Migrate | None = None,
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
@@ -246,6 +296,17 @@ def pytree_dataclass(
         cls: the class (when used bare).
         name: the stable serialized name, such as ``"mypkg.ModelOutput"``. Without it the
             class works in-process but cannot be serialized.
+        aliases: earlier names of the class (``("mypkg.OldOutput",)``): structures saved
+            under them load as this class, through every loader; it is always written
+            under ``name``. An alias is refused if another class has it as name or alias.
+        removed_fields: names of fields the class no longer has: saved structures naming
+            them load, the fields' values (and a data field's child) dropped. Without it such
+            a structure is a :class:`~treeclass.TreespecLoadError` naming the field.
+        migrate: ``hook(state) -> state``, run on each node's saved state (``{"data": [...],
+            "none": [...], "static": {...}}``, static values in their JSON form) before it
+            is loaded, as written (earlier field names included); for changes aliases and
+            removed fields cannot say (see ``docs/format.md``). What it raises becomes a
+            :class:`~treeclass.TreespecLoadError` naming the class.
         return_none_fields: if ``False`` (the default), a data field whose value is ``None``
             is not a child: its name goes into the auxdata and it comes back as ``None``. If
             ``True``, ``None`` values are children like any other.
@@ -299,7 +360,8 @@ def pytree_dataclass(
     if unknown:
         raise RegistrationTypeError(
             f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes name, "
-            "return_none_fields, unflatten_calls_init, override and the dataclass options "
+            "aliases, removed_fields, migrate, return_none_fields, unflatten_calls_init, "
+            "override and the dataclass options "
             f"{sorted(_DATACLASS_OPTIONS)!r}."
         )
     given = {
@@ -359,6 +421,9 @@ def pytree_dataclass(
             return_none_fields=return_none_fields,
             unflatten_calls_init=unflatten_calls_init,
             override=override,
+            aliases=aliases,
+            removed_fields=removed_fields,
+            migrate=migrate,
             pickle_by_name=pickle_by_name,
         )
         attach_replace(made)  # pyright: ignore[reportUnknownArgumentType]
@@ -370,11 +435,20 @@ def pytree_dataclass(
 
 
 @overload
-def register_namedtuple(cls: _NT, /, *, name: str, pickle_by_name: bool = True) -> _NT: ...
-@overload
-def register_namedtuple(*, name: str, pickle_by_name: bool = True) -> Callable[[_NT], _NT]: ...
 def register_namedtuple(
-    cls: _NT | None = None, /, *, name: str | None = None, pickle_by_name: bool = True
+    cls: _NT, /, *, name: str, aliases: Collection[str] = (), pickle_by_name: bool = True
+) -> _NT: ...
+@overload
+def register_namedtuple(
+    *, name: str, aliases: Collection[str] = (), pickle_by_name: bool = True
+) -> Callable[[_NT], _NT]: ...
+def register_namedtuple(
+    cls: _NT | None = None,
+    /,
+    *,
+    name: str | None = None,
+    aliases: Collection[str] = (),
+    pickle_by_name: bool = True,
 ) -> _NT | Callable[[_NT], _NT]:
     """Give a namedtuple class a stable serialized name.
 
@@ -386,6 +460,7 @@ def register_namedtuple(
     Args:
         cls: the namedtuple class.
         name: the stable serialized name (required).
+        aliases: earlier names of the class, which load as it (see :func:`pytree_dataclass`).
         pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
 
     Returns:
@@ -424,6 +499,7 @@ def register_namedtuple(
             return_none_fields=False,
             unflatten_calls_init=False,
             override=False,
+            aliases=aliases,
             pickle_by_name=pickle_by_name,
         )
         return klass
@@ -437,6 +513,9 @@ def register_dataclass(
     cls: _C,
     *,
     name: str | None = None,
+    aliases: Collection[str] = (),
+    removed_fields: Collection[str] = (),
+    migrate: Migrate | None = None,
     static: Collection[str] = (),
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
@@ -452,6 +531,9 @@ def register_dataclass(
     Args:
         cls: a class made by ``@dataclasses.dataclass`` or by attrs.
         name: the stable serialized name; without it the class cannot be serialized.
+        aliases: earlier names of the class (see :func:`pytree_dataclass`).
+        removed_fields: fields the class no longer has (see :func:`pytree_dataclass`).
+        migrate: a hook rewriting saved states (see :func:`pytree_dataclass`).
         static: names of further fields to keep in the auxdata.
         return_none_fields: whether ``None``-valued data fields are children (see
             :func:`pytree_dataclass`).
@@ -493,6 +575,9 @@ def register_dataclass(
         return_none_fields=return_none_fields,
         unflatten_calls_init=unflatten_calls_init,
         override=override,
+        aliases=aliases,
+        removed_fields=removed_fields,
+        migrate=migrate,
         pickle_by_name=pickle_by_name,
     )
     return cls
@@ -525,6 +610,9 @@ class PytreeNode:
         cls,
         *,
         name: str | None = None,
+        aliases: Collection[str] = (),
+        removed_fields: Collection[str] = (),
+        migrate: Migrate | None = None,
         return_none_fields: bool = False,
         unflatten_calls_init: bool = False,
         override: bool = False,
@@ -558,6 +646,9 @@ class PytreeNode:
             return_none_fields=return_none_fields,
             unflatten_calls_init=unflatten_calls_init,
             override=override,
+            aliases=aliases,
+            removed_fields=removed_fields,
+            migrate=migrate,
             pickle_by_name=pickle_by_name,
         )
 

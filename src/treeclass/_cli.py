@@ -3,8 +3,9 @@
 ``treeclass inspect PATH [--import MODULE ...] [--json]`` shows the structure of a file from
 :func:`treeclass.save`, a safetensors file, a ``torch.export`` archive (``.pt2``), a
 ``jax.export`` blob or a treespec document -- key paths, shapes, dtypes -- and every class
-name it needs, registered or not after importing the given modules; it exits with status 1
-naming any that is missing. It never executes anything from the artifact
+name it needs, registered or not after importing the given modules (and whether it is
+registered as an alias, an earlier name of a class); it exits with status 1 naming any that
+is missing. It never executes anything from the artifact
 (:mod:`treeclass._artifacts`).
 
 ``treeclass check MODULE ...`` imports the modules and lists every registered class: its
@@ -110,27 +111,35 @@ def _import_modules(modules: Sequence[str], err: IO[str]) -> bool:
 # --- inspect ----------------------------------------------------------------------------------
 
 
-def _resolve(kind: str, name: str) -> tuple[bool, str]:
-    """Whether ``name`` is registered here, and where (for messages)."""
-    from . import class_for_name
+def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
+    """Whether ``name`` is registered here, and where (for messages).
+
+    The third item is the class's name when ``name`` is one of its aliases (earlier names).
+    """
+    from . import class_for_name, name_of
 
     if kind == "static":
         from ._introspect import static_name_registered
 
-        return static_name_registered(name), "static type"
+        return static_name_registered(name), "static type", None
     cls = class_for_name(name)
     if cls is not None:
-        return True, f"{cls.__module__}.{cls.__qualname__}"
+        current = name_of(cls)
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if current is not None and current != name:
+            return True, f"{where}, as an alias of {current!r}", current
+        return True, where, None
     torch_pytree = sys.modules.get("torch.utils._pytree")
     if torch_pytree is not None:
         by_name: Any = getattr(torch_pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
         found = by_name.get(name)
         if found is not None:
-            return True, f"{getattr(found, '__qualname__', found)} (registered with torch only)"
+            where = f"{getattr(found, '__qualname__', found)} (registered with torch only)"
+            return True, where, None
     jax_registry = _jax_export_names()
     if name in jax_registry:
-        return True, "registered with jax.export only"
-    return False, ""
+        return True, "registered with jax.export only", None
+    return False, "", None
 
 
 def _jax_export_names() -> Any:
@@ -176,7 +185,7 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
     if needed:
         out.write(f"\n{s.bold('names needed')}:\n")
     for kind, name in needed:
-        ok, where = _resolve(kind, name)
+        ok, where, _ = _resolve(kind, name)
         if ok:
             out.write(f"  {name}  {s.green('registered')} ({where})\n")
         else:
@@ -198,8 +207,16 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
     names: list[dict[str, Any]] = []
     missing: list[str] = []
     for kind, name in needed_names(art):
-        ok, where = _resolve(kind, name)
-        names.append({"name": name, "kind": kind, "registered": ok, "where": where or None})
+        ok, where, alias_of = _resolve(kind, name)
+        names.append(
+            {
+                "name": name,
+                "kind": kind,
+                "registered": ok,
+                "where": where or None,
+                "alias_of": alias_of,
+            }
+        )
         if not ok:
             missing.append(name)
     trees: list[dict[str, Any]] = []

@@ -214,6 +214,13 @@ def leaf_count_error(
     seen: dict[type, None] = {}
     for e in spec._entries:
         if e is not None:
+            if e[0].dropped:  # loaded with removed fields' children: only a TreeSpec drops them
+                return TreespecLoadError(
+                    f"the treespec holds the removed field(s) {list(e[0].dropped)!r} of "
+                    f"{e[0].qualname} as children, which a {framework} structure cannot hold "
+                    "(a treeclass TreeSpec drops them when it unflattens); load it with "
+                    "to=None, or save it again with the class as it is now."
+                )
             seen.setdefault(e[0].type)
     missing = [qualname(t) for t in seen if not is_node(t)]
     why = (

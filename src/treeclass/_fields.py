@@ -9,19 +9,22 @@ class of theirs is described.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import Any, Final, Literal
+from collections.abc import Callable, Collection, Iterable
+from typing import Any, Final, Literal, cast
 
-from ._errors import NotAPytreeClassError, RegistrationError
+from ._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
 
 __all__ = [
+    "ALIASES_KEY",
     "MISSING",
     "ClassInfo",
+    "Evolution",
     "FieldInfo",
     "Kind",
     "RebuildMode",
     "RebuildPlan",
     "Store",
+    "check_field_names",
     "describe",
     "is_attrs_class",
     "is_dataclass_class",
@@ -59,6 +62,9 @@ MISSING: Final = _Missing()
 # (``dataclasses.field(metadata={"static": True})``); ``pytree_node=False`` is flax's.
 _STATIC_KEY: Final = "static"
 _FLAX_KEY: Final = "pytree_node"
+#: The metadata key of a field's earlier names (``tc.field(aliases=...)`` stores them there, and
+#: ``dataclasses.field`` / ``attrs.field`` take them the same way).
+ALIASES_KEY: Final = "treeclass.aliases"
 # attrs keeps a cached hash here when a class has cache_hash=True (attrs 20.1 to 26.1);
 # ``__init__`` sets it to None, and so must a rebuild.
 _ATTRS_HASH_CACHE: Final = "_attrs_cached_hash"
@@ -67,7 +73,16 @@ _ATTRS_HASH_CACHE: Final = "_attrs_cached_hash"
 class FieldInfo:
     """One field of a registered class, as treeclass sees it."""
 
-    __slots__ = ("alias", "default", "default_factory", "init", "kw_only", "name", "static")
+    __slots__ = (
+        "alias",
+        "aliases",
+        "default",
+        "default_factory",
+        "init",
+        "kw_only",
+        "name",
+        "static",
+    )
 
     def __init__(
         self,
@@ -79,10 +94,13 @@ class FieldInfo:
         init: bool = True,
         kw_only: bool = False,
         alias: str | None = None,
+        aliases: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         #: The keyword ``__init__`` takes the field by (attrs strips a leading underscore).
         self.alias = name if alias is None else alias
+        #: Earlier names of the field, which saved states may use (``tc.field(aliases=...)``).
+        self.aliases = aliases
         self.static = static
         self.default = default
         self.default_factory = default_factory
@@ -110,6 +128,7 @@ class FieldInfo:
             init=self.init,
             kw_only=self.kw_only,
             alias=self.alias,
+            aliases=self.aliases,
         )
 
     def __repr__(self) -> str:
@@ -152,15 +171,61 @@ class RebuildPlan:
         self.reset = reset
 
 
+class Evolution:
+    """How states saved by earlier versions of a class load (only classes that say so have one).
+
+    Attributes:
+        renames: each earlier field name (a field's ``aliases``) -> the field's name now.
+        removed: names of fields the class no longer has, dropped from saved states on load
+            (``removed_fields=``); a removed data field's child is dropped with it.
+        migrate: ``hook(state) -> state``, run on every saved state before it is loaded
+            (``migrate=``), or ``None``.
+    """
+
+    __slots__ = ("migrate", "removed", "renames")
+
+    def __init__(
+        self,
+        renames: dict[str, str],
+        removed: frozenset[str],
+        migrate: Callable[[Any], Any] | None,
+    ) -> None:
+        self.renames = renames
+        self.removed = removed
+        self.migrate = migrate
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Evolution):
+            return NotImplemented
+        return (self.renames, self.removed, self.migrate) == (
+            other.renames,
+            other.removed,
+            other.migrate,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"Evolution(renames={self.renames!r}, removed={sorted(self.removed)!r}, "
+            f"migrate={self.migrate!r})"
+        )
+
+
 class ClassInfo:
     """Everything treeclass needs to know about a class, read once at registration."""
 
-    __slots__ = ("cls", "data_fields", "fields", "kind", "plan", "static_fields")
+    __slots__ = ("cls", "data_fields", "evolution", "fields", "kind", "plan", "static_fields")
 
     kind: Kind
 
     def __init__(
-        self, cls: type, kind: Kind, fields: tuple[FieldInfo, ...], plan: RebuildPlan
+        self,
+        cls: type,
+        kind: Kind,
+        fields: tuple[FieldInfo, ...],
+        plan: RebuildPlan,
+        evolution: Evolution | None = None,
     ) -> None:
         self.cls = cls
         self.kind = kind
@@ -168,6 +233,8 @@ class ClassInfo:
         self.data_fields: tuple[str, ...] = tuple(f.name for f in fields if not f.static)
         self.static_fields: tuple[str, ...] = tuple(f.name for f in fields if f.static)
         self.plan = plan
+        #: Renamed and removed fields and the migration hook; ``None`` for most classes.
+        self.evolution = evolution
 
     @property
     def rebuild(self) -> RebuildMode:
@@ -212,7 +279,12 @@ def _is_static_metadata(metadata: Any) -> bool:
 
 
 def describe(
-    cls: type, *, static: Collection[str] = (), rebuild: RebuildMode | None = None
+    cls: type,
+    *,
+    static: Collection[str] = (),
+    rebuild: RebuildMode | None = None,
+    removed_fields: Collection[str] = (),
+    migrate: Callable[[Any], Any] | None = None,
 ) -> ClassInfo:
     """Describe ``cls``: its kind, fields (in order), static fields and rebuild plan.
 
@@ -220,10 +292,15 @@ def describe(
         cls: a dataclass, attrs class or namedtuple class.
         static: names of extra fields to treat as static.
         rebuild: force a rebuild mode; ``None`` picks one from the class.
+        removed_fields: names of fields the class no longer has, dropped from saved states.
+        migrate: a hook rewriting saved states before they are loaded.
 
     Raises:
         NotAPytreeClassError: ``cls`` is none of the supported kinds.
-        RegistrationError: a name in ``static`` is not a field of ``cls``.
+        RegistrationError: a name in ``static`` is not a field of ``cls``; a field alias or
+            removed field that is the name of a field, or given twice.
+        RegistrationTypeError: ``removed_fields`` is not a collection of names, ``migrate``
+            not callable.
     """
     if not isinstance(cls, type):
         raise NotAPytreeClassError(
@@ -261,10 +338,104 @@ def describe(
                 f"its fields are {sorted(known)!r}."
             )
         fields = tuple(f.with_static(f.static or f.name in extra) for f in fields)
+    evolution = _evolution(cls, kind, fields, removed_fields, migrate)
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
     if mode == "init" and kind == "dataclass":
         _check_initvars_have_defaults(cls)
-    return ClassInfo(cls, kind, fields, _plan(cls, kind, fields, mode))
+    return ClassInfo(cls, kind, fields, _plan(cls, kind, fields, mode), evolution)
+
+
+def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
+    """``value`` as a tuple of field names (identifiers), or a clear error.
+
+    ``what`` names the option (``"aliases="``), ``owner`` what it belongs to, for messages.
+
+    Raises:
+        RegistrationTypeError: ``value`` is a str, or not a collection of str.
+        RegistrationError: a name is not an identifier, or is given twice.
+    """
+    if isinstance(value, str):
+        raise RegistrationTypeError(
+            f"{what} of {owner} must be a collection of field names, got the str {value!r}; "
+            f"write {what}({value!r},)."
+        )
+    if not isinstance(value, Iterable):
+        raise RegistrationTypeError(
+            f"{what} of {owner} must be a collection of field names, got "
+            f'{type(value).__name__}; write {what}("old_name",).'
+        )
+    names: list[str] = []
+    for n in cast("Iterable[object]", value):
+        if not isinstance(n, str) or not n.isidentifier():
+            raise RegistrationError(
+                f"{what} of {owner} must hold field names (Python identifiers), got "
+                f'{n!r:.80}; write {what}("old_name",).'
+            )
+        names.append(n)
+    if len(set(names)) != len(names):
+        raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
+    return tuple(names)
+
+
+def _evolution(
+    cls: type,
+    kind: Kind,
+    fields: tuple[FieldInfo, ...],
+    removed_fields: Collection[str],
+    migrate: Callable[[Any], Any] | None,
+) -> Evolution | None:
+    """The class's :class:`Evolution`, or ``None`` when it declares none (the usual case)."""
+    aliased = [f for f in fields if f.aliases]
+    if not aliased and not removed_fields and migrate is None:
+        return None
+    label = cls.__qualname__
+    if kind == "namedtuple":  # pragma: no cover - the API takes neither for namedtuples
+        raise RegistrationError(f"namedtuple {label} cannot have field aliases or migrations.")
+    names = {f.name for f in fields}
+    renames: dict[str, str] = {}
+    for f in aliased:
+        for a in f.aliases:
+            if a in names:
+                raise RegistrationError(
+                    f"alias {a!r} of field {f.name!r} of {label} is the name of a field of the "
+                    f"class; an alias is an earlier name of the field that no field has now. "
+                    f"Remove it from aliases=, or rename the field {a!r}."
+                )
+            if a in renames:
+                raise RegistrationError(
+                    f"alias {a!r} of field {f.name!r} of {label} is also an alias of field "
+                    f"{renames[a]!r}; a saved field loads into one field only, so keep the alias "
+                    "on one of them."
+                )
+            renames[a] = f.name
+    removed = check_field_names(removed_fields, "removed_fields=", label)
+    for r in removed:
+        if r in names:
+            raise RegistrationError(
+                f"removed_fields= of {label} names {r!r}, which is a field of the class; list "
+                "only fields the class no longer has."
+            )
+        if r in renames:
+            raise RegistrationError(
+                f"removed_fields= of {label} names {r!r}, which is an alias of field "
+                f"{renames[r]!r}; a saved {r!r} cannot be both loaded and dropped, so remove it "
+                "from one of them."
+            )
+    if migrate is not None and not callable(migrate):
+        raise RegistrationTypeError(
+            f"migrate= of {label} must be a function taking a saved state and returning the "
+            f"state to load, got {brief(migrate, 80)}."
+        )
+    return Evolution(renames, frozenset(removed), migrate)
+
+
+def _metadata_aliases(metadata: Any, cls: type, name: str) -> tuple[str, ...]:
+    """A field's earlier names, from its metadata (:data:`ALIASES_KEY`)."""
+    if not metadata or ALIASES_KEY not in metadata:
+        return ()
+    return check_field_names(
+        metadata[ALIASES_KEY], "aliases=", f"field {name!r} of {cls.__qualname__}"
+    )
 
 
 def _namedtuple_fields(cls: type) -> tuple[FieldInfo, ...]:
@@ -288,6 +459,7 @@ def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
                 ),
                 init=f.init,
                 kw_only=bool(f.kw_only) if f.kw_only is not dataclasses.MISSING else False,
+                aliases=_metadata_aliases(f.metadata, cls, f.name),
             )
         )
     return tuple(out)
@@ -317,6 +489,7 @@ def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
                 init=bool(a.init),
                 kw_only=bool(a.kw_only),
                 alias=str(getattr(a, "alias", None) or a.name.lstrip("_")),
+                aliases=_metadata_aliases(a.metadata, cls, a.name),
             )
         )
     return tuple(out)

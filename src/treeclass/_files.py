@@ -731,6 +731,7 @@ def _load_tree(
     import json
 
     from . import treespec_loads
+    from ._introspect import current_child_entries
     from ._treedoc import child_entries, walk
 
     leaves, document = _parse_ours(source, header.metadata)
@@ -752,11 +753,21 @@ def _load_tree(
         children = child_entries(nodes, parsed["version"])
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
         raise _bad(source, f"its dict keys do not decode: {e}") from None
+    # Stored key paths are as the document writes them; paths= selects by the names fields
+    # have today (a renamed field's aliases, a migrate hook), where those differ.
+    current = current_child_entries(nodes, children)
+    renamed = None if current is None else walk(nodes, current)
+    current_paths: list[str] = []
     selection = _Selection(paths)
     chosen: list[bool] = []
     j = 0
     for i, parts, length in walk(nodes, children):
-        selection.visit(parts, length)
+        now = parts
+        if renamed is None:
+            selection.visit(parts, length)
+        else:
+            _, now, now_length = next(renamed)
+            selection.visit(now, now_length)
         if nodes[i] is not None:
             continue
         stored: str = entries[j]["path"]
@@ -766,9 +777,15 @@ def _load_tree(
                 f"leaf {j} is stored under the key path {stored!r:.200}, but the structure puts "
                 f"it at {''.join(parts)[:200]!r}; the key paths disagree with the structure.",
             )
-        chosen.append(selection.leaf(stored))
+        if renamed is None:
+            chosen.append(selection.leaf(stored))
+        else:
+            current_paths.append("".join(now))
+            chosen.append(selection.leaf(current_paths[-1]))
         j += 1
-    selection.check(source, lambda: [entry["path"] for entry in entries])
+    selection.check(
+        source, lambda: current_paths if renamed else [entry["path"] for entry in entries]
+    )
 
     decoded: list[Any] = [
         _decode_value(source, i, entry) if entry["type"] in _VALUE_TYPES else None

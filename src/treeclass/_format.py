@@ -19,8 +19,9 @@ from typing import Any, Final, TypeAlias
 
 from ._errors import TreespecLoadError, UnregisteredNameError, brief
 from ._json import dumps_canonical, loads_strict
-from ._nodes import BUILTIN_NODE_TYPES, NodeType
+from ._nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from ._registry import node_for_name
+from ._state import Layout
 from ._tree import TreeSpec
 
 __all__ = [
@@ -129,7 +130,9 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     states go through each node type's ``load_state``. A data field a document does not hold
     as a child (written as ``None`` outside the children by treeclass 0.1, or added to the
     class since with a default of ``None``) becomes a ``None`` child, as the class flattens
-    today.
+    today. A name may be an alias of a class (an earlier name). The children of fields the
+    class declares removed stay in the spec, under a node type that drops them on unflatten
+    (:func:`~treeclass._nodes.dropping_node`), so the leaves still line up.
 
     Raises:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
@@ -170,7 +173,11 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         try:
             aux, plan = nt.load_state(state)
         except TreespecLoadError as e:
-            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from None
+            # (a migrate hook's own error stays the cause, for the traceback)
+            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
+        if plan is not None and isinstance(plan, Layout):
+            nt = dropping_node(nt, plan)  # removed fields' children: a node type that drops them
+            plan = plan.plan
         expect = nt.arity_of(aux) if plan is None else sum(plan)
         if expect is not None and expect != k:
             raise TreespecLoadError(
@@ -345,6 +352,14 @@ def aux_from_bytes(node: NodeType, data: bytes | str) -> Any:
         UnregisteredNameError: a static value names a type not registered here.
     """
     aux, plan = node.load_state(state_from_bytes(node, data))
+    if isinstance(plan, Layout):
+        kept = [n for n, t in zip(plan.names, plan.targets) if t >= 0]
+        raise TreespecLoadError(
+            f"the saved auxdata of {node.qualname} holds the removed field(s) "
+            f"{[n for n in plan.names if n not in kept]!r} as children, which this structure "
+            "cannot drop (its children are fixed); export or save it again with the class as "
+            "it is now."
+        )
     if plan is not None:
         missing = [f for f, present in zip(node.data_fields, plan) if not present]
         raise TreespecLoadError(

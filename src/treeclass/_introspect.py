@@ -1,6 +1,6 @@
-"""The few internal lookups the ``treeclass`` command line needs, in one place.
+"""The few internal lookups the ``treeclass`` command line and files need, in one place.
 
-Everything else in ``_files``, ``_artifacts`` and ``_cli`` uses the public API. These four
+Everything else in ``_files``, ``_artifacts`` and ``_cli`` uses the public API. These
 functions reach into the registry, the format and the static-value codec; when those
 modules move (issue 9), only this file changes.
 """
@@ -11,6 +11,7 @@ from typing import Any
 
 __all__ = [
     "ClassRecord",
+    "current_child_entries",
     "document_nodes",
     "registered_classes",
     "static_name_registered",
@@ -65,10 +66,9 @@ def registered_classes() -> list[ClassRecord]:
                 except Exception as e:  # a default_factory that fails is worth showing
                     value = e
                 statics.append((f.name, has, value))
-        aliases: tuple[str, ...] = tuple(getattr(node, "aliases", ()))  # issue 12, phase 2
         out.append(
             ClassRecord(
-                node.type, node.name, node.kind, node.info.data_fields, tuple(statics), aliases
+                node.type, node.name, node.kind, node.info.data_fields, tuple(statics), node.aliases
             )
         )
     return out
@@ -92,6 +92,47 @@ def static_name_registered(name: str) -> bool:
     from ._statics import static_for_name
 
     return static_for_name(name) is not None
+
+
+def current_child_entries(
+    nodes: list[Any], entries: list[list[str] | None]
+) -> list[list[str] | None] | None:
+    """The key entries of each node's children by the names its class's fields have today.
+
+    ``entries`` are the key entries as the document writes them
+    (:func:`treeclass._treedoc.child_entries`). A class that renamed fields (``aliases=``,
+    or a ``migrate=`` hook) names some of its children differently today; returns a copy of
+    ``entries`` with those, or ``None`` when every node's are as written (the usual case).
+    Only classes that declare how they evolved are looked at.
+    """
+    from ._errors import TreeclassError
+    from ._registry import node_for_name
+
+    out: list[list[str] | None] | None = None
+    found: dict[str, Any] = {}
+    for i, item in enumerate(nodes):
+        if item is None:
+            continue
+        name = item[0]
+        child_names = found.get(name, found)
+        if child_names is found:
+            node = node_for_name(name)
+            codec = None if node is None else node.codec
+            child_names = found[name] = None if codec is None else codec.child_names
+        if child_names is None:
+            continue
+        try:
+            names = child_names(item[1])
+        except TreeclassError:  # pragma: no cover - the document loaded, so its states do
+            continue
+        if names is None or len(names) != item[2]:
+            continue  # pragma: no cover - as above
+        renamed = [f".{n}" for n in names]
+        if renamed != entries[i]:
+            if out is None:
+                out = list(entries)
+            out[i] = renamed
+    return out
 
 
 def document_nodes(text: str | bytes) -> list[Any]:

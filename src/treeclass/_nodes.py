@@ -18,7 +18,7 @@ from ._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticE
 from ._fields import ClassInfo, describe
 from ._keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
 from ._names import Origin
-from ._state import StateCodec, decode_for, encode_for, make_state_codec
+from ._state import Layout, StateCodec, decode_for, encode_for, make_state_codec
 from ._statics import BadStatic, check_hash_spread
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "NodeKind",
     "NodeType",
     "class_node",
+    "dropping_node",
     "namedtuple_node",
 ]
 
@@ -54,18 +55,24 @@ class NodeType:
         getstate: ``aux -> JSON-safe state``.
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
-            ``None`` children: the document was written before the class had them).
+            ``None`` children: the document was written before the class had them), or is a
+            :class:`~treeclass._state.Layout` (the document holds removed fields' children).
         arity_of: the number of children ``aux`` implies (``None``: any number).
         codec: the class's state codec, torch's form included (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
         origin: where the class was registered (``None`` until it is).
         superseded: a re-run of the class statement took the name over.
+        aliases: earlier serialized names that load as this class (never written).
+        dropped: for a node type made by :func:`dropping_node` only: the removed fields
+            whose children its unflatten drops.
     """
 
     __slots__ = (
         "_show",
+        "aliases",
         "arity_of",
         "codec",
+        "dropped",
         "flatten",
         "flatten_into",
         "flatten_with_keys",
@@ -93,7 +100,7 @@ class NodeType:
         unflatten: Callable[[Any, Sequence[Any]], Any],
         flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Any]],
         getstate: Callable[[Any], Any],
-        load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | None]],
+        load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
         arity_of: Callable[[Any], int | None],
         show: Callable[[Any, list[str]], str],
         info: ClassInfo | None = None,
@@ -104,7 +111,7 @@ class NodeType:
     ) -> None:
         self.type = type_
         self.name = name
-        self.kind = kind
+        self.kind: NodeKind = kind
         self.info = info
         self.return_none_fields = return_none_fields
         self.flatten = flatten
@@ -121,6 +128,8 @@ class NodeType:
         self.superseded = False
         #: Whether instances pickle by the serialized name (see treeclass._pickle).
         self.pickle_by_name = True
+        self.aliases: tuple[str, ...] = ()
+        self.dropped: tuple[str, ...] = ()
 
     @property
     def qualname(self) -> str:
@@ -522,7 +531,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     if info.kind == "namedtuple":
         raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
     generated = generate(info, skip_none=not return_none_fields)
-    codec = make_state_codec(info, return_none_fields)
+    codec = make_state_codec(info, return_none_fields, name)
     n_data = len(info.data_fields)
     label = info.cls.__name__
     fields = info.fields
@@ -562,3 +571,74 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
 
 def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
     raise TypeError("not bound yet")
+
+
+#: Node types made by :func:`dropping_node`, by class node and children's names.
+_DROPPING: dict[tuple[NodeType, tuple[str, ...]], NodeType] = {}
+
+
+def dropping_node(base: NodeType, layout: Layout) -> NodeType:
+    """The node type of ``base``'s nodes loaded from a document with removed fields' children.
+
+    Its children are the document's (the removed fields' included, so the leaves line up)
+    plus ``None`` children for fields the document does not hold, as ``layout`` says; its
+    unflatten puts each into its field and drops the removed ones, and it is written back as
+    the document had it (the class's name, the removed fields among the children). Only
+    loaded specs hold it: flattening an object always gives ``base``. One node type per
+    class and layout, so specs loaded from the same document are equal.
+    """
+    key = (base, layout.names)
+    nt = _DROPPING.get(key)
+    if nt is not None:
+        return nt
+    assert base.info is not None  # only classes have removed fields
+    targets = layout.targets
+    names = list(layout.names)
+    n_data = len(base.info.data_fields)
+    n_children = len(targets)
+    base_unflatten = base.unflatten
+    base_getstate = base.getstate
+    base_show = base.show
+
+    def unflatten(aux: Any, children: Sequence[Any]) -> Any:
+        fields: list[Any] = [None] * n_data
+        for child, t in zip(children, targets):
+            if t >= 0:
+                fields[t] = child
+        return base_unflatten(aux, fields)
+
+    def getstate(aux: Any) -> Any:
+        base.require_name()  # a superseded class is refused, as for its own nodes
+        state = base_getstate(aux)
+        state["data"] = list(names)
+        return state
+
+    def show(aux: Any, parts: list[str]) -> str:
+        fields = ["?"] * n_data
+        gone: list[str] = []
+        for part, t, n in zip(parts, targets, names):
+            if t >= 0:
+                fields[t] = part
+            else:
+                gone.append(f"{n}={part}")
+        text = base_show(aux, fields)
+        return f"{text[:-1]}, <removed: {', '.join(gone)}>)"
+
+    nt = NodeType(
+        base.type,
+        base.name,
+        base.kind,
+        flatten=base.flatten,
+        unflatten=unflatten,
+        flatten_with_keys=base.flatten_with_keys,
+        getstate=getstate,
+        load_state=base.load_state,
+        arity_of=lambda aux: n_children,
+        show=show,
+        info=base.info,
+        codec=base.codec,
+        return_none_fields=base.return_none_fields,
+    )
+    nt.origin = base.origin
+    nt.dropped = tuple(n for n, t in zip(names, targets) if t < 0)
+    return _DROPPING.setdefault(key, nt)

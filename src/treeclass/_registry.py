@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import warnings
 from _thread import RLock
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from ._codegen import release
-from ._errors import NameConflictError
+from ._errors import NameConflictError, RegistrationError
 from ._fields import is_namedtuple_class
 from ._names import BUILTIN_NAMES, Origin, check_name
 from ._nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
@@ -103,34 +103,82 @@ def registered_nodes() -> Iterator[NodeType]:
     return iter(list(_REGISTERED.values()))
 
 
-def _options(node: NodeType, name: str | None) -> tuple[object, ...]:
+def _options(node: NodeType, name: str | None, aliases: tuple[str, ...]) -> tuple[object, ...]:
     """What was asked at registration, to tell an idempotent re-registration apart."""
     rebuild = None if node.info is None else node.info.rebuild
-    return (name, node.return_none_fields, node.static_fields, rebuild, node.pickle_by_name)
+    evolution = None if node.info is None else node.info.evolution
+    return (
+        name,
+        aliases,
+        node.return_none_fields,
+        node.static_fields,
+        rebuild,
+        evolution,
+        node.pickle_by_name,
+    )
+
+
+def _check_aliases(cls: type, name: str | None, aliases: tuple[str, ...]) -> None:
+    for alias in aliases:
+        check_name(alias, cls, what="aliases=")
+    if not aliases:
+        return
+    if name is None:
+        raise RegistrationError(
+            f"aliases= of {cls.__qualname__} are earlier names it loads under, so it needs a "
+            f'name= to be written under too; add name="mypkg.{cls.__qualname__}".'
+        )
+    if name in aliases or len(set(aliases)) != len(aliases):
+        raise RegistrationError(
+            f"aliases= of {cls.__qualname__} must be distinct earlier names other than its "
+            f"name={name!r}, got {list(aliases)!r}."
+        )
+
+
+def _taken(name: str, holder: NodeType, node: NodeType, what: str) -> NameConflictError:
+    held = "" if holder.name == name else f" (as an alias of {holder.name!r})"
+    return NameConflictError(
+        f"the name {name!r} is taken by {holder.qualname}{held}, so {node.qualname} cannot "
+        f"have it as {what}; give one of them another name (a class takes a name or alias "
+        "over only when its own class statement runs again, in the module that registered it)."
+    )
 
 
 def register(
-    node: NodeType, origin: Origin, *, name: str | None, override: bool = False
+    node: NodeType,
+    origin: Origin,
+    *,
+    name: str | None,
+    aliases: tuple[str, ...] = (),
+    override: bool = False,
 ) -> NodeType:
     """Register ``node`` under ``name`` everywhere, atomically; return the node type in force.
 
     ``node`` is a new class node (:func:`~treeclass._nodes.class_node`), or the node type a
     namedtuple class already has (from :func:`node_type_for`): a namedtuple keeps its node
     type, so that structures made before it was named stay equal to those made after.
+    ``aliases`` are earlier names the class also loads under (never written); they are
+    checked against every name and alias, as ``name`` is.
 
     Raises:
-        NameConflictError: the name belongs to another class (and this is not a re-run of its
-            registration), or the class is already registered with other options.
-        RegistrationError: a bad name, or a backend refused the class; nothing was changed
-            anywhere.
+        NameConflictError: the name or an alias belongs to another class (and this is not a
+            re-run of its registration), or the class is already registered with other
+            options.
+        RegistrationError: a bad name or alias, or a backend refused the class; nothing was
+            changed anywhere.
     """
     cls = node.type
     if name is not None:
         check_name(name, cls)
+    try:
+        _check_aliases(cls, name, aliases)
+    except RegistrationError:
+        _discard(node)
+        raise
     with _LOCK:
         existing = _REGISTERED.get(cls)
         if existing is not None:
-            if _options(existing, existing.name) == _options(node, name):
+            if _options(existing, existing.name, existing.aliases) == _options(node, name, aliases):
                 if existing is not node:
                     _discard(node)
                 return existing  # the same registration again: nothing to do
@@ -148,24 +196,67 @@ def register(
             if holder is not None:
                 if holder.origin is None or not origin.reruns(holder.origin):
                     _discard(node)
-                    raise NameConflictError(
-                        f"the name {name!r} is taken by {holder.qualname}, so "
-                        f"{node.qualname} cannot have it; give one of them another name (a "
-                        "class takes a name over only when its own class statement runs again, "
-                        "in the module that registered it)."
-                    )
-                previous = holder  # a re-run of the same definition: the newest class wins
+                    raise _taken(name, holder, node, "its name")
+                if holder.name == name:
+                    previous = holder  # a re-run of the same definition: the newest class wins
+        for alias in aliases:
+            holder = _BY_NAME.get(alias)
+            if holder is not None and (holder.origin is None or not origin.reruns(holder.origin)):
+                _discard(node)
+                raise _taken(alias, holder, node, "an alias")
         unnamed = node.name
         node.name = name
+        node.aliases = aliases
         try:
             for backend in _BACKENDS:
                 backend.check(node, previous, override)
         except BaseException:
             node.name = unnamed
+            node.aliases = ()
             _discard(node)
             raise
         _commit(node, origin, previous, override, unnamed)
         return node
+
+
+def _take_names(node: NodeType, previous: NodeType | None) -> Callable[[], None]:
+    """Point the node's name and aliases at it in :data:`_BY_NAME`; return how to undo it.
+
+    A re-run of a class definition takes over the names and aliases of the earlier one; the
+    earlier one's aliases the re-run does not declare are dropped (its objects cannot be
+    written any more, so nothing should load as it).
+    """
+    names: list[tuple[str, NodeType | None]] = []
+    aliases: list[tuple[NodeType, tuple[str, ...]]] = []
+    for n in (node.name, *node.aliases) if node.name is not None else ():
+        holder = _BY_NAME.get(n)
+        names.append((n, holder))
+        _BY_NAME[n] = node
+        if holder is not None and holder is not node and n in holder.aliases:
+            aliases.append((holder, holder.aliases))
+            holder.aliases = tuple(a for a in holder.aliases if a != n)
+    if previous is not None and previous.aliases:
+        for alias in previous.aliases:
+            if _BY_NAME.get(alias) is previous:
+                names.append((alias, previous))
+                del _BY_NAME[alias]
+        aliases.append((previous, previous.aliases))
+        previous.aliases = ()
+
+    def undo() -> None:
+        for n, holder in reversed(names):
+            if holder is None:
+                _BY_NAME.pop(n, None)
+            else:
+                _BY_NAME[n] = holder
+        for holder, held in reversed(aliases):
+            holder.aliases = held
+
+    return undo
+
+
+def _nothing() -> None:
+    pass
 
 
 def _commit(
@@ -179,8 +270,7 @@ def _commit(
     cls = node.type
     node.origin = origin
     _REGISTERED[cls] = node
-    if node.name is not None:
-        _BY_NAME[node.name] = node
+    undo_names = _take_names(node, previous) if node.name is not None else _nothing
     if previous is not None:
         previous.superseded = True  # its objects are refused by every serializer now
     _BY_TYPE[cls] = node
@@ -204,13 +294,11 @@ def _commit(
                 )
         del _REGISTERED[cls]
         node.origin = None
-        if node.name is not None:
-            if previous is not None:
-                _BY_NAME[node.name] = previous
-                previous.superseded = False
-            else:
-                del _BY_NAME[node.name]
+        undo_names()
+        if previous is not None:
+            previous.superseded = False
         node.name = unnamed
+        node.aliases = ()
         if node.kind != "namedtuple":  # a namedtuple stays a node, as every namedtuple is
             del _BY_TYPE[cls]
             _discard(node)

@@ -12,6 +12,11 @@ State of a namedtuple node: ``{"fields": [field names]}``.
 ``setstate`` handles the state the class writes today in one step; any other state (a field
 added or removed since, ``None``-valued fields, a malformed value) takes a checked path that
 loads what can be loaded and raises an error naming the field otherwise.
+
+A class that declares how it evolved (renamed fields' ``aliases``, ``removed_fields``, a
+``migrate`` hook: its :class:`~treeclass._fields.Evolution`) gets a codec that first runs the
+hook, then maps earlier field names to today's and drops removed fields, and then loads the
+result the same way. Classes without one get the codec above, unchanged.
 """
 
 from __future__ import annotations
@@ -25,10 +30,10 @@ from ._errors import (
     UnserializableStaticError,
     brief,
 )
-from ._fields import ClassInfo
+from ._fields import ClassInfo, Evolution
 from ._statics import SUPPORTED, BadStatic, Unencodable, decode_static, encode_static, type_label
 
-__all__ = ["StateCodec", "decode_for", "encode_for", "make_state_codec"]
+__all__ = ["Layout", "LoadPlan", "StateCodec", "decode_for", "encode_for", "make_state_codec"]
 
 GetState = Callable[[Any], Any]
 SetState = Callable[[Any], Any]
@@ -95,9 +100,43 @@ def decode_for(label: str, where: str, data: Any) -> Any:
 
 # --- the codec ----------------------------------------------------------------------------------
 
-#: ``None``, or for each data field in order whether the document holds it as a child (the
-#: others come back as ``None`` children: written by a version of the class without them).
-Plan = "tuple[bool, ...] | None"
+
+class Layout:
+    """The children of a node whose saved state holds removed data fields as children.
+
+    The loaded node keeps the document's children in the document's order (the children of
+    removed fields included, so that the leaves still line up), with ``None`` children added
+    for data fields the document does not hold; its unflatten puts each child into its field
+    and drops the removed ones (see :func:`treeclass._nodes.dropping_node`).
+
+    Attributes:
+        plan: for each child of the loaded node, whether it comes from the document (``True``)
+            or is a ``None`` child added for a field the document does not hold (``False``).
+        targets: for each child, the index of its data field, or ``-1`` (a removed field's:
+            dropped on unflatten).
+        names: each child's field name, removed ones included (how the node is written
+            again).
+    """
+
+    __slots__ = ("names", "plan", "targets")
+
+    def __init__(
+        self, plan: tuple[bool, ...], targets: tuple[int, ...], names: tuple[str, ...]
+    ) -> None:
+        self.plan = plan
+        self.targets = targets
+        self.names = names
+
+    def __repr__(self) -> str:
+        return f"Layout(plan={self.plan!r}, targets={self.targets!r}, names={self.names!r})"
+
+
+#: What a state's load says about the node's children besides its auxdata: ``None`` (the
+#: document holds every data field as a child, in order), for each data field in order
+#: whether the document holds it as a child (the others come back as ``None`` children:
+#: written by a version of the class without them), or a :class:`Layout` (the document also
+#: holds removed fields' children).
+LoadPlan = "tuple[bool, ...] | Layout | None"
 
 
 class StateCodec:
@@ -110,28 +149,41 @@ class StateCodec:
     Attributes:
         getstate: core auxdata -> state (``"none"`` is always empty).
         load: state -> ``(core auxdata, plan)``: which data fields the document has as
-            children (``None`` when all of them), the others to be filled with ``None``.
+            children (``None`` when all of them), the others to be filled with ``None``; a
+            :class:`Layout` when it also holds removed fields' children.
         torch_getstate: torch auxdata -> state.
         torch_setstate: state -> torch auxdata.
+        child_names: for a class with an :class:`~treeclass._fields.Evolution`, state ->
+            the names its children have today (after the migration hook and renames; removed
+            fields keep theirs), or ``None`` for a state too malformed to say; ``None`` for
+            other classes, whose children are named as the state says.
     """
 
-    __slots__ = ("getstate", "load", "torch_getstate", "torch_setstate")
+    __slots__ = ("child_names", "getstate", "load", "torch_getstate", "torch_setstate")
 
     def __init__(
         self,
         getstate: GetState,
-        load: Callable[[Any], tuple[Any, tuple[bool, ...] | None]],
+        load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
         torch_getstate: GetState,
         torch_setstate: SetState,
+        child_names: Callable[[Any], list[str] | None] | None = None,
     ) -> None:
         self.getstate = getstate
         self.load = load
         self.torch_getstate = torch_getstate
         self.torch_setstate = torch_setstate
+        self.child_names = child_names
 
 
-def make_state_codec(info: ClassInfo, return_none_fields: bool) -> StateCodec:
-    """The :class:`StateCodec` of a class: exact both ways, with the same types."""
+def make_state_codec(
+    info: ClassInfo, return_none_fields: bool, name: str | None = None
+) -> StateCodec:
+    """The :class:`StateCodec` of a class: exact both ways, with the same types.
+
+    ``name`` (the class's registered name) is only used in the messages of a class with an
+    :class:`~treeclass._fields.Evolution`.
+    """
     if info.kind == "namedtuple":
         nt_getstate, nt_setstate = _namedtuple_codec(info)
 
@@ -233,7 +285,145 @@ def make_state_codec(info: ClassInfo, return_none_fields: bool) -> StateCodec:
             return values
         return (tuple(n for n in data if n in absent), *values)
 
-    return StateCodec(getstate, load, torch_getstate, torch_setstate)
+    evolution = info.evolution
+    if evolution is None:
+        return StateCodec(getstate, load, torch_getstate, torch_setstate)
+
+    # The class says how it evolved: earlier states go through ``evolve`` first.
+    evolve = _evolver(info, evolution, name)
+    migrates = evolution.migrate is not None
+    index = {f: i for i, f in enumerate(data)}
+
+    def evolved_load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
+        if not migrates:
+            values = fast(state)
+            if values is not None:
+                return values, None
+        today, children = evolve(state)
+        if children is None or len(children) == len(today["data"]):
+            return load(today)
+        absent, values = _checked(info, today)
+        return values, _layout(children, absent, data, index)
+
+    def evolved_torch_setstate(state: Any) -> Any:
+        if not migrates:
+            values = fast(state)
+            if values is not None:
+                return ((), *values) if torch_skips else values
+        today, children = evolve(state)
+        if children is not None and len(children) != len(today["data"]):
+            raise _cannot_drop(label, children, today["data"], "a torch structure")
+        return torch_setstate(today)
+
+    def child_names(state: Any) -> list[str] | None:
+        return evolve(state)[1]
+
+    return StateCodec(getstate, evolved_load, torch_getstate, evolved_torch_setstate, child_names)
+
+
+def _cannot_drop(label: str, children: list[str], kept: list[str], what: str) -> TreespecLoadError:
+    dropped = [n for n in children if n not in kept]
+    return TreespecLoadError(
+        f"the saved auxdata of {label} holds the removed field(s) {dropped!r} as children, "
+        f"which {what} cannot drop (its children are fixed); load the document with "
+        "treeclass.treespec_loads (or treeclass.load), which drops them, or save it again "
+        "with the class as it is now."
+    )
+
+
+def _layout(
+    children: list[str], absent: set[str], data: tuple[str, ...], index: dict[str, int]
+) -> Layout:
+    """The :class:`Layout` of a document whose children include removed fields'.
+
+    ``children`` are the document's children by today's names (in class order, as checked),
+    ``absent`` the data fields it does not hold, each added as a ``None`` child just before
+    the first held field that follows it in the class (so a node written from the layout
+    lists its kept fields in class order again).
+    """
+    pending = [index[f] for f in data if f in absent]
+    plan: list[bool] = []
+    targets: list[int] = []
+    names: list[str] = []
+    p = 0
+    for n in children:
+        t = index.get(n, -1)
+        if t >= 0:
+            while p < len(pending) and pending[p] < t:
+                plan.append(False)
+                targets.append(pending[p])
+                names.append(data[pending[p]])
+                p += 1
+        plan.append(True)
+        targets.append(t)
+        names.append(n)
+    for t in pending[p:]:
+        plan.append(False)
+        targets.append(t)
+        names.append(data[t])
+    return Layout(tuple(plan), tuple(targets), tuple(names))
+
+
+def _evolver(
+    info: ClassInfo, evolution: Evolution, name: str | None
+) -> Callable[[Any], tuple[Any, list[str] | None]]:
+    """Make ``evolve(state) -> (state today, children)`` for a class that evolved.
+
+    ``state today`` is the saved state after the class's migration hook, with earlier field
+    names mapped to today's and removed fields left out; ``children`` names the document's
+    children by today's names, removed fields included (``None`` when the state is too
+    malformed to tell: ``state today`` is then what the hook returned, for the checked path
+    to report).
+    """
+    label = info.qualname
+    called = label if name is None else f"{label} (registered as {name!r})"
+    renames = evolution.renames
+    removed = evolution.removed
+    migrate = evolution.migrate
+
+    def rename(key: str, names: list[str]) -> list[str]:
+        if not renames:
+            return names
+        out = [renames.get(n, n) for n in names]
+        if out != names and len(set(out)) != len(out):
+            both = sorted({n for n in names if n in renames and renames[n] in names})
+            raise TreespecLoadError(
+                f'"{key}" in the saved auxdata of {label} names both field(s) '
+                f"{[renames[n] for n in both]!r} and their earlier name(s) {both!r}; a saved "
+                "state holds each field once."
+            )
+        return out
+
+    def evolve(state: Any) -> tuple[Any, list[str] | None]:
+        if migrate is not None:
+            try:
+                state = migrate(state)
+            except Exception as e:
+                raise TreespecLoadError(
+                    f"the migrate hook of {called} raised {type(e).__name__}: "
+                    f"{str(e)[:200]} on the saved state {brief(state, 200)}; fix the hook "
+                    "so that it returns the state to load (or raises for states it cannot "
+                    "convert)."
+                ) from e
+        if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
+            return state, None
+        saved_data, saved_none, saved_static = state["data"], state["none"], state["static"]
+        if not (_str_list(saved_data) and _str_list(saved_none)) or (
+            saved_static.__class__ is not dict
+        ):
+            return state, None
+        children = rename("data", saved_data)
+        none = rename("none", saved_none)
+        static_names = rename("static", list(saved_static))
+        static = dict(zip(static_names, saved_static.values()))
+        kept = children
+        if removed:
+            kept = [n for n in children if n not in removed]
+            none = [n for n in none if n not in removed]
+            static = {k: v for k, v in static.items() if k not in removed}
+        return {"data": kept, "none": none, "static": static}, children
+
+    return evolve
 
 
 def _str_list(value: Any) -> bool:
@@ -307,8 +497,10 @@ def _checked(info: ClassInfo, state: Any) -> tuple[set[str], tuple[Any, ...]]:
         if name not in data_fields and name not in static_fields:
             raise TreespecLoadError(
                 f"the saved auxdata of {label} names the field {brief(name, 100)}, which the "
-                f"class no longer has (its fields are {[f.name for f in info.fields]!r}); load "
-                "with the class as it was, or re-save."
+                f"class no longer has (its fields are {[f.name for f in info.fields]!r}); if "
+                "it was renamed, give the field aliases=(<old name>,) (treeclass.field), if it "
+                "was removed, list it in removed_fields= of the class; or load with the class "
+                "as it was, or re-save."
             )
     for name in (*data, *none):
         if name in static_fields:

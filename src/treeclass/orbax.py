@@ -458,7 +458,12 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
 def _leaf_labels(spec: tc.TreeSpec) -> list[str]:
     """The key path of every leaf of ``spec``, for messages."""
     skeleton = spec.unflatten(range(spec.num_leaves))
-    return [f"the leaf at {_path_text(p)}" for p, _ in tc.tree_flatten_with_path(skeleton)[0]]
+    pairs = tc.tree_flatten_with_path(skeleton)[0]
+    labels = [f"leaf {i}" for i in range(spec.num_leaves)]
+    for path, index in pairs:  # a spec loaded with removed fields' leaves drops those
+        if index.__class__ is int and 0 <= index < len(labels):
+            labels[index] = f"the leaf at {_path_text(path)}"
+    return labels
 
 
 def _metadata_tree(checkpointer: Any, path: str) -> Mapping[str, Any]:

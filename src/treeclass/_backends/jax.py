@@ -8,9 +8,10 @@ hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and 
 unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the
 treespec node list.
 
-``jax.export`` has no public way to look up or drop a serialization registration: each access
-to ``jax._src`` is one small function below, checked against :data:`CHECKED_JAX_VERSION` and
-covered by ``tests/test_jax_backend.py``.
+``jax.export`` has no public way to look up or drop a serialization registration, nor to give
+one a second name (a class's ``aliases=``, loaded as the class): each access to ``jax._src`` is
+one small function below, checked against :data:`CHECKED_JAX_VERSION` and covered by
+``tests/test_jax_backend.py``.
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ _NAME_TAKEN_IN_EXPORT: Final = (
     "the name {name!r} of {cls} is already taken in jax.export by {owner} (registered outside "
     "treeclass); give {cls} another name=."
 )
+_ALIAS_TAKEN_IN_EXPORT: Final = (
+    "the alias {name!r} of {cls} is already a name in jax.export, of {owner} (registered "
+    "outside treeclass), so jax.export would not load it as {cls}; remove it from aliases=."
+)
 _UNHASHABLE_STATIC: Final = (
     "static field {field!r} of {cls} holds an unhashable {type} ({value}); JAX keeps static "
     "values in the treedefs it caches compiled code under, so they must be hashable. Use a "
@@ -72,6 +77,8 @@ _UNHASHABLE_STATIC: Final = (
 # rolled back; they tell our own earlier registrations apart from other libraries'.
 _TREE_UTIL: dict[type, NodeType] = {}
 _EXPORT_NAMES: dict[str, type] = {}
+#: Aliases (earlier names) this module made jax.export load, -> their class.
+_EXPORT_ALIASES: dict[str, type] = {}
 #: Classes holding a refusing jax.export registration of ours -> its placeholder name.
 _PLACEHOLDERS: dict[type, str] = {}
 
@@ -126,19 +133,45 @@ def _drop_export_registration(cls: type, name: str) -> None:
         del by_name[name]
 
 
+def _add_export_alias(alias: str, name: str) -> None:
+    """Make jax.export load ``alias`` as the class registered under ``name``.
+
+    jax.export has no public way to give a registration a second name. Private:
+    ``deserialization_registry`` maps a serialized name to ``(type, deserialize_auxdata,
+    from_children)`` (checked with jax 0.10.2); an alias is a second key for the same entry.
+    The type -> name registry is left alone, so the class is still written under ``name``.
+    """
+    _, by_name = _export_registries()
+    by_name[alias] = by_name[name]
+
+
+def _drop_export_alias(alias: str, cls: type) -> None:
+    """Forget the alias ``alias`` of ``cls`` in jax.export (private, as above)."""
+    _, by_name = _export_registries()
+    entry = by_name.get(alias)
+    if entry is not None and entry[0] is cls:
+        del by_name[alias]
+
+
 _Snapshot = tuple[dict[Any, Any], ...]
 
 
 def _export_snapshot() -> _Snapshot:
     """Copies of jax.export's two registries and of ours (private; checked with jax 0.10.2)."""
     by_type, by_name = _export_registries()
-    return dict(by_type), dict(by_name), dict(_EXPORT_NAMES), dict(_PLACEHOLDERS)
+    return (
+        dict(by_type),
+        dict(by_name),
+        dict(_EXPORT_NAMES),
+        dict(_PLACEHOLDERS),
+        dict(_EXPORT_ALIASES),
+    )
 
 
 def _export_restore(saved: _Snapshot) -> None:
     """Put jax.export's registries and ours back exactly as :func:`_export_snapshot` saw them."""
     by_type, by_name = _export_registries()
-    lives: _Snapshot = (by_type, by_name, _EXPORT_NAMES, _PLACEHOLDERS)
+    lives: _Snapshot = (by_type, by_name, _EXPORT_NAMES, _PLACEHOLDERS, _EXPORT_ALIASES)
     for live, copy in zip(lives, saved):
         live.clear()
         live.update(copy)
@@ -244,7 +277,7 @@ class JaxBackend:
                 _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=node.name)
             )
         entry = by_name.get(node.name)
-        if entry is not None and _EXPORT_NAMES.get(node.name) is not entry[0]:
+        if entry is not None and not _ours(node.name, entry[0]):
             owner: type = entry[0]
             raise RegistrationError(
                 _NAME_TAKEN_IN_EXPORT.format(
@@ -253,6 +286,17 @@ class JaxBackend:
                     owner=f"{owner.__module__}.{owner.__qualname__}",
                 )
             )
+        for alias in node.aliases:
+            entry = by_name.get(alias)
+            if entry is not None and entry[0] is not cls and not _ours(alias, entry[0]):
+                owner = entry[0]
+                raise RegistrationError(
+                    _ALIAS_TAKEN_IN_EXPORT.format(
+                        name=alias,
+                        cls=node.qualname,
+                        owner=f"{owner.__module__}.{owner.__qualname__}",
+                    )
+                )
         # Otherwise the name is free, or held by a class treeclass registered: ``previous``
         # (a re-run of the same definition) or one whose registration was rolled back.
 
@@ -262,7 +306,7 @@ class JaxBackend:
         ``previous`` (the class a re-run definition replaces) stays a JAX pytree node, but
         loses its jax.export name to the new class.
         """
-        del previous, override
+        del override
         cls = node.type
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
             functions = node.bind(
@@ -282,19 +326,22 @@ class JaxBackend:
                 _refuse(cls, "unnamed", _UNNAMED.format(cls=node.qualname, short=short))
             return
         holder = _EXPORT_NAMES.get(name)
-        if holder is cls:
-            return  # registered by an earlier attempt that was rolled back
+        if holder is cls:  # registered by an earlier attempt that was rolled back
+            _register_aliases(node, previous, name)
+            return
         # All or nothing: a failure part-way (the earlier definition's name dropped, the new
         # one not registered) would leave saved artifacts that load nowhere.
         saved = _export_snapshot()
         try:
-            self._register_name(node, name)
+            self._register_name(node, previous, name)
         except BaseException:
             _export_restore(saved)
             raise
 
-    def _register_name(self, node: NodeType, name: str) -> None:
+    def _register_name(self, node: NodeType, previous: NodeType | None, name: str) -> None:
         cls = node.type
+        if name in _EXPORT_ALIASES:  # an alias of ours (of a re-run class) becomes the name
+            _drop_export_alias(name, _EXPORT_ALIASES.pop(name))
         placeholder = _PLACEHOLDERS.pop(cls, None)
         if placeholder is not None:  # registered unnamed before (a rolled-back attempt)
             _drop_export_registration(cls, placeholder)
@@ -317,6 +364,7 @@ class JaxBackend:
                 deserialize_auxdata=functools.partial(_deserialize_aux, node),
             )
         _EXPORT_NAMES[name] = cls
+        _register_aliases(node, previous, name)
 
     def unregister(self, node: NodeType) -> None:
         """Do nothing: JAX cannot undo a pytree registration (:attr:`can_unregister`).
@@ -329,6 +377,36 @@ class JaxBackend:
 
     def __repr__(self) -> str:
         return "<treeclass JAX backend>"
+
+
+def _ours(name: str, cls: type) -> bool:
+    """Whether jax.export holds ``name`` for ``cls`` because treeclass registered it."""
+    return _EXPORT_NAMES.get(name) is cls or _EXPORT_ALIASES.get(name) is cls
+
+
+def _register_aliases(node: NodeType, previous: NodeType | None, name: str) -> None:
+    """Make jax.export's aliases of ``node``'s class (and of ``previous``) what ``node`` says.
+
+    ``name`` is the name ``node``'s class is registered under in jax.export.
+
+    Aliases the class, or the earlier definition it replaces, held and no longer declares are
+    dropped; an alias held by an earlier definition (the registry let the re-run take it)
+    moves to the class.
+    """
+    if not node.aliases and not _EXPORT_ALIASES:
+        return  # the usual case
+    cls = node.type
+    old = None if previous is None else previous.type
+    for alias, held in list(_EXPORT_ALIASES.items()):
+        if (held is cls or held is old) and alias not in node.aliases:
+            _drop_export_alias(alias, held)
+            del _EXPORT_ALIASES[alias]
+    for alias in node.aliases:
+        holder = _EXPORT_ALIASES.get(alias)
+        if holder is not None and holder is not cls:
+            _drop_export_alias(alias, holder)
+        _add_export_alias(alias, name)
+        _EXPORT_ALIASES[alias] = cls
 
 
 def _refuse(cls: type, kind: str, message: str) -> None:

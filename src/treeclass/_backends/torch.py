@@ -5,8 +5,9 @@ torch's Python pytree under its treeclass name as ``serialized_type_name``, with
 contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its C++ pytree.
 Beyond ``register_pytree_node``, it checks before changing anything, refuses a name torch maps
 to another class, replaces another library's registration only with ``override=True``, moves
-a name to a re-run class definition, and gives unnamed classes a placeholder name whose use is
-a clear error (``docs/torch.md``). Also converts torch ``TreeSpec``s to and from the treespec
+a name to a re-run class definition, gives unnamed classes a placeholder name whose use is
+a clear error (``docs/torch.md``), and makes torch load a class's ``aliases=`` (earlier
+names) as the class. Also converts torch ``TreeSpec``s to and from the treespec
 node list.
 
 torch offers no public way to inspect or undo a registration: each access to its private state
@@ -80,6 +81,43 @@ def _class_for_serialized_name(name: str) -> type | None:
     return pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name)
 
 
+#: The aliases (earlier names) this module made torch load as each class.
+_ALIASES: dict[type, tuple[str, ...]] = {}
+
+
+def _aliases_of(cls: type) -> tuple[str, ...]:
+    """The aliases of ``cls`` torch maps to it (private map; torch 2.13.0)."""
+    held = _ALIASES.get(cls)
+    if not held:
+        return ()
+    return tuple(a for a in held if pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(a) is cls)
+
+
+def _add_aliases(cls: type, aliases: tuple[str, ...]) -> None:
+    """Make torch load each of ``aliases`` as ``cls`` (private; torch 2.13.0).
+
+    torch has no public way to give a class a second name. Its ``treespec_loads`` (which
+    ``torch.export.load`` uses) looks a ``serialized_type_name`` up in
+    ``SERIALIZED_TYPE_TO_PYTHON_TYPE`` and then uses the class's entry in
+    ``SUPPORTED_SERIALIZED_TYPES`` (its ``from_dumpable_context``); a namedtuple's name is
+    looked up in the same map. An alias is a second key of that map. Writing goes through
+    ``SUPPORTED_SERIALIZED_TYPES`` only, so the class is still written under its name.
+    """
+    with _registry_lock():
+        held = _aliases_of(cls)
+        for alias in aliases:
+            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[alias] = cls
+        _ALIASES[cls] = held + tuple(a for a in aliases if a not in held)
+
+
+def _drop_aliases(cls: type) -> None:
+    """Stop torch loading the aliases treeclass gave ``cls`` (private; torch 2.13.0)."""
+    with _registry_lock():
+        for alias in _ALIASES.pop(cls, ()):
+            if pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(alias) is cls:
+                del pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[alias]
+
+
 def _is_constant(cls: type) -> bool:
     """Whether ``cls`` was registered with ``register_constant`` (private; torch 2.13.0)."""
     return cls in pytree.CONSTANT_NODES
@@ -136,6 +174,7 @@ class _Snapshot(NamedTuple):
     constant: bool
     cxx: Any  # optree PyTreeNodeRegistryEntry | None
     pending: tuple[Any, ...]
+    aliases: tuple[str, ...] = ()  # treeclass aliases torch maps to cls
 
     @property
     def empty(self) -> bool:
@@ -159,12 +198,14 @@ def _snapshot(cls: type) -> _Snapshot:
             _is_constant(cls),
             _cxx_node(cls),
             tuple(_pending_cxx(cls)),
+            _aliases_of(cls),
         )
 
 
 def _remove(cls: type) -> None:
     """Remove ``cls`` from both torch registries, pending C++ ones included (torch 2.13.0)."""
     with _registry_lock():
+        _drop_aliases(cls)
         pytree.SUPPORTED_NODES.pop(cls, None)
         serialize = pytree.SUPPORTED_SERIALIZED_TYPES.pop(cls, None)
         if serialize is not None:
@@ -191,6 +232,8 @@ def _restore(snap: _Snapshot) -> None:
                 pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[snap.serialize.serialized_type_name] = cls
         if snap.constant:
             pytree.CONSTANT_NODES.add(cls)
+        if snap.aliases:
+            _add_aliases(cls, snap.aliases)
         pytree._cxx_pytree_pending_imports.extend(snap.pending)
         if snap.cxx is not None:
             entry = snap.cxx
@@ -324,6 +367,22 @@ def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
     return from_dumpable_context
 
 
+def _holds_for_treeclass(alias: str, holder: type) -> bool:
+    """Whether torch maps ``alias`` to ``holder`` because treeclass does too.
+
+    The registry lets a re-run of a class definition take an alias over from the earlier
+    definition; torch's map then still points at the earlier class.
+    """
+    held = node_for_name(alias)
+    return held is not None and held.type is holder
+
+
+def _put_back(moved: dict[str, type]) -> None:
+    """Map each alias in ``moved`` to its earlier class again (undoing a takeover)."""
+    for alias, holder in moved.items():
+        _add_aliases(holder, (alias,))
+
+
 def _superseded_holder(node: NodeType, previous: NodeType | None) -> NodeType | None:
     """The earlier definition of ``node``'s class that torch still maps its name to.
 
@@ -360,6 +419,9 @@ class TorchBackend:
         # registration replaced with override=True), and the previous definition's
         # serialization whose name was moved to it; both are put back by unregister().
         self._undo: dict[type, tuple[_Snapshot | None, _Snapshot | None]] = {}
+        # cls -> the classes torch mapped the aliases it took to before (a re-run class's
+        # earlier definition that kept its name, the registry allowing it); put back too.
+        self._moved: dict[type, dict[str, type]] = {}
 
     def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Raise a :class:`RegistrationError` if torch cannot take ``node``; change nothing.
@@ -383,6 +445,20 @@ class TorchBackend:
                     f"{holder.__module__}.{holder.__qualname__}, so {node.qualname} cannot be "
                     "registered under that name (torch would silently load one class as the "
                     "other); give it another name=."
+                )
+        for alias in node.aliases:
+            holder = _class_for_serialized_name(alias)
+            if (
+                holder is not None
+                and holder is not cls
+                and not (previous is not None and holder is previous.type)
+                and not _holds_for_treeclass(alias, holder)
+            ):
+                raise NameConflictError(
+                    f"PyTorch's pytree already maps serialized_type_name {alias!r} to "
+                    f"{holder.__module__}.{holder.__qualname__}, so {node.qualname} cannot have "
+                    "it as an alias (torch would load one class as the other); remove it from "
+                    "aliases=."
                 )
         snap = _snapshot(cls)
         if not snap.empty and not override:
@@ -409,6 +485,11 @@ class TorchBackend:
         previous = _superseded_holder(node, previous)
         foreign = _snapshot(cls)
         old_prev = _snapshot(previous.type) if previous is not None else None
+        moved: dict[str, type] = {}
+        for alias in node.aliases:
+            holder = _class_for_serialized_name(alias)
+            if holder is not None and holder is not cls:
+                moved[alias] = holder
         try:
             if not foreign.empty:
                 _remove(cls)
@@ -423,14 +504,21 @@ class TorchBackend:
                     _raise_superseded(previous),
                     _raise_superseded(previous),
                 )
+                _drop_aliases(previous.type)  # the re-run declares its own
             self._register(node)
+            if node.aliases:
+                _add_aliases(cls, node.aliases)
         except BaseException:
             _restore(foreign)
             if old_prev is not None:
                 _restore(old_prev)
+            _put_back(moved)
             raise
-        if previous is not None or not foreign.empty:
+        if moved:
+            self._moved[cls] = moved
+        if previous is not None or not foreign.empty or moved:
             _forget_loaded_specs()
+        if previous is not None or not foreign.empty:
             self._undo[cls] = (None if foreign.empty else foreign, old_prev)
 
     def _register(self, node: NodeType) -> None:
@@ -465,12 +553,14 @@ class TorchBackend:
     def unregister(self, node: NodeType) -> None:
         """Undo :meth:`register`: put back what torch held before."""
         foreign, old_prev = self._undo.pop(node.type, (None, None))
+        moved = self._moved.pop(node.type, {})
         _remove(node.type)
         if foreign is not None:
             _restore(foreign)
         if old_prev is not None:
             _restore(old_prev)
-        if foreign is not None or old_prev is not None:
+        _put_back(moved)
+        if foreign is not None or old_prev is not None or moved:
             _forget_loaded_specs()
 
 
