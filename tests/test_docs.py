@@ -27,6 +27,8 @@ DOCS = ROOT / "docs"
 #: Page -> the packages its blocks import (each test skips without them; CI installs them).
 PAGES: dict[str, tuple[str, ...]] = {
     "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
+    "jax.md": ("jax", "flatbuffers"),
+    "optree.md": ("optree",),
 }
 
 _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")

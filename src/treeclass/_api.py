@@ -246,9 +246,12 @@ def pytree_dataclass(
         cls: the class (when used bare).
         name: the stable serialized name, such as ``"mypkg.ModelOutput"``. Without it the
             class works in-process but cannot be serialized.
-        return_none_fields: if ``False`` (the default), a data field whose value is ``None``
-            is not a child: its name goes into the auxdata and it comes back as ``None``. If
-            ``True``, ``None`` values are children like any other.
+        return_none_fields: what a data field whose value is ``None`` is in torch's pytrees,
+            where ``None`` is a leaf: with ``False`` (the default) it is not a child there (its
+            name goes into torch's context, and it gives no leaf); with ``True`` it is a
+            ``None`` leaf. In the embedded registry, JAX and optree a ``None`` field is always
+            a child, a ``None`` node with no leaf, whatever this option (see
+            ``docs/parity.md``).
         unflatten_calls_init: rebuild instances through ``__init__`` (running
             ``__post_init__`` and validators) instead of storing the fields directly. Slower,
             and frameworks then pass placeholders (tracers, ``object()``) to your
@@ -453,8 +456,8 @@ def register_dataclass(
         cls: a class made by ``@dataclasses.dataclass`` or by attrs.
         name: the stable serialized name; without it the class cannot be serialized.
         static: names of further fields to keep in the auxdata.
-        return_none_fields: whether ``None``-valued data fields are children (see
-            :func:`pytree_dataclass`).
+        return_none_fields: whether ``None``-valued data fields are ``None`` leaves in
+            torch's pytrees (see :func:`pytree_dataclass`).
         unflatten_calls_init: rebuild through ``__init__`` instead of storing fields directly.
         override: replace a registration another library made (see :func:`pytree_dataclass`).
         pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
