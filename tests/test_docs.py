@@ -28,6 +28,8 @@ DOCS = ROOT / "docs"
 PAGES: dict[str, tuple[str, ...]] = {
     "format.md": (),
     "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
+    "jax.md": ("jax", "flatbuffers"),
+    "optree.md": ("optree",),
 }
 
 _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")

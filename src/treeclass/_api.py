@@ -307,9 +307,12 @@ def pytree_dataclass(
             is loaded, as written (earlier field names included); for changes aliases and
             removed fields cannot say (see ``docs/format.md``). What it raises becomes a
             :class:`~treeclass.TreespecLoadError` naming the class.
-        return_none_fields: if ``False`` (the default), a data field whose value is ``None``
-            is not a child: its name goes into the auxdata and it comes back as ``None``. If
-            ``True``, ``None`` values are children like any other.
+        return_none_fields: what a data field whose value is ``None`` is in torch's pytrees,
+            where ``None`` is a leaf: with ``False`` (the default) it is not a child there (its
+            name goes into torch's context, and it gives no leaf); with ``True`` it is a
+            ``None`` leaf. In the embedded registry, JAX and optree a ``None`` field is always
+            a child, a ``None`` node with no leaf, whatever this option (see
+            ``docs/parity.md``).
         unflatten_calls_init: rebuild instances through ``__init__`` (running
             ``__post_init__`` and validators) instead of storing the fields directly. Slower,
             and frameworks then pass placeholders (tracers, ``object()``) to your
@@ -535,8 +538,8 @@ def register_dataclass(
         removed_fields: fields the class no longer has (see :func:`pytree_dataclass`).
         migrate: a hook rewriting saved states (see :func:`pytree_dataclass`).
         static: names of further fields to keep in the auxdata.
-        return_none_fields: whether ``None``-valued data fields are children (see
-            :func:`pytree_dataclass`).
+        return_none_fields: whether ``None``-valued data fields are ``None`` leaves in
+            torch's pytrees (see :func:`pytree_dataclass`).
         unflatten_calls_init: rebuild through ``__init__`` instead of storing fields directly.
         override: replace a registration another library made (see :func:`pytree_dataclass`).
         pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).

@@ -47,7 +47,8 @@ class NodeType:
         name: the serialized name (built-in names for containers), or ``None``.
         kind: ``"builtin"``, ``"namedtuple"``, ``"dataclass"`` or ``"attrs"``.
         info: the class's description (``None`` for built-in containers).
-        return_none_fields: whether ``None``-valued data fields are children.
+        return_none_fields: whether ``None``-valued data fields are children in torch's
+            pytrees (elsewhere they always are).
         flatten: ``obj -> (children, aux)``.
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.

@@ -30,8 +30,10 @@ def treespec_dumps(spec: object) -> str:
     ``spec`` may also be a JAX ``PyTreeDef``, a torch ``TreeSpec`` (``torch.utils._pytree``)
     or an optree ``PyTreeSpec`` (``torch.utils._cxx_pytree``'s too) made of built-in
     containers and treeclass-registered classes: the same structure gives the same document
-    in every framework. A torch ``None`` is a leaf there, and so in the document; a torch
-    dict must have its keys in sorted order (see ``docs/parity.md``).
+    in every framework. A torch ``None`` is a leaf there, and so in the document, except the
+    ``None`` fields torch keeps in a node's context (``return_none_fields=False``), which are
+    written as ``None`` children as in every other registry; a torch dict must have its keys
+    in sorted order (see ``docs/parity.md``).
 
     Args:
         spec: a :class:`~treeclass.TreeSpec` from :func:`~treeclass.tree_flatten` and friends,

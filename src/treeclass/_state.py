@@ -7,6 +7,10 @@ loading)::
      "none": [names of the data fields that were None and are not children],
      "static": {static field name: encoded value}}
 
+Every data field is a child in the core form, so ``getstate`` writes ``"none"`` empty; it is
+read from documents written by earlier versions and from torch's contexts (whose auxdata, with
+``return_none_fields=False``, leaves ``None`` fields out of the children).
+
 State of a namedtuple node: ``{"fields": [field names]}``.
 
 ``setstate`` handles the state the class writes today in one step; any other state (a field

@@ -165,10 +165,10 @@ def save(
 ) -> None:
     """:func:`torch.export.save`, leaving out the example inputs by default.
 
-    torch pickles ``ep.example_inputs`` into the file, and pickle stores classes by module
-    path: a program whose example inputs hold treeclass instances then cannot be loaded where
-    the class lives in another module (or not at all), even though the program itself only
-    needs the stable serialized names. ``ep`` itself is not changed.
+    torch pickles ``ep.example_inputs`` into the file. Instances of named treeclass classes
+    pickle by their names (unless registered with ``pickle_by_name=False``), but anything else
+    in them is pickled by module path, and the loading program unpickles it; the program
+    itself only needs the stable serialized names. ``ep`` itself is not changed.
 
     Args:
         ep: the exported program.
