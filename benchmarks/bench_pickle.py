@@ -28,10 +28,10 @@ def compare(label: str, **options: bool) -> None:
     )
     ByPath = make_class(
         f"ByPath_{tag}",
-        lambda c: tc.register_dataclass(c, name=f"bench.pickle.ByPath_{tag}"),
+        lambda c: tc.register_dataclass(c, name=f"bench.pickle.ByPath_{tag}", pickle_by_name=False),
         **options,
     )
-    _pickle.install(ByName, f"bench.pickle.ByName_{tag}")
+    assert _pickle.is_installed(ByName) and not _pickle.is_installed(ByPath)
     for cls in (ByName, ByPath):  # importable by module path, as pickle needs
         setattr(sys.modules[cls.__module__], cls.__qualname__, cls)
     ours, theirs = make_tree(ByName), make_tree(ByPath)

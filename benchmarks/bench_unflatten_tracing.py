@@ -2,11 +2,11 @@
 through descriptors (frozen dataclasses with and without slots, attrs classes).
 
 Compares, in one process with alternating runs, the torch variant of the generated unflatten
-as it was (descriptor ``__set__`` only, which Dynamo refuses), as it is now outside tracing
-(one ``torch.compiler.is_dynamo_compiling()`` check first), and the traceable path Dynamo takes
-(``object.__setattr__`` per field), which every call would pay if it were the only path.
-INTERNAL: the "before" variant is made by switching off ``treeclass._codegen._traced_store_lines``;
-port this when the code generator moves.
+without a tracing check (descriptor ``__set__`` only, which Dynamo refuses; torch not active),
+as it is with torch active outside tracing (one ``torch.compiler.is_dynamo_compiling()``
+check first), and the traceable path Dynamo takes (``object.__setattr__`` per field), which
+every call would pay if it were the only path. (Classes whose stores Dynamo traces, through
+the instance ``__dict__``, have one path: their three rows are the same code.)
 Run: ``python benchmarks/bench_unflatten_tracing.py``.
 """
 
@@ -22,7 +22,7 @@ import attrs
 from _workload import make_class
 
 import treeclass as tc
-from treeclass import _codegen, _registry
+from treeclass import _registry
 
 
 @attrs.frozen
@@ -54,21 +54,14 @@ class AttrsDict:
 
 
 def variants(node: Any, check: Callable[[], bool]) -> dict[str, Callable[..., Any]]:
-    info, rnf = node.info, node.return_none_fields
-    real = _codegen._traced_store_lines
-    _codegen._traced_store_lines = lambda *a: None  # type: ignore[assignment]
-    try:
-        before = _codegen.make_unflatten(info, rnf, children_first=True, tag="before")
-    finally:
-        _codegen._traced_store_lines = real
-    now = _codegen.make_unflatten(info, rnf, children_first=True, tracing=check, tag="now")
-    traced = _codegen.make_unflatten(
-        info, rnf, children_first=True, tracing=lambda: True, tag="traced"
-    )
+    def bound(tag: str, tracing: Callable[[], bool] | None) -> Callable[..., Any]:
+        fn: Callable[..., Any] = node.bind(tag, str, family="torch", _tracing=tracing)["unflatten"]
+        return fn
+
     return {
-        "before (descriptor __set__ only)": before,
-        "now, outside tracing": now,
-        "traced path (object.__setattr__)": traced,
+        "no check (descriptor __set__ only)": bound("before", None),
+        "with the check, outside tracing": bound("now", check),
+        "traced path (object.__setattr__)": bound("traced", lambda: True),
     }
 
 
@@ -115,9 +108,9 @@ def main() -> None:
         "static fields; medians of 21 alternating runs"
     )
     for label, cls in classes.items():
-        node = _registry.node_for_class(cls)
+        node = _registry.registered_node(cls)
         obj = cls(*[float(i) for i in range(8)], s0="s", s1=1)
-        children, aux = node.flatten(obj)
+        children, aux = node.bind("flatten", str, family="torch")["flatten"](obj)
         fns = variants(node, torch.compiler.is_dynamo_compiling)
         for f in fns.values():
             assert f(list(children), aux) == obj

@@ -364,7 +364,7 @@ def pytree_dataclass(
         raise RegistrationTypeError(
             f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes name, "
             "aliases, removed_fields, migrate, return_none_fields, unflatten_calls_init, "
-            "override and the dataclass options "
+            "override, pickle_by_name and the dataclass options "
             f"{sorted(_DATACLASS_OPTIONS)!r}."
         )
     given = {

@@ -27,6 +27,7 @@ import json
 from typing import TYPE_CHECKING
 
 from ._errors import FileLoadError, TreespecLoadError
+from ._json import loads_strict
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -177,7 +178,7 @@ def _document_tree(
     from ._treedoc import child_entries, walk
 
     nodes = document_nodes(text)
-    version = json.loads(text)["version"]
+    version = loads_strict(text)["version"]
     entries = child_entries(nodes, version, strict=False)
     out: list[Node] = []
     leaf = 0
@@ -213,7 +214,7 @@ def _document_tree(
 
 def _leaf_details(meta_file: str) -> list[Any] | None:
     try:
-        doc: Any = json.loads(meta_file)
+        doc: Any = loads_strict(meta_file)
         leaves: Any = doc["leaves"]
     except (ValueError, KeyError, TypeError, RecursionError):
         return None
@@ -269,7 +270,7 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
     """A torch treespec JSON text (protocol 1) as a tree; iterative, no name looked up."""
     if text.__class__ is not str:
         raise ValueError(f"the {label} spec is not a string")
-    doc = json.loads(text)
+    doc = loads_strict(text)
     if doc.__class__ is not list or len(doc) != 2 or doc[0] != 1:
         raise ValueError(f"the {label} spec is not a torch treespec of protocol 1")
     out: list[Node] = []
@@ -292,7 +293,7 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
         context: Any = None
         if ctx.__class__ is str:
             try:
-                context = json.loads(ctx)
+                context = loads_strict(ctx)
             except ValueError:
                 context = ctx
         keys = [f"[{j}]" for j in range(len(children))]
@@ -375,7 +376,7 @@ def _pt2(path: str, source: str) -> Artifact:
 
 
 def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
-    model = json.loads(raw.decode("utf-8"))
+    model = loads_strict(raw.decode("utf-8"))
     gm = model["graph_module"]
     sig = gm["module_call_graph"][0]["signature"]
     graph = gm["graph"]
@@ -537,7 +538,7 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
                 aux = fb.data[aux_items[0] : aux_items[-1] + 1]
                 state: Any = None
                 with contextlib.suppress(ValueError, RecursionError):
-                    state = json.loads(aux.decode("utf-8"))
+                    state = loads_strict(aux.decode("utf-8"))
                 if state.__class__ is dict:
                     _registered_statics(state, art.static_names)
                     data = state.get("data", state.get("fields"))

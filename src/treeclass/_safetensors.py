@@ -125,31 +125,16 @@ def _bad(source: str, message: str) -> FileLoadError:
     return FileLoadError(f"{source} is not a loadable safetensors file: {message}")
 
 
-def _reject(text: str) -> Any:
-    raise ValueError(f"{text} is not valid JSON")
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise ValueError(f"the key {k[:80]!r} appears twice in one object")
-            seen.add(k)
-    return out
-
-
 def loads_strict(text: str) -> Any:
-    """Strict JSON: no duplicate keys, no ``NaN``/``Infinity``.
+    """Strict JSON, as :func:`treeclass._json.loads_strict` reads it.
 
-    Integer literals are bounded by Python's own limit (4300 digits by default); sizes and
-    offsets are then checked against 2**64. Raises ``ValueError`` or ``RecursionError``;
-    callers turn them into treeclass errors.
+    No duplicate keys, no ``NaN``, ints of at most 4300 digits; sizes and offsets are then
+    checked against 2**64. Raises ``ValueError`` or ``RecursionError``; callers turn them into
+    treeclass errors.
     """
-    import json
+    from ._json import loads_strict as strict
 
-    return json.loads(text, object_pairs_hook=_pairs, parse_constant=_reject)
+    return strict(text)
 
 
 def _count(value: Any) -> bool:

@@ -62,6 +62,8 @@ def _unserializable(
             'name="mypkg.TypeName") (enums and frozen dataclasses need no converters, other '
             f"types to_json= and from_json=), or store a supported value ({SUPPORTED})"
         )
+    elif isinstance(e, Unencodable) and "bits" in problem:
+        fix = "store a smaller integer, or its text"
     else:
         fix = f"store a value made of {SUPPORTED}"
     return UnserializableStaticError(

@@ -217,9 +217,12 @@ def _unhashable_reporter(node: NodeType) -> Callable[[Any], None]:
 
 
 def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
-    """The options the generated ``jax.tree_util`` callbacks of ``node`` depend on."""
+    """The options the generated ``jax.tree_util`` callbacks of ``node`` depend on.
+
+    (Not ``return_none_fields``: in JAX a ``None`` field is a child either way.)
+    """
     rebuild = None if node.info is None else node.info.rebuild
-    return (node.return_none_fields, node.static_fields, rebuild)
+    return (node.static_fields, rebuild)
 
 
 def _serialize_aux(node: NodeType, aux: Any) -> bytes:

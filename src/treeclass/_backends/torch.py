@@ -605,6 +605,32 @@ def _is_node(t: type) -> bool:
     return t in pytree.SUPPORTED_NODES or is_namedtuple_class(t)
 
 
+def _none_leaves(spec: TreeSpec) -> int:
+    """How many ``None`` nodes of ``spec`` torch would see as leaves.
+
+    All but the ``None`` fields of classes registered with ``return_none_fields=False``,
+    which torch keeps out of its children.
+    """
+    count = 0
+    stack: list[list[Any]] = []  # [parent node type, children left]
+    for e in spec._entries:
+        parent = stack[-1][0] if stack else None
+        if e is not None and e[0].type is type(None):
+            kept_out = (
+                parent is not None
+                and parent.kind in ("dataclass", "attrs")
+                and not parent.return_none_fields
+            )
+            count += not kept_out
+        if stack:
+            stack[-1][1] -= 1
+        if e is not None and not e[3] and e[2]:
+            stack.append([e[0], e[2]])
+        while stack and not stack[-1][1]:
+            stack.pop()
+    return count
+
+
 def spec_from_spec(spec: TreeSpec) -> Any:
     """The ``torch.utils._pytree.TreeSpec`` of a treeclass ``TreeSpec``.
 
@@ -613,16 +639,16 @@ def spec_from_spec(spec: TreeSpec) -> Any:
             ``None`` fields of a class registered with ``return_none_fields=False`` stay out
             of torch's leaves), or torch does not see the same nodes.
     """
+    if _none_leaves(spec):
+        raise TreespecLoadError(
+            f"the treespec has a None node ({brief(spec, 200)}) where torch's pytree would "
+            "see a leaf (torch treats None as a leaf), so a torch TreeSpec would have more "
+            "leaves than the document and the leaves flattened from the original tree "
+            "would not fit it. Load it with to='jax', 'optree' or None; or keep None out "
+            "of the tree before flattening (None fields of a treeclass class registered "
+            "with return_none_fields=False, the default, are no leaves in torch)."
+        )
     treespec = pytree.tree_structure(skeleton(spec))
     if treespec.num_leaves != spec.num_leaves:
-        if any(e is not None and e[0].type is type(None) for e in spec._entries):
-            raise TreespecLoadError(
-                f"the treespec has a None node ({brief(spec, 200)}) where torch's pytree would "
-                "see a leaf (torch treats None as a leaf), so a torch TreeSpec would have more "
-                "leaves than the document and the leaves flattened from the original tree "
-                "would not fit it. Load it with to='jax', 'optree' or None; or keep None out "
-                "of the tree before flattening (None fields of a treeclass class registered "
-                "with return_none_fields=False, the default, are no leaves in torch)."
-            )
         raise leaf_count_error("torch", spec, treespec.num_leaves, _is_node)
     return treespec
