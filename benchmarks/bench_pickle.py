@@ -36,8 +36,8 @@ def compare(label: str, **options: bool) -> None:
         setattr(sys.modules[cls.__module__], cls.__qualname__, cls)
     ours, theirs = make_tree(ByName), make_tree(ByPath)
     ours_data, theirs_data = pickle.dumps(ours), pickle.dumps(theirs)
-    assert pickle.loads(ours_data) == ours and b"rebuilder_for_name" in ours_data
-    assert b"rebuilder_for_name" not in theirs_data
+    assert pickle.loads(ours_data) == ours and b"rebuild_by_name" in ours_data
+    assert b"rebuild_by_name" not in theirs_data
     print(label)
     print(show("  pickle.dumps", paired(lambda: pickle.dumps(ours), lambda: pickle.dumps(theirs))))
     print(

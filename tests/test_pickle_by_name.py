@@ -150,7 +150,7 @@ def assert_same(back: Any, tree: Any) -> None:
 def test_roundtrip_by_name_without_init(tree: Any, protocol: int) -> None:
     POST_INIT.clear()
     data = pickle.dumps(tree, protocol=protocol)
-    assert b"rebuilder_for_name" in data  # by name ...
+    assert b"rebuild_by_name" in data  # by name ...
     back = pickle.loads(data)
     assert_same(back, tree)
     assert POST_INIT == []  # ... and without __init__ / __post_init__
@@ -166,10 +166,11 @@ def test_unflatten_calls_init_classes_are_rebuilt_through_init() -> None:
 
 def test_the_pickled_state_is_exactly_the_fields_pickled_by_pickle() -> None:
     obj = Frozen(x={"k": 1.0}, cfg=(3, (4,)))
-    rebuilder, args = copyreg.dispatch_table[Frozen](obj)
-    assert args == ({"x": {"k": 1.0}, "cfg": (3, (4,))},)
-    assert args[0]["x"] is obj.x  # the values themselves, not a converted form
-    assert rebuilder(*args) == obj
+    rebuild, args = copyreg.dispatch_table[Frozen](obj)
+    assert rebuild is _pickle.rebuild_by_name
+    assert args == ("tests.pbn.Frozen", __name__, "Frozen", {"x": {"k": 1.0}, "cfg": (3, (4,))})
+    assert args[3]["x"] is obj.x  # the values themselves, not a converted form
+    assert rebuild(*args) == obj
     # The static tuple is pickled as a tuple by pickle (no JSON text anywhere in the stream).
     ops = [op.name for op, _, _ in pickletools.genops(pickle.dumps(obj, protocol=4))]
     assert "TUPLE2" in ops
@@ -179,10 +180,10 @@ def test_the_pickled_state_is_exactly_the_fields_pickled_by_pickle() -> None:
     assert pickle.loads(pickle.dumps(weird)).tag == frozenset({1j})
 
 
-def test_rebuilder_is_stored_once_per_stream() -> None:
+def test_the_global_and_the_name_are_stored_once_per_stream() -> None:
     data = pickle.dumps([Plain(i) for i in range(50)], protocol=4)
     assert data.count(b"tests.pbn.Plain") == 1
-    assert data.count(b"rebuilder_for_name") == 1
+    assert data.count(b"rebuild_by_name") == 1
 
 
 def test_attrs_hash_cache_is_reset() -> None:
@@ -335,7 +336,7 @@ def test_pickle_by_name_false_is_the_opt_out(uname: str) -> None:
     assert _pickle.install(OptOut, uname)
     assert _pickle.install(OptOut, uname)  # idempotent
     assert _pickle.is_installed(OptOut)
-    assert b"rebuilder_for_name" in pickle.dumps(OptOut(1))
+    assert b"rebuild_by_name" in pickle.dumps(OptOut(1))
     _pickle.uninstall(OptOut)
     assert not _pickle.is_installed(OptOut)
     assert OptOut not in copyreg.dispatch_table
@@ -442,8 +443,35 @@ class NotRegistered:
 
 
 def test_fallback_class_that_is_not_registered_is_rebuilt_field_by_field() -> None:
-    rebuild = _pickle.rebuilder_for_name("tests.pbn.Nowhere", __name__, "NotRegistered")
+    def rebuild(fields: dict[str, Any]) -> Any:
+        return _pickle.rebuild_by_name("tests.pbn.Nowhere", __name__, "NotRegistered", fields)
+
     POST_INIT.clear()
     assert rebuild({"a": 1, "b": [2]}) == NotRegistered(1, [2])
     with pytest.raises(tc.StructureMismatchError, match=r"has the fields \['a'\], but"):
         rebuild({"a": 1})
+    # The safe variant never imports by module path.
+    with pytest.raises(tc.UnregisteredNameError, match=r"'tests.pbn.Nowhere'.*never imports"):
+        _pickle.rebuild_registered("tests.pbn.Nowhere", __name__, "NotRegistered", {"a": 1})
+
+
+def test_torch_weights_only_loading_rebuilds_by_name_and_never_imports(tmp_path: Path) -> None:
+    """torch's weights-only unpickler allows treeclass instances (the torch adapter lets it,
+    with a rebuild that never imports), so torch.load and torch.export.load read them
+    without falling back to unrestricted unpickling."""
+    torch = pytest.importorskip("torch")
+    obj = Frozen(x=torch.ones(2), cfg=(1, 2))
+    torch.save([obj], tmp_path / "o.pt")
+    (back,) = torch.load(tmp_path / "o.pt", weights_only=True)
+    assert type(back) is Frozen and back.cfg == (1, 2) and back.x.tolist() == [1.0, 1.0]
+    # A name nobody registered: the module path in the pickle is not imported.
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "o.pt") as src, zipfile.ZipFile(tmp_path / "n.pt", "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = data.replace(b"tests.pbn.Frozen", b"tests.pbn.Frozzz")
+            dst.writestr(info, data)
+    with pytest.raises(Exception, match=r"tests.pbn.Frozzz.*never imports by module path"):
+        torch.load(tmp_path / "n.pt", weights_only=True)

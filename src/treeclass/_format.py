@@ -138,6 +138,59 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
         UnregisteredNameError: a name is not registered in this process.
     """
+    spec = _nodes_to_spec_simple(nodes)
+    return spec if spec is not None else _nodes_to_spec_planned(nodes)
+
+
+def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
+    """:func:`nodes_to_spec` for documents whose nodes hold all their children.
+
+    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan.
+    """
+    cache: dict[str, NodeType] = {}
+    entries: list[Any] = []
+    append = entries.append
+    n = len(nodes)
+    leaves = 0
+    i = 0
+    while i < n:
+        item = nodes[i]
+        if item is None:
+            append(None)
+            leaves += 1
+            i += 1
+            continue
+        name, state, k = item
+        nt = cache.get(name)
+        if nt is None:
+            nt = cache[name] = _node_type(name)
+        try:
+            aux, plan = nt.load_state(state)
+        except TreespecLoadError as e:
+            # (a migrate hook's own error stays the cause, for the traceback)
+            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
+        if plan is not None:
+            return None
+        expect = nt.arity_of(aux)
+        if expect is not None and expect != k:
+            raise TreespecLoadError(
+                f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
+                f"it {expect}."
+            )
+        i += 1
+        # Canonical form (as tree_flatten makes it): a node whose children are all leaves
+        # holds them itself; they get no entries of their own. (A small node is checked in
+        # one slice; a large one by all_leaves, which keeps the walk linear.)
+        leafy = nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)
+        append((nt, aux, k, leafy))
+        if leafy:
+            leaves += k
+            i += k
+    return TreeSpec._make(tuple(entries), leaves)
+
+
+def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
+    """:func:`nodes_to_spec` for documents where some nodes leave data fields out."""
     cache: dict[str, NodeType] = {}
     entries: list[Any] = []
     append = entries.append

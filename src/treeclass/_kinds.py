@@ -83,7 +83,11 @@ def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None]
     return None
 
 
-def _kind_check(name: str, annotation: Any) -> Check | None:
+_ALWAYS_HASHABLE: Final[frozenset[type]] = frozenset((str, int, float, bool, bytes, type(None)))
+
+
+def _kind_check(name: str, annotation: Any) -> tuple[Check, frozenset[type] | None] | None:
+    """The check of a field's annotation, and the exact types that pass it outright."""
     kind = _kind_of(annotation)
     if kind is None:
         return None
@@ -99,7 +103,7 @@ def _kind_check(name: str, annotation: Any) -> Check | None:
             return f"{brief(value, 60)} is not one of the field's values {brief(literals, 80)}"
         return None
 
-    return check
+    return check, (frozenset(accepted) if literals is None else None)
 
 
 def _hashable_check(value: Any) -> str | None:
@@ -156,26 +160,38 @@ def static_check(
     attrs_fields: dict[str, Any] = {}
     if info.kind == "attrs":
         attrs_fields = {a.name: a for a in getattr(cls, "__attrs_attrs__", ())}
-    checks: list[tuple[int, str, list[Check]]] = []
+    checks: list[tuple[int, str, list[Check], frozenset[type] | None]] = []
     for i, name in enumerate(statics):
         field_checks: list[Check] = []
+        # The exact types of values that pass every check outright (None: check each value;
+        # ``everything``: no check restricts the type).
+        everything = True
+        quick: frozenset[type] | None = None
         kind = _kind_check(name, annotations[name]) if name in annotations else None
         if kind is not None:
-            field_checks.append(kind)
+            field_checks.append(kind[0])
+            everything, quick = False, kind[1]
         if hashable:
             field_checks.append(_hashable_check)
+            if everything:
+                everything, quick = False, _ALWAYS_HASHABLE
+            elif quick is not None:
+                quick = quick & _ALWAYS_HASHABLE
         attribute = attrs_fields.get(name)
         if attribute is not None and getattr(attribute, "validator", None) is not None:
             field_checks.append(_validator_check(attribute))
+            quick = None
         if field_checks:
-            checks.append((i, name, field_checks))
+            checks.append((i, name, field_checks, quick))
     if not checks:
         return None
     label = info.qualname
     plan = tuple(checks)  # a tuple: the closure never sees a later change
 
     def check(values: tuple[Any, ...], saved: frozenset[str] | None) -> None:
-        for i, name, field_checks in plan:
+        for i, name, field_checks, quick in plan:
+            if quick is not None and values[i].__class__ in quick:
+                continue
             if saved is not None and name not in saved:
                 continue
             for field_check in field_checks:

@@ -8,16 +8,14 @@ programs that define the class in modules of different names.
 
 :func:`install` puts a reducer for one class in :data:`copyreg.dispatch_table` (never touching
 the class itself). pickle, ``copy`` and ``multiprocessing`` consult that table before the
-class's own ``__reduce_ex__``. An instance then reduces to ``(rebuilder, (fields,))``:
-
-- ``fields`` is a ``dict`` of every field by name, static fields included, pickled by pickle
-  itself;
-- ``rebuilder`` is one object per class. pickle stores it once per stream as
-  ``treeclass._pickle.rebuilder_for_name(name, module, qualname)``; when unpickling, that
-  looks the class up by ``name`` (:func:`treeclass.class_for_name`), falls back to ``module`` +
-  ``qualname`` (what pickle would have done) when no class has the name, and raises
-  :class:`~treeclass.UnregisteredNameError` naming both when that fails too. ``copy`` and
-  ``copy.deepcopy`` call the rebuilder directly.
+class's own ``__reduce_ex__``. An instance then reduces to ``treeclass._pickle.rebuild_by_name(
+name, module, qualname, fields)``: ``fields`` is a ``dict`` of every field by name, static
+fields included, pickled by pickle itself; unpickling looks the class up by ``name``
+(:func:`treeclass.class_for_name`), falls back to ``module`` + ``qualname`` (what pickle would
+have done) when no class has the name, and raises :class:`~treeclass.UnregisteredNameError`
+naming both when that fails too. One global per instance, so ``torch.load(weights_only=True)``
+can allow it: the torch adapter allows, under that name, :func:`rebuild_registered`, which
+never imports.
 
 Rebuilding restores the fields the way unflatten does -- without ``__init__`` (unless the class
 was registered with ``unflatten_calls_init=True``), through the class's own ``__setattr__``
@@ -35,7 +33,7 @@ a mapping-based instance (``ModelOutput``) under keys that are not fields are no
 
 The reducer is installed when a named class is registered (a backend of the registry that
 is always active), unless the class is registered with ``pickle_by_name=False``; pickles
-refer to :func:`rebuilder_for_name` at this module path, which is part of the pickle format.
+refer to :func:`rebuild_by_name` at this module path, which is part of the pickle format.
 
 Example:
     >>> import pickle
@@ -64,7 +62,15 @@ from ._fields import is_namedtuple_class
 from ._nodes import NodeType
 from ._registry import class_for_name, registered_node
 
-__all__ = ["BACKEND", "PickleBackend", "install", "is_installed", "rebuilder_for_name", "uninstall"]
+__all__ = [
+    "BACKEND",
+    "PickleBackend",
+    "install",
+    "is_installed",
+    "rebuild_by_name",
+    "rebuild_registered",
+    "uninstall",
+]
 
 _LOCK = RLock()
 
@@ -195,18 +201,21 @@ class _Rebuilder:
             "pickled, so rebuild the object with the current class instead of unpickling it."
         )
 
-    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str, str]]:
-        cls = self.cls
+    def superseded(self) -> bool:
+        """Whether a re-run of the class statement took the name (checked at each pickle)."""
         holder = class_for_name(self.name)
-        if holder is not None and holder is not cls:
-            raise UnnamedClassError(
-                f"{cls.__module__}.{cls.__qualname__} was defined again (its class statement "
-                "ran a second time, as in a notebook or after importlib.reload), and the name "
-                f"{self.name!r} now belongs to the new class; this object is an instance of "
-                "the old class, so rebuild it from the new class before pickling it "
-                "(copy.deepcopy still works)."
-            )
-        return rebuilder_for_name, (self.name, cls.__module__, cls.__qualname__)
+        return holder is not None and holder is not self.cls
+
+    def __reduce__(self) -> Any:
+        """Refuse: only the reducer of a superseded class hands this object to pickle."""
+        cls = self.cls
+        raise UnnamedClassError(
+            f"{cls.__module__}.{cls.__qualname__} was defined again (its class statement ran "
+            "a second time, as in a notebook or after importlib.reload), and the name "
+            f"{self.name!r} now belongs to the new class; this object is an instance of the old "
+            "class, so rebuild it from the new class before pickling it (copy.deepcopy still "
+            "works)."
+        )
 
     def __repr__(self) -> str:
         return f"<treeclass rebuilder for {self.name!r}>"
@@ -216,11 +225,14 @@ _REBUILDER_ATTR: Final = "__treeclass_rebuilder__"
 
 
 def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
-    """Generate the ``copyreg`` reducer of one class: ``obj -> (rebuilder, (fields,))``.
+    """Generate the ``copyreg`` reducer of one class.
 
-    The fields are read by literal name into a dict literal (no loop): as fast as pickle's own
-    ``__reduce_ex__`` (see ``benchmarks/bench_pickle.py``). The reducer carries its rebuilder
-    as an attribute, which is how :func:`uninstall` recognises it.
+    ``obj -> (rebuild_by_name, (name, module, qualname, {field: value}))``: one global, which
+    ``torch.load(weights_only=True)`` can allow (the torch adapter does, with a variant that
+    never imports). The fields are read by literal name into a dict literal (no loop); pickle
+    memoizes the repeated strings. An object of a superseded class reduces to its rebuilder
+    instead, which refuses to be pickled but which ``copy.deepcopy`` just calls. The reducer
+    carries its rebuilder as an attribute, which is how :func:`uninstall` recognises it.
     """
     cls = rebuilder.cls
     fields = rebuilder.plan().fields
@@ -228,8 +240,24 @@ def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
         items = ", ".join(f"{f!r}: obj[{i}]" for i, f in enumerate(fields))
     else:
         items = ", ".join(f"{f!r}: obj.{f}" for f in fields)
-    source = f"def reduce(obj):\n    return _rebuilder, ({{{items}}},)\n"
-    reduce = compile_function(cls, "pickle", source, {"_rebuilder": rebuilder}, "reduce")
+    node = registered_node(cls)
+    # A registered class knows when it is superseded; one installed by hand is asked by name.
+    superseded = "_node.superseded" if node is not None else "_rebuilder.superseded()"
+    source = (
+        "def reduce(obj):\n"
+        f"    if {superseded}:\n"
+        f"        return _rebuilder, ({{{items}}},)\n"
+        f"    return _by_name, (_name, _module, _qualname, {{{items}}})\n"
+    )
+    namespace = {
+        "_rebuilder": rebuilder,
+        "_node": node,
+        "_by_name": rebuild_by_name,
+        "_name": rebuilder.name,
+        "_module": cls.__module__,
+        "_qualname": cls.__qualname__,
+    }
+    reduce = compile_function(cls, "pickle", source, namespace, "reduce")
     setattr(reduce, _REBUILDER_ATTR, rebuilder)
     return reduce
 
@@ -294,15 +322,22 @@ def _find_by_path(module: str, qualname: str) -> type:
     return obj
 
 
-def rebuilder_for_name(name: str, module: str, qualname: str) -> Callable[[Any], Any]:
-    """What a pickled rebuilder turns into when unpickled (pickles refer to this function).
+def _rebuilder(cls: type, name: str) -> _Rebuilder:
+    mine = _ours(copyreg.dispatch_table.get(cls))
+    return mine if mine is not None else _Rebuilder(cls, name)
 
-    Looks the class up by its treeclass ``name``; when no class has the name, falls back to
-    ``module`` + ``qualname``, as pickle itself would have done.
+
+def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
+    """What a pickled instance calls when unpickled (pickles refer to this function).
+
+    Looks the class up by its treeclass ``name`` (or alias); when no class has the name, falls
+    back to ``module`` + ``qualname``, as pickle itself would have done. The instance is
+    rebuilt as unflatten does, without ``__init__``.
 
     Raises:
         UnregisteredNameError: no class is registered under ``name`` and none can be imported
             from ``module`` + ``qualname``; the message names both.
+        StructureMismatchError: the class's fields differ from the pickled ones.
     """
     cls = class_for_name(name)
     if cls is None:
@@ -316,8 +351,26 @@ def rebuilder_for_name(name: str, module: str, qualname: str) -> Callable[[Any],
                 f"import the module that defines the class registered as {name!r} before "
                 "unpickling."
             ) from e
-    mine = _ours(copyreg.dispatch_table.get(cls))
-    return mine if mine is not None else _Rebuilder(cls, name)
+    return _rebuilder(cls, name)(fields)
+
+
+def rebuild_registered(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
+    """:func:`rebuild_by_name` that never imports: a class must be registered under ``name``.
+
+    What safe loaders put in the place of :func:`rebuild_by_name` (the torch adapter allows it
+    for ``torch.load(weights_only=True)`` under that function's name).
+
+    Raises:
+        UnregisteredNameError: no class is registered under ``name``.
+    """
+    cls = class_for_name(name)
+    if cls is None:
+        raise UnregisteredNameError(
+            f"this file holds an instance of the class registered as {name!r} (pickled from "
+            f"{module}.{qualname}), which is not registered in this process; import the module "
+            f"that defines it before loading (a safe load never imports by module path)."
+        )
+    return _rebuilder(cls, name)(fields)
 
 
 class PickleBackend:

@@ -26,7 +26,7 @@ result the same way. Classes without one get the codec above, unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from ._errors import (
     TreespecLoadError,
@@ -40,6 +40,8 @@ from ._statics import SUPPORTED, BadStatic, Unencodable, decode_static, encode_s
 __all__ = ["Layout", "LoadPlan", "StateCodec", "decode_for", "encode_for", "make_state_codec"]
 
 GetState = Callable[[Any], Any]
+# Static values that decode as themselves (not float: it may be a nan a migrate hook made).
+_SCALARS: Final = frozenset((str, int, bool, type(None)))
 SetState = Callable[[Any], Any]
 
 
@@ -245,7 +247,12 @@ def make_state_codec(
             static = state.get("static")
             if static.__class__ is dict and len(static) == n_static:
                 try:
-                    return tuple([decode_static(static[s]) for s in statics])
+                    return tuple(
+                        [
+                            v if v.__class__ in _SCALARS else decode_static(v)
+                            for v in map(static.__getitem__, statics)
+                        ]
+                    )
                 except (KeyError, BadStatic, RecursionError):
                     pass  # the checked path names the culprit
         return None
@@ -256,11 +263,13 @@ def make_state_codec(
 
     def checked(values: tuple[Any, ...], saved: frozenset[str] | None = None) -> tuple[Any, ...]:
         """``values`` after checking those the document gave (``saved``: all of them)."""
-        if not checker:
+        if checker:
+            check = checker[0]
+        else:
             from ._kinds import static_check
 
-            checker.append(static_check(info))
-        check = checker[0]
+            check = static_check(info)
+            checker.append(check)
         if check is not None:
             check(values, saved)
         return values

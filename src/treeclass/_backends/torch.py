@@ -37,6 +37,7 @@ from .._fields import is_namedtuple_class
 from .._format import Node, state_from_bytes
 from .._json import dumps_canonical
 from .._nodes import NodeType
+from .._pickle import rebuild_registered
 from .._registry import node_for_name, registered_node
 from .._state import StateCodec
 from .._tree import TreeSpec
@@ -564,8 +565,25 @@ class TorchBackend:
             _forget_loaded_specs()
 
 
+def _allow_pickled_instances() -> None:
+    """Let ``torch.load(weights_only=True)`` rebuild treeclass instances pickled by name.
+
+    Their pickles call ``treeclass._pickle.rebuild_by_name`` (:mod:`treeclass._pickle`); torch's
+    weights-only unpickler is given, under that name, ``rebuild_registered``, which only ever
+    builds a class registered in this process and never imports. So ``torch.export.load``
+    reads the example inputs of an archive holding treeclass objects without falling back to
+    unrestricted unpickling (torch 2.13.0: ``torch.serialization.add_safe_globals`` takes
+    ``(function, name)`` pairs).
+    """
+    import importlib
+
+    serialization = importlib.import_module("torch.serialization")  # (not in stubs/)
+    serialization.add_safe_globals([(rebuild_registered, "treeclass._pickle.rebuild_by_name")])
+
+
 #: The one adapter instance the registry mirrors into.
 BACKEND: Final = TorchBackend()
+_allow_pickled_instances()
 
 
 # --- structures ---------------------------------------------------------------------------
