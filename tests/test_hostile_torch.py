@@ -135,11 +135,11 @@ def test_bad_input_is_a_treespec_load_error(text: Any) -> None:
 
 
 def test_a_deep_spec_never_leaks_a_recursion_error() -> None:
-    root: dict[str, Any] = LEAF
-    for _ in range(5000):
-        root = _node("builtins.list", "null", [root])
+    # Written as text: json.dumps itself cannot encode a 5000-deep object.
+    opening = '{"type": "builtins.list", "context": "null", "children_spec": ['
+    text = "[1, " + opening * 5000 + json.dumps(LEAF) + "]}" * 5000 + "]"
     try:
-        spec = tct.treespec_loads(_doc(root))
+        spec = tct.treespec_loads(text)
     except tc.TreespecLoadError:
         return
     assert spec.num_leaves == 1
@@ -590,3 +590,41 @@ print("{}")
         tct.load(path)
     torch_records = [r for r in caplog.records if r.name.startswith("torch")]
     assert torch_records == [], [r.getMessage()[:200] for r in torch_records]
+
+
+_DYN = """
+import json, sys, torch
+import treeclass.torch as tct
+ep = tct.load(sys.argv[1])
+x = torch.randn(5, 3)
+out = ep.module()(x, x)
+print(json.dumps({"ok": bool(torch.allclose(out, x + x * 5))}))
+"""
+
+
+@pytest.mark.slow
+def test_a_program_with_symbolic_sizes_loads(archives: Archives) -> None:
+    # The symbolic sizes (sympy expressions) and range constraints torch writes pass the checks.
+    outcome = run_script(_DYN, str(archives.path("dyn")), timeout=TIMEOUT)
+    assert outcome.report() == {"ok": True}
+
+
+def test_a_file_object_is_checked_and_left_where_it_was(archives: Archives, tmp_path: Path) -> None:
+    marker = tmp_path / "payload.ran"
+    hostile = archives.build("sample_inputs_pickle", marker, "unused_module_name")
+    with open(hostile, "rb") as f:
+        f.read(3)
+        f.seek(0)
+        with pytest.raises(tct.UnsafeArchiveError, match="example inputs"):
+            tct.load(f)
+        assert f.tell() == 0
+    assert not marker.exists()
+    with open(archives.path("tiny"), "rb") as f:
+        ep = tct.load(f)
+    x = torch.randn(2, 3)
+    assert tuple(ep.module()(x, {"k": x}).shape) == (2, 3)
+
+
+def test_the_unsafe_archive_error_is_a_load_error() -> None:
+    assert issubclass(tct.UnsafeArchiveError, tc.TreespecLoadError)
+    assert issubclass(tct.UnsafeArchiveError, ValueError)
