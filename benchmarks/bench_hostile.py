@@ -160,7 +160,7 @@ def main() -> None:
     parser.add_argument("--skip-deep", action="store_true")
     args = parser.parse_args()
     print(f"Python {sys.version.split()[0]}; documents of at most {args.bytes:,} bytes")
-    print(f"{'document':18} {'bytes':>9} {'load':>8} {'refuse':>8} {'hash':>8} {'eq':>8}", end="")
+    print(f"{'document':18} {'bytes':>9} {'load':>8} {'refuse':>8} {'ld+hash':>8} {'eq':>8}", end="")
     print(f" {'dumps':>8} {'unflat':>8}  status")
     for kind in (
         "arity",

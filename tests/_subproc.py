@@ -78,7 +78,8 @@ def run_script(
     full_env = {
         **os.environ,
         "PYTHONWARNINGS": "ignore",
-        "PYTHONPATH": os.pathsep.join(filter(None, [SRC, os.environ.get("PYTHONPATH", "")])),
+        # An explicit PYTHONPATH wins (to run these tests against another checkout's src).
+        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH", ""), SRC])),
         "HF_HUB_OFFLINE": "1",
         **(env or {}),
     }

@@ -287,7 +287,8 @@ def test_a_huge_static_int_made_in_process_has_a_repr() -> None:
 def _dup_cases() -> list[str]:
     good = tc.treespec_dumps(tc.tree_structure(Typed(1.0)))
     assert good.startswith('{"format":"treeclass.treespec",')
-    top = good.replace('{"format":"treeclass.treespec",', '{"format":"treeclass.treespec",' * 2, 1)
+    head = '{"format":"treeclass.treespec",'
+    top = good.replace(head, head + '"format":"treeclass.treespec",', 1)
     state = good.replace('{"data":["x"]', '{"data":["x"],"data":["x"]', 1)
     static = good.replace('"tag":"a"', '"tag":"a","tag":"b"', 1)
     tagged = good.replace('{"tuple":[1,2]}', '{"tuple":[1,2],"tuple":[3]}', 1)
@@ -297,6 +298,7 @@ def _dup_cases() -> list[str]:
     cases = [top, state, static, tagged, dict_text]
     for c in cases:
         assert c != good
+        json.loads(c)  # valid JSON (with a duplicate key, which json.loads lets through)
     return cases
 
 

@@ -42,7 +42,8 @@ class Config:
     mode: object = tc.field(static=True, default=None)
 """
 
-SUPERSEDED = r"defined again.*rebuild|rebuild.*defined again"
+# One error everywhere: the class was defined (run) again; rebuild the object from the new class.
+SUPERSEDED = r"(?s)again.*rebuild|rebuild.*again"
 
 
 class Victim:
