@@ -142,6 +142,8 @@ def run(script: str, args: list[str], timeout: float) -> dict[str, object]:
     report: dict[str, object] = json.loads(lines[-1]) if lines else {}
     if code is None:
         report["status"] = f"> {timeout:.0f} s timeout"
+    elif code < 0:
+        report["status"] = f"killed by signal {-code} (the OOM killer sends 9)"
     elif code != 0:
         report["status"] = (err.strip().splitlines() or ["failed"])[-1][:80]
     return report
@@ -160,8 +162,8 @@ def main() -> None:
     parser.add_argument("--skip-deep", action="store_true")
     args = parser.parse_args()
     print(f"Python {sys.version.split()[0]}; documents of at most {args.bytes:,} bytes")
-    print(f"{'document':18} {'bytes':>9} {'load':>8} {'refuse':>8} {'ld+hash':>8} {'eq':>8}", end="")
-    print(f" {'dumps':>8} {'unflat':>8}  status")
+    columns = ("load", "refuse", "ld+hash", "eq", "dumps", "unflat")
+    print(f"{'document':18} {'bytes':>9} " + " ".join(f"{c:>8}" for c in columns) + "  status")
     for kind in (
         "arity",
         "dict_keys",
