@@ -551,8 +551,8 @@ tct.save(torch.export.export(M(), (Gone(x),)), sys.argv[1])
     path = tmp_path / "gone.pt2"
     outcome = run_script(script, str(path), timeout=TIMEOUT)
     assert outcome.returncode == 0, outcome.describe()
-    for quiet in ("", "quiet"):
-        outcome = run_script(_VALID, str(path), "", quiet, timeout=TIMEOUT)
+    for trusted, quiet in (("", ""), ("", "quiet"), ("trusted", ""), ("trusted", "quiet")):
+        outcome = run_script(_VALID, str(path), trusted, quiet, timeout=TIMEOUT)
         report = outcome.report()
         assert report["error"] == "UnregisteredNameError", report
         assert "'tests.hostile_torch.Gone'" in report["message"], report

@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import torch.export
 import torch.utils._pytree as pytree
 
-from ._errors import UnregisteredNameError
+from ._errors import TreespecLoadError, UnregisteredNameError
 from ._torch_archive import CHECKED_TORCH_VERSION, UnsafeArchiveError, check_archive
 from ._torch_treespec import treespec_from_json
 
@@ -233,7 +233,12 @@ def load(
             if trusted:
                 # torch only logged the cause, and the log may be off (logging.disable):
                 # read the program's treespecs again to name a missing class.
-                check_archive(f, _source(f), treespecs_only=True)
+                try:
+                    check_archive(f, _source(f), treespecs_only=True)
+                except UnregisteredNameError:
+                    raise
+                except TreespecLoadError:
+                    pass  # not about a missing name: torch's own error says more
             if quiet.errors and e.__cause__ is None:
                 raise e from quiet.errors[-1]
             raise
