@@ -75,13 +75,16 @@ def run_script(
     ``memory_cap`` (bytes) limits the address space of the process (``RLIMIT_AS``).
     """
     code = _PRELUDE.format(cap=memory_cap) + textwrap.dedent(script)
+    extra = dict(env or {})
+    # Search path: the caller's extra folders, then an explicit PYTHONPATH of this process (to
+    # run these tests against another checkout's src), then this checkout's src.
+    path = [extra.pop("PYTHONPATH", ""), os.environ.get("PYTHONPATH", ""), SRC]
     full_env = {
         **os.environ,
         "PYTHONWARNINGS": "ignore",
-        # An explicit PYTHONPATH wins (to run these tests against another checkout's src).
-        "PYTHONPATH": os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH", ""), SRC])),
+        "PYTHONPATH": os.pathsep.join(filter(None, path)),
         "HF_HUB_OFFLINE": "1",
-        **(env or {}),
+        **extra,
     }
     try:
         proc = subprocess.run(
