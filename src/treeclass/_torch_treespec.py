@@ -37,12 +37,17 @@ from ._errors import TreespecLoadError, UnregisteredNameError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["MAX_INT_DIGITS", "loads_strict", "treespec_from_json"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "loads_strict", "treespec_from_json"]
 
 #: The treespec serialization protocols this reader understands.
 PROTOCOLS: Final = (1,)
 #: Longest integer literal accepted (CPython's own default limit for ``int(str)``).
 MAX_INT_DIGITS: Final = 4300
+#: Deepest tree accepted. torch's pytree functions recurse once per level or more (with the
+#: default recursion limit, torch 2.13.0's own treespec_dumps / treespec_loads / unflatten round
+#: trip fails past ~330 levels), so a deeper document is not one torch wrote, and the spec would
+#: only fail later, in torch, with a RecursionError.
+MAX_DEPTH: Final = 256
 
 _FACTORIES: Final[dict[str, type]] = {
     t.__name__: t
@@ -351,9 +356,15 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
         )
     # Pre-order walk collecting (node, number of children); then build bottom-up.
     order: list[tuple[Any, Any, int]] = []
-    stack: list[tuple[Any, str]] = [(root, "the root")]
+    stack: list[tuple[Any, str, int]] = [(root, "the root", 0)]
     while stack:
-        node, where = stack.pop()
+        node, where, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise TreespecLoadError(
+                f"the treespec nests deeper than {MAX_DEPTH} levels; torch's pytree functions "
+                "recurse once per level (its own treespec_dumps cannot write such a spec), so "
+                "treeclass does not load it."
+            )
         if node.__class__ is not dict or frozenset(node) != _KEYS:
             raise _not_a_treespec(
                 f"{where} must be an object with the keys {sorted(_KEYS)!r}, got {_brief(node, 80)}"
@@ -372,7 +383,7 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
             raise _not_a_treespec(f'"type" of {where} must be a string or null')
         order.append((*_resolve(name, node["context"], where, k), k))
         for i in range(k - 1, -1, -1):
-            stack.append((children[i], f"child {i} of {where}"[:300]))
+            stack.append((children[i], f"child {i} of {where}"[:300], depth + 1))
     built: list[pytree.TreeSpec] = []
     for typ, context, k in reversed(order):
         if typ is None:
