@@ -9,13 +9,54 @@ from __future__ import annotations
 
 import importlib.util
 
+import pytest
+from _pytest.doctest import DoctestItem
+
+from treeclass._hooks import FRAMEWORKS
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a dotted name whose parent package is missing
+        return False
+
+
+# Modules that import something optional at the top, by the module they need: each
+# framework's adapter, the public extras, and the files layer (numpy).
+_NEEDS = {
+    f.module: [f.adapter.removeprefix("treeclass.").replace(".", "/") + ".py"] for f in FRAMEWORKS
+}
+_NEEDS["torch"] += ["torch.py", "_torch_state.py"]
+_NEEDS["optree"].append("optree.py")
+_NEEDS.setdefault("numpy", []).append("_files.py")
+_NEEDS.setdefault("orbax.checkpoint", []).append("orbax.py")
+
 collect_ignore = [
     f"src/treeclass/{path}"
-    for framework, paths in {
-        "jax": ["backends/jax.py"],
-        "torch": ["backends/torch.py", "torch.py"],
-        "optree": ["backends/optree.py", "optree.py"],
-    }.items()
-    if importlib.util.find_spec(framework) is None
+    for module, paths in _NEEDS.items()
+    if not _installed(module)
     for path in paths
 ]
+
+
+# Doctests of the package namespace that need numpy (tc.save / tc.load with arrays).
+_NUMPY_DOCTESTS = frozenset(("treeclass.save", "treeclass.load"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the doctests that need numpy where it is not installed (the core CI run)."""
+    if importlib.util.find_spec("numpy") is not None:
+        return
+    skip = pytest.mark.skip(reason="needs numpy (pip install 'treeclass[files]')")
+    for item in items:
+        if isinstance(item, DoctestItem) and item.name in _NUMPY_DOCTESTS:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _doctest_tmp(request: pytest.FixtureRequest) -> None:
+    """Doctests that write files (``tc.save``) get a temporary folder as ``tmp``."""
+    if isinstance(request.node, DoctestItem):
+        namespace = request.getfixturevalue("doctest_namespace")
+        namespace["tmp"] = request.getfixturevalue("tmp_path")

@@ -15,9 +15,15 @@ LEAF_NAMES = tuple(f"a{i}" for i in range(8))
 
 
 def make_class(
-    name: str, decorator: Callable[[type], type] | None = None, static_meta: bool = True
+    name: str,
+    decorator: Callable[[type], type] | None = None,
+    static_meta: bool = True,
+    **options: bool,
 ) -> type:
-    """A fresh dataclass ``a0..a7`` (floats) plus ``s0: str``, ``s1: int`` (static metadata)."""
+    """A fresh dataclass ``a0..a7`` (floats) plus ``s0: str``, ``s1: int`` (static metadata).
+
+    ``options`` go to ``dataclasses.dataclass`` (``frozen=True``, ``slots=True``).
+    """
     meta = {"static": True} if static_meta else {}
     ns: dict[str, Any] = {"__annotations__": {}}
     for n in LEAF_NAMES:
@@ -28,7 +34,7 @@ def make_class(
     ns["s1"] = dataclasses.field(default=1, metadata=meta)
     cls = type(name, (), ns)
     cls.__module__ = __name__
-    cls = dataclasses.dataclass(cls)
+    cls = dataclasses.dataclass(cls, **options)
     if decorator is not None:
         cls = decorator(cls) or cls
     return cls

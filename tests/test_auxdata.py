@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
-import inspect
 import json
 import math
 from typing import Any, NamedTuple
@@ -15,15 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import treeclass as tc
-from treeclass._auxdata import (
-    MAX_STATIC_DEPTH,
-    aux_from_bytes,
-    aux_to_bytes,
-    decode_static,
-    encode_static,
-)
 from treeclass._fields import describe
-from treeclass._registry import NodeDef, node_for_class
+from treeclass._format import aux_from_bytes, aux_to_bytes
+from treeclass._nodes import NodeType, class_node, namedtuple_node
+from treeclass._statics import MAX_STATIC_DEPTH, decode_static, encode_static
 
 
 def same(a: Any, b: Any) -> bool:
@@ -45,9 +39,12 @@ def through_json(state: Any) -> Any:
     return json.loads(json.dumps(state))
 
 
-def node_of(cls: type, *, name: str | None = None, rnf: bool = False) -> NodeDef:
-    """An unregistered NodeDef: the generated functions without touching any registry."""
-    return NodeDef(describe(cls), name, rnf)
+def node_of(cls: type, *, name: str | None = None, rnf: bool = False) -> NodeType:
+    """An unregistered node type: the generated functions without touching any registry."""
+    info = describe(cls)
+    if info.kind == "namedtuple":
+        return namedtuple_node(cls)
+    return class_node(info, name, rnf)
 
 
 @dataclasses.dataclass
@@ -59,10 +56,22 @@ class Holder:
 HOLDER = node_of(Holder)
 
 
+# The auxdata in the form torch keeps it, ``(nones, *statics)``, maps one-to-one to the state
+# a document holds (its "none" list); the core form (every field a child) is tested below.
+def tgetstate(node: NodeType, aux: Any) -> Any:
+    assert node.codec is not None
+    return node.codec.torch_getstate(aux)
+
+
+def tsetstate(node: NodeType, state: Any) -> Any:
+    assert node.codec is not None
+    return node.codec.torch_setstate(state)
+
+
 def roundtrip_static(value: Any) -> Any:
     aux = ((), value)
-    state = HOLDER.getstate(aux)
-    back = HOLDER.setstate(through_json(state))
+    state = tgetstate(HOLDER, aux)
+    back = tsetstate(HOLDER, through_json(state))
     assert back[0] == ()
     return back[1]
 
@@ -78,7 +87,7 @@ STATIC_VALUES: list[Any] = [
     2**53,
     -(2**53),
     2**200,
-    -(2**20000),  # ~6000 decimal digits: beyond CPython's int/str conversion limit
+    -(2**14284 - 1),  # 4300 decimal digits: the largest int CPython prints by default
     0.0,
     -0.0,
     1.5,
@@ -128,18 +137,18 @@ def test_state_is_plain_json_and_names_fields() -> None:
         t: str = dataclasses.field(default="x", metadata={"static": True})
 
     node = node_of(C)
-    state = node.getstate(((), (1, 2), "x"))
+    state = tgetstate(node, ((), (1, 2), "x"))
     assert state == {"data": ["a", "b"], "none": [], "static": {"s": {"tuple": [1, 2]}, "t": "x"}}
     assert json.loads(json.dumps(state, allow_nan=False)) == state
-    state = node.getstate((("b",), (1, 2), "x"))
+    state = tgetstate(node, (("b",), (1, 2), "x"))
     assert state["data"] == ["a"]
     assert state["none"] == ["b"]
-    assert node.setstate(through_json(state)) == (("b",), (1, 2), "x")
+    assert tsetstate(node, through_json(state)) == (("b",), (1, 2), "x")
 
 
 def test_nan_static_compares_equal_after_loading() -> None:
     aux = ((), (math.nan, 1))
-    back = HOLDER.setstate(through_json(HOLDER.getstate(aux)))
+    back = tsetstate(HOLDER, through_json(tgetstate(HOLDER, aux)))
     assert back == aux  # math.nan comes back as math.nan itself, so tuples compare equal
 
 
@@ -206,23 +215,23 @@ class Opaque:
 )
 def test_unserializable_static_names_class_field_type_and_fix(value: Any, message: str) -> None:
     with pytest.raises(tc.UnserializableStaticError, match=message) as info:
-        HOLDER.getstate(((), value))
+        tgetstate(HOLDER, ((), value))
     assert isinstance(info.value, TypeError)
     assert isinstance(info.value, tc.TreeclassError)
     with pytest.raises(tc.UnserializableStaticError, match=message):
-        aux_to_bytes(HOLDER, ((), value))
+        aux_to_bytes(HOLDER, (value,))
 
 
 def test_self_referential_and_too_deep_statics_are_errors() -> None:
     loop: list[Any] = []
     loop.append(loop)
     with pytest.raises(tc.UnserializableStaticError, match=r"nests deeper than 100 levels"):
-        HOLDER.getstate(((), loop))
+        tgetstate(HOLDER, ((), loop))
     deep: Any = ()
     for _ in range(MAX_STATIC_DEPTH + 5):
         deep = (deep,)
     with pytest.raises(tc.UnserializableStaticError, match="nests deeper"):
-        HOLDER.getstate(((), deep))
+        tgetstate(HOLDER, ((), deep))
     ok: Any = ()
     for _ in range(MAX_STATIC_DEPTH - 1):
         ok = (ok,)
@@ -308,7 +317,7 @@ def test_registered_static_state_names_the_type() -> None:
 def test_unregistered_static_name_on_load() -> None:
     state = {"data": ["x"], "none": [], "static": {"value": {"registered": ["nope.Gone", 1]}}}
     with pytest.raises(tc.UnregisteredNameError, match=r"'nope.Gone'.*not registered") as info:
-        HOLDER.setstate(state)
+        tsetstate(HOLDER, state)
     assert isinstance(info.value, ValueError)
 
 
@@ -323,7 +332,7 @@ def test_unregistered_static_name_on_load() -> None:
 )
 def test_converter_failures_on_load_are_load_errors(encoded: Any, message: str) -> None:
     with pytest.raises(tc.TreespecLoadError, match=message):
-        HOLDER.setstate({"data": ["x"], "none": [], "static": {"value": encoded}})
+        tsetstate(HOLDER, {"data": ["x"], "none": [], "static": {"value": encoded}})
 
 
 def test_config_that_gained_a_field_with_default_loads() -> None:
@@ -425,32 +434,42 @@ class V2StaticBecameData:
     s: int = 1
 
 
-OLD_STATE = through_json(node_of(V1).getstate(((), 5)))
+OLD_STATE = through_json(tgetstate(node_of(V1), ((), 5)))
 
 
 def test_gained_static_field_takes_its_default() -> None:
-    assert node_of(V2GainedStatic).setstate(OLD_STATE) == ((), 5, ("new",))
+    assert tsetstate(node_of(V2GainedStatic), OLD_STATE) == ((), 5, ("new",))
 
 
 def test_gained_data_field_with_none_default_comes_back_none() -> None:
     node = node_of(V2GainedNoneData)
-    aux = node.setstate(OLD_STATE)
+    # torch's form: the new field is a None field left out of the children.
+    aux = tsetstate(node, OLD_STATE)
     assert aux == (("b",), 5)
-    _, live_aux = node.flatten(V2GainedNoneData(1.0, None, 5))
+    torch_functions = node.bind("test", str, family="torch")
+    _, live_aux = torch_functions["flatten"](V2GainedNoneData(1.0, None, 5))
     assert live_aux == aux  # the loaded structure equals the live one
-    assert node.unflatten(aux, [2.0]) == V2GainedNoneData(2.0, None, 5)
+    assert torch_functions["unflatten"]([2.0], aux) == V2GainedNoneData(2.0, None, 5)
+    # The core form: the new field becomes a None child.
+    core_aux, plan = node.load_state(OLD_STATE)
+    assert (core_aux, plan) == ((5,), (True, False))
+    assert node.flatten(V2GainedNoneData(1.0, None, 5)) == ((1.0, None), core_aux)
 
 
-def test_gained_data_field_with_none_default_needs_none_fields_out_of_children() -> None:
-    with pytest.raises(tc.TreespecLoadError, match=r"data field 'b'.*return_none_fields=True"):
-        node_of(V2GainedNoneData, rnf=True).setstate(OLD_STATE)
+def test_gained_data_field_with_none_default_in_torch_needs_none_fields_out_of_children() -> None:
+    with pytest.raises(
+        tc.TreespecLoadError, match=r"None-valued field\(s\) \['b'\].*return_none_fields=True"
+    ):
+        tsetstate(node_of(V2GainedNoneData, rnf=True), OLD_STATE)
+    # Every other registry takes it: the field is a None child there whatever the option.
+    assert node_of(V2GainedNoneData, rnf=True).load_state(OLD_STATE) == ((5,), (True, False))
 
 
 def test_gained_data_field_with_other_default_is_an_error() -> None:
     with pytest.raises(
         tc.TreespecLoadError, match=r"V2GainedOtherData has a data field 'b'.*default is not None"
     ):
-        node_of(V2GainedOtherData).setstate(OLD_STATE)
+        tsetstate(node_of(V2GainedOtherData), OLD_STATE)
 
 
 def test_gained_static_field_without_usable_default() -> None:
@@ -461,8 +480,8 @@ def test_gained_static_field_without_usable_default() -> None:
         r: str = dataclasses.field(kw_only=True, metadata={"static": True})
 
     with pytest.raises(tc.TreespecLoadError, match=r"static field 'r'.*no default"):
-        node_of(NoDefault).setstate(OLD_STATE)
-    assert node_of(V2GainedRequiredStatic).setstate(OLD_STATE) == ((), 5, 0, ...)
+        tsetstate(node_of(NoDefault), OLD_STATE)
+    assert tsetstate(node_of(V2GainedRequiredStatic), OLD_STATE) == ((), 5, 0, ...)
 
 
 @pytest.mark.parametrize(
@@ -475,7 +494,7 @@ def test_gained_static_field_without_usable_default() -> None:
 )
 def test_blob_naming_a_field_the_class_lost(cls: type, message: str) -> None:
     with pytest.raises(tc.TreespecLoadError, match=message):
-        node_of(cls).setstate(OLD_STATE)
+        tsetstate(node_of(cls), OLD_STATE)
 
 
 def test_data_field_that_became_static() -> None:
@@ -489,9 +508,9 @@ def test_data_field_that_became_static() -> None:
         a: float
         b: float = dataclasses.field(default=0.0, metadata={"static": True})
 
-    state = through_json(node_of(Was).getstate(((),)))
+    state = through_json(tgetstate(node_of(Was), ((),)))
     with pytest.raises(tc.TreespecLoadError, match=r"field 'b' .* was a data field .* static now"):
-        node_of(Now).setstate(state)
+        tsetstate(node_of(Now), state)
 
 
 def test_reordered_data_fields_are_an_error() -> None:
@@ -505,30 +524,30 @@ def test_reordered_data_fields_are_an_error() -> None:
         b: float
         a: float
 
-    state = through_json(node_of(AB).getstate(((),)))
+    state = through_json(tgetstate(node_of(AB), ((),)))
     with pytest.raises(tc.TreespecLoadError, match=r"saved in the order \['a', 'b'\]"):
-        node_of(BA).setstate(state)
+        tsetstate(node_of(BA), state)
 
 
 def test_none_fields_into_a_class_now_returning_none_fields() -> None:
-    state = through_json(node_of(V2GainedNoneData).getstate((("b",), 1)))
+    state = through_json(tgetstate(node_of(V2GainedNoneData), (("b",), 1)))
     with pytest.raises(tc.TreespecLoadError, match=r"None-valued field\(s\) \['b'\]"):
-        node_of(V2GainedNoneData, rnf=True).setstate(state)
+        tsetstate(node_of(V2GainedNoneData, rnf=True), state)
 
 
 def test_namedtuple_state_records_field_names() -> None:
     P = collections.namedtuple("P", "x y")
     Q = collections.namedtuple("Q", "x z")
     R = collections.namedtuple("R", "y x")
-    state = through_json(node_of(P).getstate(None))
+    state = through_json(tgetstate(node_of(P), None))
     assert state == {"fields": ["x", "y"]}
-    assert node_of(P).setstate(state) is None
+    assert tsetstate(node_of(P), state) is None
     with pytest.raises(tc.TreespecLoadError, match=r"\['y'\] no longer exist.*\['z'\] are new"):
-        node_of(Q).setstate(state)
+        tsetstate(node_of(Q), state)
     with pytest.raises(tc.TreespecLoadError, match=r"in another order"):
-        node_of(R).setstate(state)
+        tsetstate(node_of(R), state)
     with pytest.raises(tc.TreespecLoadError, match=r'must be \{"fields"'):
-        node_of(P).setstate(["x", "y"])
+        tsetstate(node_of(P), ["x", "y"])
 
 
 # --- malformed states -------------------------------------------------------------------------
@@ -566,7 +585,7 @@ GOOD = {"data": ["x"], "none": [], "static": {"value": 1}}
 )
 def test_malformed_states_are_load_errors(state: Any, message: str) -> None:
     with pytest.raises(tc.TreespecLoadError, match=message) as info:
-        HOLDER.setstate(state)
+        tsetstate(HOLDER, state)
     assert isinstance(info.value, ValueError)
 
 
@@ -575,20 +594,45 @@ def test_deeply_nested_static_on_load() -> None:
     for _ in range(MAX_STATIC_DEPTH + 2):
         value = [value]
     with pytest.raises(tc.TreespecLoadError, match=r"nests deeper than 100 levels"):
-        HOLDER.setstate({**GOOD, "static": {"value": value}})
+        tsetstate(HOLDER, {**GOOD, "static": {"value": value}})
 
 
 # --- bytes ------------------------------------------------------------------------------------
 
 
 def test_aux_bytes_round_trip_and_canonical() -> None:
-    aux = ((), {"b": (1, math.inf), "a": [b"\x00"]})
+    aux = ({"b": (1, math.inf), "a": [b"\x00"]},)  # the core form: the static values
     data = aux_to_bytes(HOLDER, aux)
     assert isinstance(data, bytes)
-    assert data == aux_to_bytes(HOLDER, ((), {"a": [b"\x00"], "b": (1, math.inf)}))
+    assert data == aux_to_bytes(HOLDER, ({"a": [b"\x00"], "b": (1, math.inf)},))
     assert b" " not in data
     assert aux_from_bytes(HOLDER, data) == aux
     assert same(aux_from_bytes(HOLDER, data), aux)
+
+
+def test_core_state_writes_every_data_field_and_loads_older_states_with_a_plan() -> None:
+    @dataclasses.dataclass
+    class C:
+        a: float
+        b: Any = None
+        c: Any = None
+        s: str = dataclasses.field(default="x", metadata={"static": True})
+
+    node = node_of(C)
+    assert node.getstate(("y",)) == {"data": ["a", "b", "c"], "none": [], "static": {"s": "y"}}
+    assert node.load_state(through_json(node.getstate(("y",)))) == (("y",), None)
+    # A state written with None fields outside the children (treeclass 0.1, or torch's form)
+    # loads with a plan that puts them back as None children.
+    old = {"data": ["a", "c"], "none": ["b"], "static": {"s": "y"}}
+    assert node.load_state(old) == (("y",), (True, False, True))
+    # So does one written before the class had the data field c (whose default is None).
+    assert node.load_state({"data": ["a"], "none": [], "static": {"s": "y"}}) == (
+        ("y",),
+        (True, False, False),
+    )
+    # Structures that cannot gain children (jax.export's auxdata) refuse such a state.
+    with pytest.raises(tc.TreespecLoadError, match=r"leaves the data field\(s\) \['b'\] out"):
+        aux_from_bytes(node, json.dumps(old).encode())
 
 
 @pytest.mark.parametrize(
@@ -601,31 +645,15 @@ def test_aux_from_bad_bytes(data: bytes) -> None:
         aux_from_bytes(HOLDER, data)
 
 
-# --- generated code ---------------------------------------------------------------------------
-
-
-def test_getstate_and_setstate_are_generated_and_inspectable(uname: str) -> None:
-    @tc.pytree_dataclass(name=uname)
-    class Gen:
-        x: float
-        s: str = tc.field(static=True, default="a")
-
-    node = node_for_class(Gen)
-    assert node is not None
-    for fn, what in ((node.getstate, "getstate"), (node.setstate, "setstate")):
-        assert fn.__code__.co_filename.startswith(f"<treeclass generated {what} ")
-        assert "Gen" in fn.__code__.co_filename
-        source = inspect.getsource(fn)
-        assert f"def {what}(" in source
-        assert "'s'" in source
-        assert fn.__qualname__.endswith(f"Gen.<treeclass {what}>")
-    assert node.getstate is node.getstate  # made once
-
-
-def test_integers_too_big_to_load_are_refused_when_dumping() -> None:
-    assert roundtrip_static(2**34000) == 2**34000
-    with pytest.raises(tc.UnserializableStaticError, match=r"static field 'value'.*34401 bits"):
-        HOLDER.getstate(((), 2**34400))
+def test_integers_too_big_to_print_are_refused_when_dumping_and_loading() -> None:
+    biggest = 2**14284 - 1
+    assert roundtrip_static(biggest) == biggest
+    repr(biggest)  # what a static in a TreeSpec's repr and messages must still allow
+    with pytest.raises(tc.UnserializableStaticError, match=r"static field 'value'.*14285 bits"):
+        tgetstate(HOLDER, ((), 2**14284))
+    forged = {"data": ["x"], "none": [], "static": {"value": {"int": hex(2**34391)}}}
+    with pytest.raises(tc.TreespecLoadError, match=r"static field 'value'.*at most 14284 bits"):
+        tsetstate(HOLDER, forged)
 
 
 def test_a_failing_to_json_converter_is_an_unserializable_static_error(uname: str) -> None:
@@ -637,7 +665,7 @@ def test_a_failing_to_json_converter_is_an_unserializable_static_error(uname: st
         tc.UnserializableStaticError,
         match=r"static field 'value'.*to_json converter.*ZeroDivisionError",
     ):
-        HOLDER.getstate(((), Touchy()))
+        tgetstate(HOLDER, ((), Touchy()))
 
 
 def test_documents_may_be_str_subclasses() -> None:

@@ -186,7 +186,7 @@ def test_none_node_cannot_become_a_torch_spec() -> None:
     tree = {"a": 1.0, "b": None}
     text = tc.treespec_dumps(jtu.tree_structure(tree))
     with pytest.raises(
-        tc.TreespecLoadError, match=r"has a None node .*torch's pytree treats None as a leaf"
+        tc.TreespecLoadError, match=r"has a None node .*where torch's pytree would see a leaf"
     ):
         tc.treespec_loads(text, to="torch")
     # The other frameworks take it as it is.

@@ -156,8 +156,9 @@ def test_document_shape_and_example() -> None:
         ["tuple", None, 2],
         None,
         ["None", None, 0],
-        ["tests.format.Point", {"data": ["x"], "none": ["y"], "static": {"tag": "p"}}, 1],
+        ["tests.format.Point", {"data": ["x", "y"], "none": [], "static": {"tag": "p"}}, 2],
         None,
+        ["None", None, 0],
     ]
 
 
@@ -222,13 +223,37 @@ def _json_depth(value: Any) -> int:
     return depth
 
 
-def test_none_fields_are_state_not_children() -> None:
-    text, loaded = roundtrip(Point(None, 1.0))
-    assert loaded.num_leaves == 1
-    assert json.loads(text)["nodes"][0][1]["none"] == ["x"]
-    text, loaded = roundtrip(Frozen(None))  # return_none_fields=True: None is a child
-    assert json.loads(text)["nodes"][0][1]["none"] == []
-    assert loaded.unflatten([]) == Frozen(None)
+def test_none_fields_are_none_children_whatever_return_none_fields() -> None:
+    # Point: return_none_fields=False (the default); Frozen: return_none_fields=True.
+    for obj, back in ((Point(None, 1.0), Point(None, 2.0)), (Frozen(None), Frozen(None))):
+        text, loaded = roundtrip(obj)
+        nodes = json.loads(text)["nodes"]
+        assert nodes[0][1]["none"] == []
+        assert nodes[1] == ["None", None, 0]
+        assert loaded.unflatten([2.0] * loaded.num_leaves) == back
+
+
+def test_documents_with_none_fields_outside_the_children_still_load() -> None:
+    """treeclass 0.1 wrote a None field's name under "none" and left it out of the children
+    (as torch's form still does); such a document loads as the class flattens today."""
+    old = json.dumps(
+        {
+            "format": FORMAT_ID,
+            "leaves": 1,
+            "nodes": [
+                ["list", None, 2],
+                ["tests.format.Point", {"data": ["y"], "none": ["x"], "static": {"tag": "p"}}, 1],
+                None,
+                ["tests.format.Point", {"data": ["x", "y"], "none": [], "static": {"tag": "p"}}, 2],
+                ["None", None, 0],
+                ["None", None, 0],
+            ],
+            "version": 1,
+        }
+    )
+    spec = tc.treespec_loads(old)
+    assert spec == tc.tree_structure([Point(None, 1.0), Point(None, None)])
+    assert spec.unflatten([5.0]) == [Point(None, 5.0), Point(None, None)]
 
 
 # --- the framework-neutral node list ----------------------------------------------------------
@@ -244,8 +269,9 @@ def test_node_list_round_trip() -> None:
         ("list", None, 2),
         None,
         None,
-        ("tests.format.Point", {"data": ["x"], "none": ["y"], "static": {"tag": "p"}}, 1),
+        ("tests.format.Point", {"data": ["x", "y"], "none": [], "static": {"tag": "p"}}, 2),
         None,
+        ("None", None, 0),
     ]
     text = dumps_nodes(nodes)
     assert text == tc.treespec_dumps(spec)
@@ -385,9 +411,15 @@ LOAD_ERRORS: dict[str, tuple[Any, str]] = {
     "arity-negative": (doc([["tuple", None, -1]]), r"arity that is not a count: -1"),
     "arity-float": (doc([["tuple", None, 1.0], None]), r"arity that is not a count: 1.0"),
     "arity-bool": (doc([["tuple", None, True], None]), r"arity that is not a count: True"),
-    "arity-huge": (doc([["tuple", None, 10**18], None]), r"ends 999999999999999999 subtree"),
+    "arity-huge": (
+        doc([["tuple", None, 10**18], None]),
+        r"claims 1000000000000000000 children but only 1 nodes follow",
+    ),
     # wrong tree
-    "too-few-children": (doc([["tuple", None, 3], None, None]), r"ends 1 subtree\(s\) short"),
+    "too-few-children": (
+        doc([["tuple", None, 3], None, None]),
+        r"claims 3 children but only 2 nodes follow",
+    ),
     "too-many-nodes": (doc([["tuple", None, 1], None, None]), r"node 2 is past the end"),
     "two-roots": (doc([None, None]), r"node 1 is past the end"),
     "leaves-wrong": (doc([["tuple", None, 1], None], leaves=2), r'"leaves" says 2 but .* 1 leaves'),

@@ -24,8 +24,14 @@ def test_import_pulls_in_no_framework_and_nothing_heavy() -> None:
         "typing_extensions",
         "dataclasses",
         "inspect",
-        "typing",
         "json",
+        "orbax",
+        "flax",
+        "equinox",
+        "optax",
+        "chex",
+        "treeclass.orbax",
+        "treeclass._backends.flax",
     )
     imported = [m for m in heavy if m in modules]
     assert imported == [], f"import treeclass imported {imported}"
@@ -46,7 +52,7 @@ def test_decorating_after_import_works_in_a_fresh_process() -> None:
 def test_importing_an_adapter_first_still_activates_it(framework: str) -> None:
     pytest.importorskip(framework)
     code = (
-        f"import treeclass.backends.{framework}\n"
+        f"import treeclass._backends.{framework}\n"
         "import treeclass as tc\n"
         "@tc.pytree_dataclass(name='fresh.Adapter')\n"
         "class P:\n    x: float\n"

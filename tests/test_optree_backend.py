@@ -12,13 +12,14 @@ import uuid
 from typing import Any
 
 import pytest
+from _cells import run_cell
 
 optree = pytest.importorskip("optree")
 attrs = pytest.importorskip("attrs")
 
 import treeclass as tc  # noqa: E402
 from treeclass import _registry  # noqa: E402
-from treeclass.backends import optree as backend  # noqa: E402
+from treeclass._backends import optree as backend  # noqa: E402
 
 pytestmark = pytest.mark.optree
 
@@ -77,12 +78,13 @@ def test_metadata_is_treeclass_auxdata(uname: str) -> None:
         tag: str = tc.field(static=True, default="t")
 
     obj = Aux(1.0)
-    ours_children, ours_aux = _registry.node_for_class(Aux).flatten(obj)  # type: ignore[union-attr]
+    ours_children, ours_aux = _registry.registered_node(Aux).flatten(obj)  # type: ignore[union-attr]
     entry = _entry(Aux)
     children, metadata, entries = entry.flatten_func(obj)
     assert (tuple(children), metadata) == (tuple(ours_children), ours_aux)
-    assert metadata == (("y",), "t")
-    assert tuple(entries) == ("x",)
+    assert tuple(children) == (1.0, None)  # the None field is a child (an empty node)
+    assert metadata == ("t",)  # the static values, whichever fields are None
+    assert tuple(entries) == ("x", "y")
 
 
 def test_class_with_only_static_fields_has_no_leaves(uname: str) -> None:
@@ -122,15 +124,15 @@ def test_generated_flatten_is_inspectable(uname: str) -> None:
         a: float
         b: float | None = None
 
-    source = inspect.getsource(_entry(Shown).flatten_func)
-    assert source.startswith("def flatten(obj):")
-    assert "for " not in source  # loop-free
+    flatten = _entry(Shown).flatten_func
+    assert inspect.getsource(flatten).startswith("def flatten_entries(obj):")
+    assert flatten.__qualname__.endswith("Shown.<treeclass flatten_entries[optree]>")
 
 
 # --- None fields ---------------------------------------------------------------------------
 
 
-def test_none_fields_are_not_children_by_default(uname: str) -> None:
+def test_none_fields_are_empty_nodes_as_in_optree_dataclasses(uname: str) -> None:
     @tc.pytree_dataclass(name=uname)
     class Out:
         logits: float
@@ -138,20 +140,22 @@ def test_none_fields_are_not_children_by_default(uname: str) -> None:
         hidden: float | None = None
 
     obj = Out(1.0, hidden=3.0)
-    for none_is_leaf in (False, True):
-        leaves, spec = optree.tree_flatten(obj, none_is_leaf=none_is_leaf)
-        assert leaves == [1.0, 3.0]
-        assert _paths(obj, none_is_leaf=none_is_leaf) == [".logits", ".hidden"]
-        assert optree.tree_unflatten(spec, [5.0, 6.0]) == Out(5.0, None, 6.0)
-    # The set of None fields is part of the structure.
-    assert optree.tree_structure(Out(1.0)) != optree.tree_structure(Out(1.0, 2.0, None))
+    leaves, spec = optree.tree_flatten(obj)
+    assert leaves == [1.0, 3.0]
+    assert _paths(obj) == [".logits", ".hidden"]
+    assert optree.tree_unflatten(spec, [5.0, 6.0]) == Out(5.0, None, 6.0)
+    # Where leaves become None, the node data stay: a prefix tree, as optree's own
+    # dataclasses give.
+    nones = optree.tree_map(lambda x: None, obj)
+    assert optree.tree_map(lambda p, x: x, nones, obj, none_is_leaf=True) == obj
     # A spec without None fields rebuilds from its leaves alone.
     spec = optree.tree_structure(Out(1.0, 2.0, 3.0))
     assert optree.tree_unflatten(spec, [7.0, 8.0, 9.0]) == Out(7.0, 8.0, 9.0)
 
 
-def test_return_none_fields_follows_optrees_none_is_leaf(uname: str) -> None:
-    @tc.pytree_dataclass(name=uname, return_none_fields=True)
+@pytest.mark.parametrize("return_none_fields", [False, True])
+def test_none_fields_follow_optrees_none_is_leaf(uname: str, return_none_fields: bool) -> None:
+    @tc.pytree_dataclass(name=uname, return_none_fields=return_none_fields)
     class Keep:
         a: float
         b: float | None = None
@@ -436,20 +440,16 @@ def test_failure_in_optree_rolls_back_every_namespace(
 
 def _define_point(name: str) -> type:
     """The same class definition each call, as a re-run notebook cell makes it."""
-    ns: dict[str, Any] = {"tc": tc, "__name__": __name__}
-    exec(
-        textwrap.dedent(
-            """
-            @tc.pytree_dataclass(name=NAME)
-            class Point:
-                x: float
-                y: float
-                tag: str = tc.field(static=True, default="v")
-            """
-        ).replace("NAME", repr(name)),
-        ns,
+    source = textwrap.dedent(
+        """
+        @tc.pytree_dataclass(name=NAME)
+        class Point:
+            x: float
+            y: float
+            tag: str = tc.field(static=True, default="v")
+        """
     )
-    return ns["Point"]  # type: ignore[no-any-return]
+    return run_cell(source, tc=tc, NAME=name)["Point"]  # type: ignore[no-any-return]
 
 
 def test_rerun_of_a_class_definition(uname: str) -> None:

@@ -34,7 +34,7 @@ def test_children_are_data_fields_in_order_including_init_false(uname: str) -> N
     assert (out.b, out.a, out.derived, out.s) == (10.0, 20.0, 99.0, "s")
 
 
-def test_none_fields_are_not_children_by_default(uname: str) -> None:
+def test_none_fields_are_no_leaves(uname: str) -> None:
     @tc.pytree_dataclass(name=uname)
     class Out:
         logits: Any
@@ -44,14 +44,21 @@ def test_none_fields_are_not_children_by_default(uname: str) -> None:
     o = Out(1.0, hidden=2.0)
     leaves, spec = tc.tree_flatten(o)
     assert leaves == [1.0, 2.0]
-    assert tc.tree_leaves(o, is_leaf=lambda v: v is None) == [1.0, 2.0]
+    # None is a child with no children of its own (an empty node), as in JAX.
+    assert tc.tree_leaves(o, is_leaf=lambda v: v is None) == [1.0, None, 2.0]
     assert repr(spec) == "TreeSpec(Out(logits=*, loss=None, hidden=*))"
     back = spec.unflatten([3.0, 4.0])
     assert back == Out(3.0, None, 4.0)
     pairs, _ = tc.tree_flatten_with_path(o)
     assert [tc.keystr(p) for p, _ in pairs] == [".logits", ".hidden"]
-    # A None in another field gives another structure.
+    # A None in another field gives another structure...
     assert tc.tree_structure(Out(1.0, 2.0, None)) != spec
+    # ...but the node data do not depend on which fields are None: a tree with None in place
+    # of leaves is a prefix of the original (how JAX libraries build "prefix trees").
+    nones = tc.tree_map(lambda x: None, o)
+    assert tc.tree_map(lambda p, x: (p, x), nones, o, is_leaf=lambda v: v is None) == Out(
+        (None, 1.0), (None, None), (None, 2.0)
+    )
 
 
 def test_return_none_fields_true_makes_none_a_child(uname: str) -> None:
@@ -194,7 +201,7 @@ def test_unnamed_class_cannot_be_serialized() -> None:
     class Anon:
         x: int
 
-    node = _registry.node_for_class(Anon)
+    node = _registry.registered_node(Anon)
     assert node is not None
     with pytest.raises(tc.UnnamedClassError, match=r"Anon was registered without a name.*name="):
         node.require_name()
@@ -227,13 +234,15 @@ def test_same_class_twice(uname: str) -> None:
 
 
 def _define_in_module(modname: str, name: str, extra_field: bool) -> type:
-    mod = types.ModuleType(modname)
+    """Run a class statement in module ``modname``'s namespace (as a notebook cell runs in
+    ``__main__``'s, or ``importlib.reload`` in the module's own)."""
+    mod = sys.modules.get(modname) or types.ModuleType(modname)
     sys.modules[modname] = mod
-    ns: dict[str, Any] = {"tc": tc, "name": name}
+    ns: dict[str, Any] = vars(mod)
+    ns.update(tc=tc, name=name)
     src = "@tc.pytree_dataclass(name=name)\nclass Cell:\n    x: float\n"
     if extra_field:
         src += "    y: float = 0.0\n"
-    ns["__name__"] = modname
     exec(src, ns)
     cls: type = ns["Cell"]
     return cls
@@ -269,10 +278,10 @@ class _FailingBackend:
     def register(self, node: Any, previous: Any, override: bool) -> None:
         if self.fail_in == "register":
             raise RuntimeError("boom")
-        self.registered.append(node.cls)
+        self.registered.append(node.type)
 
     def unregister(self, node: Any) -> None:
-        self.unregistered.append(node.cls)
+        self.unregistered.append(node.type)
 
 
 @pytest.mark.parametrize("fail_in", ["check", "register"])
@@ -340,7 +349,7 @@ def test_mapping_based_class_with_custom_setattr_rebuilds_through_its_protocol(u
         pooler: Any = None
         attentions: Any = None
 
-    node = _registry.node_for_class(MyOutput)
+    node = _registry.registered_node(MyOutput)
     assert node is not None and node.info.rebuild == "protocol"
     out = MyOutput(last_hidden_state=1.0, attentions=3.0)
     leaves, spec = tc.tree_flatten(out)
@@ -359,7 +368,7 @@ def test_attrs_validating_setattr_keeps_the_direct_path(uname: str) -> None:
         v: float = attrs.field(validator=attrs.validators.instance_of(float))
 
     tc.register_dataclass(Validated, name=uname)
-    node = _registry.node_for_class(Validated)
+    node = _registry.registered_node(Validated)
     assert node is not None and node.info.rebuild == "direct"
     out = tc.tree_structure(Validated(1.0)).unflatten(["not a float"])
     assert out.v == "not a float"

@@ -22,6 +22,8 @@ CASES = {
         "torch._library.opaque_object",
     ],
     "optree": ["optree"],
+    "flax": ["flax.serialization"],
+    "orbax.checkpoint": ["orbax.checkpoint"],
 }
 
 

@@ -200,17 +200,21 @@ def test_trees_deeper_than_the_recursion_limit() -> None:
     pairs, spec2 = tc.tree_flatten_with_path(tree)
     assert spec2 == spec and len(pairs[0][0]) == depth
     assert tc.tree_flatten(spec.unflatten([2.0]))[0] == [2.0]
-    assert "too deep to show" in repr(spec)
+    assert repr(spec).count("'k'") == (depth + 1) // 2  # shown whole, without recursion
+    for _ in range(30_000):
+        tree = {"key": tree}
+    assert "nodes, 1 leaves: too large to show>" in repr(tc.tree_structure(tree))
 
 
 def test_iterative_flatten_matches_the_recursive_one() -> None:
     from strategies import Plain
 
-    from treeclass._tree import _flatten_iteratively
+    from treeclass._tree import _flatten_iterative, _flatten_with_path_iterative
 
     tree = {"a": [Plain(1, None), (2, None)], "b": Plain([3], 4)}
-    pairs, spec = _flatten_iteratively(tree, None)
+    pairs, spec = _flatten_with_path_iterative(tree, None)
     assert spec == tc.tree_structure(tree)
+    assert _flatten_iterative(tree, None) == tc.tree_flatten(tree)
     assert [(tc.keystr(p), v) for p, v in pairs] == [
         (tc.keystr(p), v) for p, v in tc.tree_flatten_with_path(tree)[0]
     ]

@@ -20,8 +20,12 @@ Example:
 
 from __future__ import annotations
 
-from ._api import field, pytree_dataclass, register_dataclass, register_namedtuple
+from typing import TYPE_CHECKING, Any
+
 from ._errors import (
+    FileLoadError,
+    FileSaveError,
+    MissingDependencyError,
     NameConflictError,
     NotAPytreeClassError,
     RebuildError,
@@ -36,9 +40,11 @@ from ._errors import (
     UnregisteredNameError,
     UnserializableStaticError,
 )
-from ._format import FORMAT_VERSION, treespec_dumps, treespec_loads
+from ._files import load, load_metadata, save
+from ._format import FORMAT_VERSION
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
 from ._registry import active_backends, class_for_name, is_registered, name_of
+from ._serialize import treespec_dumps, treespec_loads
 from ._statics import register_static
 from ._tree import (
     TreeSpec,
@@ -52,16 +58,30 @@ from ._tree import (
     tree_unflatten,
 )
 
+if TYPE_CHECKING:
+    from ._api import (
+        PytreeNode,
+        field,
+        pytree_dataclass,
+        register_dataclass,
+        register_namedtuple,
+        replace,
+    )
+
 __version__ = "0.1.0"
 
 __all__ = [
     "FORMAT_VERSION",
     "DictKey",
+    "FileLoadError",
+    "FileSaveError",
     "GetAttrKey",
     "KeyEntry",
     "KeyPath",
+    "MissingDependencyError",
     "NameConflictError",
     "NotAPytreeClassError",
+    "PytreeNode",
     "RebuildError",
     "RegistrationError",
     "RegistrationTypeError",
@@ -81,11 +101,15 @@ __all__ = [
     "field",
     "is_registered",
     "keystr",
+    "load",
+    "load_metadata",
     "name_of",
     "pytree_dataclass",
     "register_dataclass",
     "register_namedtuple",
     "register_static",
+    "replace",
+    "save",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -98,22 +122,38 @@ __all__ = [
     "treespec_loads",
 ]
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from . import optree as optree
-    from . import torch as torch
-else:
-    # Public submodules imported on first attribute access (``tc.optree``), so that
-    # ``import treeclass`` stays cheap and never imports a framework. Hidden from type
-    # checkers, which would otherwise accept any misspelt ``tc.<name>``.
-    _LAZY_SUBMODULES = frozenset({"optree", "torch"})
+# Loaded on first use: ``_api`` imports dataclasses (with inspect, ~5 ms), which the first
+# decorated class needs anyway; ``torch`` and ``optree`` are the public extras (``tc.optree``;
+# type checkers see them only where a user imports ``treeclass.torch`` itself, so that
+# checking ``import treeclass`` never reads a framework).
+_LAZY_API = frozenset(
+    (
+        "PytreeNode",
+        "field",
+        "pytree_dataclass",
+        "register_dataclass",
+        "register_namedtuple",
+        "replace",
+    )
+)
+_LAZY_SUBMODULES = frozenset(("optree", "torch"))
 
-    def __getattr__(name: str) -> object:
+
+if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any tc.<name>
+
+    def __getattr__(name: str) -> Any:
+        import importlib
+
+        if name in _LAZY_API:
+            value = getattr(importlib.import_module("treeclass._api"), name)
+            globals()[name] = value
+            return value
         if name in _LAZY_SUBMODULES:
-            import importlib
-
             return importlib.import_module(f"{__name__}.{name}")
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY_API})
 
 
 from ._hooks import install as _install_hooks  # noqa: E402

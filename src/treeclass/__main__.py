@@ -1,36 +1,12 @@
-"""Command line: ``python -m treeclass demo`` (and ``python -m treeclass version``)."""
+"""Command line: ``python -m treeclass`` (and the ``treeclass`` script); see :mod:`._cli`."""
 
 from __future__ import annotations
 
 import sys
 
-_USAGE = """usage: python -m treeclass COMMAND
+from ._cli import main
 
-commands:
-  demo      flatten a model output, write its treespec as JSON, load it in a fresh interpreter
-  version   print treeclass's version and the frameworks it found
-"""
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``python -m treeclass`` and the ``treeclass`` script."""
-    args = sys.argv[1:] if argv is None else argv
-    if args == ["demo"]:
-        from ._demo import run
-
-        return run()
-    if args == ["version"]:
-        import importlib.util
-
-        import treeclass
-
-        found = [m for m in ("jax", "torch", "optree") if importlib.util.find_spec(m) is not None]
-        names = ", ".join(found) or "none"
-        print(f"treeclass {treeclass.__version__}; frameworks installed: {names}")
-        return 0
-    print(_USAGE, file=sys.stderr)
-    return 2
-
+__all__ = ["main"]
 
 if __name__ == "__main__":
     sys.exit(main())

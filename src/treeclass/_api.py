@@ -1,26 +1,45 @@
 """The decorators and registration functions: ``pytree_dataclass``, ``field``, ``register_*``.
 
-The typed signatures live in the ``TYPE_CHECKING`` branch (overloads plus
-``dataclass_transform``, whose ``field_specifiers`` name ``dataclasses.field`` too); the runtime
-versions delegate to fully typed helpers. This keeps ``import treeclass`` from importing
-``dataclasses`` (with ``inspect``) or ``typing_extensions`` until a class is decorated.
+Each public signature is written once, with overloads and ``dataclass_transform`` for type
+checkers. This module imports :mod:`dataclasses`, so ``treeclass`` loads it on first use of one
+of its names (see ``treeclass/__init__.py``): the first decorated class needs it anyway.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Callable, Collection, Mapping
+from typing import Any, Final, TypeVar, overload
 
-from . import _registry
-from ._errors import RegistrationError, RegistrationTypeError
+from . import _pickle
+from ._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError
 from ._fields import MISSING, describe, is_attrs_class, is_dataclass_class, is_namedtuple_class
+from ._names import registration_origin
+from ._nodes import class_node
+from ._registry import activate_backend, node_type_for, register
+from ._replace import attach_replace, replace
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Collection, Mapping
-    from typing import Any, Final, TypeVar, overload
+if sys.version_info >= (3, 11):
+    from typing import Self, dataclass_transform
+else:  # pragma: no cover - Python 3.10
+    from typing_extensions import Self, dataclass_transform
 
-__all__ = ["field", "pytree_dataclass", "register_dataclass", "register_namedtuple"]
+__all__ = [
+    "PytreeNode",
+    "field",
+    "pytree_dataclass",
+    "register_dataclass",
+    "register_namedtuple",
+    "replace",
+]
 
+T = TypeVar("T")
+_C = TypeVar("_C", bound=type)
+_NT = TypeVar("_NT", bound="type[tuple[Any, ...]]")
+
+# Instances of named classes pickle by name: the reducers are installed as classes register.
+activate_backend(_pickle.BACKEND, framework=False)
 
 # The stdlib dataclass options pytree_dataclass passes through, with dataclasses' defaults.
 _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
@@ -36,19 +55,91 @@ _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
-def _field_impl(
-    static: bool,
-    default: Any,
-    default_factory: Any,
-    init: bool,
-    repr: bool,
-    hash: bool | None,
-    compare: bool,
-    kw_only: Any,
-    metadata: Mapping[Any, Any] | None,
+@overload
+def field(
+    *,
+    static: bool = False,
+    default: T,
+    init: bool = True,
+    repr: bool = True,
+    hash: bool | None = None,
+    compare: bool = True,
+    kw_only: bool = ...,
+    metadata: Mapping[Any, Any] | None = None,
+) -> T: ...
+@overload
+def field(
+    *,
+    static: bool = False,
+    default_factory: Callable[[], T],
+    init: bool = True,
+    repr: bool = True,
+    hash: bool | None = None,
+    compare: bool = True,
+    kw_only: bool = ...,
+    metadata: Mapping[Any, Any] | None = None,
+) -> T: ...
+@overload
+def field(
+    *,
+    static: bool = False,
+    init: bool = True,
+    repr: bool = True,
+    hash: bool | None = None,
+    compare: bool = True,
+    kw_only: bool = ...,
+    metadata: Mapping[Any, Any] | None = None,
+) -> Any: ...
+def field(
+    *,
+    static: bool = False,
+    default: Any = MISSING,
+    default_factory: Any = MISSING,
+    init: bool = True,
+    repr: bool = True,
+    hash: bool | None = None,
+    compare: bool = True,
+    kw_only: Any = MISSING,
+    metadata: Mapping[Any, Any] | None = None,
 ) -> Any:
-    import dataclasses
+    """A dataclass field specifier that can mark the field static.
 
+    Takes the arguments of :func:`dataclasses.field`, plus ``static``: a static field's value
+    is kept in the node's auxdata (part of the tree's structure, hashed and compared by jit
+    caches, serialized to JSON) instead of being a child. ``static=True`` is stored as
+    ``metadata={"static": True}``, JAX's own convention, so the class also works with
+    ``jax.tree_util.register_dataclass``.
+
+    Args:
+        static: keep the value in the auxdata instead of making it a child.
+        default: the default value.
+        default_factory: a zero-argument callable making the default.
+        init: whether ``__init__`` takes the field.
+        repr: whether ``__repr__`` shows it.
+        hash: whether ``__hash__`` uses it (``None``: as ``compare``).
+        compare: whether ``__eq__`` and ordering use it.
+        kw_only: make the field keyword-only.
+        metadata: extra metadata, merged with the static marker.
+
+    Returns:
+        A :class:`dataclasses.Field`.
+
+    Raises:
+        RegistrationError: both ``default`` and ``default_factory`` were given.
+
+    Example:
+        >>> import treeclass as tc
+        >>> @tc.pytree_dataclass
+        ... class Layer:
+        ...     weight: float
+        ...     activation: str = tc.field(static=True, default="relu")
+        >>> tc.tree_leaves(Layer(0.5))
+        [0.5]
+    """
+    if default is not MISSING and default_factory is not MISSING:
+        raise RegistrationError(
+            "tc.field() got both default= and default_factory=; pass only one of them."
+        )
     meta: dict[Any, Any] = dict(metadata) if metadata else {}
     if static:
         meta["static"] = True
@@ -65,14 +156,10 @@ def _field_impl(
         kwargs["default_factory"] = default_factory
     if kw_only is not MISSING:
         kwargs["kw_only"] = kw_only
-    if default is not MISSING and default_factory is not MISSING:
-        raise RegistrationError(
-            "tc.field() got both default= and default_factory=; pass only one of them."
-        )
     return dataclasses.field(**kwargs)
 
 
-def _register_class(
+def _register(
     cls: type,
     *,
     name: str | None,
@@ -80,368 +167,270 @@ def _register_class(
     return_none_fields: bool,
     unflatten_calls_init: bool,
     override: bool,
+    pickle_by_name: bool = True,
 ) -> None:
     if isinstance(static, str):
         raise RegistrationTypeError(
             f"static= for {cls.__qualname__} must be a collection of field names, got the str "
             f"{static!r}; write static=({static!r},)."
         )
-    info = describe(cls, static=static, rebuild="init" if unflatten_calls_init else None)
-    node = _registry.NodeDef(info, name, return_none_fields)
-    _registry.register(node, override=override)
-
-
-def _pytree_dataclass_impl(
-    cls: type | None,
-    *,
-    name: str | None,
-    return_none_fields: bool,
-    unflatten_calls_init: bool,
-    override: bool,
-    options: dict[str, Any],
-) -> Any:
     if not isinstance(return_none_fields, bool):
         raise RegistrationTypeError(
             f"return_none_fields= must be True or False, got {return_none_fields!r}."
         )
+    origin = registration_origin(cls)
+    if is_namedtuple_class(cls):
+        node = node_type_for(cls)
+        assert node is not None  # every namedtuple class is a node
+    else:
+        info = describe(cls, static=static, rebuild="init" if unflatten_calls_init else None)
+        node = class_node(info, name, return_none_fields)
+    if not pickle_by_name:
+        node.pickle_by_name = False
+    register(node, origin, name=name, override=override)
 
-    def wrap(klass: type) -> type:
+
+@overload
+@dataclass_transform(field_specifiers=(field, dataclasses.field, dataclasses.Field))
+def pytree_dataclass(cls: _C, /) -> _C: ...
+@overload
+def pytree_dataclass(
+    cls: None = None,
+    /,
+    *,
+    name: str | None = None,
+    return_none_fields: bool = False,
+    unflatten_calls_init: bool = False,
+    override: bool = False,
+    pickle_by_name: bool = True,
+    init: bool = True,
+    repr: bool = True,
+    eq: bool = True,
+    order: bool = False,
+    unsafe_hash: bool = False,
+    frozen: bool = False,
+    match_args: bool = True,
+    kw_only: bool = False,
+    slots: bool = False,
+) -> Callable[[_C], _C]: ...
+def pytree_dataclass(
+    cls: _C | None = None,
+    /,
+    *,
+    name: str | None = None,
+    return_none_fields: bool = False,
+    unflatten_calls_init: bool = False,
+    override: bool = False,
+    pickle_by_name: bool = True,
+    init: bool = True,
+    repr: bool = True,
+    eq: bool = True,
+    order: bool = False,
+    unsafe_hash: bool = False,
+    frozen: bool = False,
+    match_args: bool = True,
+    kw_only: bool = False,
+    slots: bool = False,
+    **unknown: Any,
+) -> _C | Callable[[_C], _C]:
+    """Make a class a dataclass and a pytree node in every registry that is installed.
+
+    Use it bare (``@pytree_dataclass``) or with keywords. Data fields are the children, in
+    field order; fields marked ``static`` (with :func:`field`, or
+    ``dataclasses.field(metadata={"static": True})``) are kept in the auxdata. For a class
+    that already is a dataclass or an attrs class, use :func:`register_dataclass`, which keeps
+    its type exactly for type checkers (``@pytree_dataclass`` registers such a class as it is
+    at run time, but pyright then applies the dataclass options again with their defaults).
+
+    Args:
+        cls: the class (when used bare).
+        name: the stable serialized name, such as ``"mypkg.ModelOutput"``. Without it the
+            class works in-process but cannot be serialized.
+        return_none_fields: if ``False`` (the default), a data field whose value is ``None``
+            is not a child: its name goes into the auxdata and it comes back as ``None``. If
+            ``True``, ``None`` values are children like any other.
+        unflatten_calls_init: rebuild instances through ``__init__`` (running
+            ``__post_init__`` and validators) instead of storing the fields directly. Slower,
+            and frameworks then pass placeholders (tracers, ``object()``) to your
+            ``__init__``; use it only when the class must rebuild derived state.
+        override: replace a registration another library already made for this class in a
+            framework that can replace one (PyTorch's pytrees and optree; JAX cannot), such as
+            transformers' registration of its ``ModelOutput`` subclasses with torch.
+        pickle_by_name: instances of a named class pickle by its name, so they unpickle
+            where the class lives in another module (``torch.export.save``, ``spawn``,
+            ``torch.distributed`` collectives; see ``docs/torch.md``); ``False`` keeps
+            pickle's own behaviour (by module path).
+        init: passed to :func:`dataclasses.dataclass`, as are the following options.
+        repr: see :func:`dataclasses.dataclass`.
+        eq: see :func:`dataclasses.dataclass`.
+        order: see :func:`dataclasses.dataclass`.
+        unsafe_hash: see :func:`dataclasses.dataclass`.
+        frozen: see :func:`dataclasses.dataclass`.
+        match_args: see :func:`dataclasses.dataclass`.
+        kw_only: see :func:`dataclasses.dataclass`.
+        slots: see :func:`dataclasses.dataclass`.
+        **unknown: refused with a clear error (for callers without a type checker).
+
+    Returns:
+        The dataclass.
+
+    Raises:
+        NameConflictError: ``name`` is taken by another class.
+        RegistrationError: bad options, or a framework refused the class (nothing is
+            registered anywhere then).
+
+    Example:
+        >>> import treeclass as tc
+        >>> @tc.pytree_dataclass(name="docs.Output", frozen=True)
+        ... class Output:
+        ...     logits: float
+        ...     loss: float | None = None
+        ...     mode: str = tc.field(static=True, default="eval")
+        >>> leaves, spec = tc.tree_flatten(Output(1.5))
+        >>> leaves
+        [1.5]
+        >>> spec.unflatten([2.5])
+        Output(logits=2.5, loss=None, mode='eval')
+    """
+    if not isinstance(return_none_fields, bool):
+        raise RegistrationTypeError(
+            f"return_none_fields= must be True or False, got {return_none_fields!r}."
+        )
+    if unknown:
+        raise RegistrationTypeError(
+            f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes name, "
+            "return_none_fields, unflatten_calls_init, override and the dataclass options "
+            f"{sorted(_DATACLASS_OPTIONS)!r}."
+        )
+    given = {
+        "init": init,
+        "repr": repr,
+        "eq": eq,
+        "order": order,
+        "unsafe_hash": unsafe_hash,
+        "frozen": frozen,
+        "match_args": match_args,
+        "kw_only": kw_only,
+        "slots": slots,
+    }
+    options = {k: v for k, v in given.items() if v != _DATACLASS_OPTIONS[k]}
+
+    def wrap(klass: _C) -> _C:
         if not isinstance(klass, type):
             raise RegistrationTypeError(
                 f"@pytree_dataclass decorates classes, got {klass!r}; put it above a class "
                 "statement."
             )
+        made: type
         if is_dataclass_class(klass) or is_attrs_class(klass):
             if options:
                 kind = "an attrs class" if is_attrs_class(klass) else "already a dataclass"
                 raise RegistrationError(
                     f"{klass.__qualname__} is {kind}, so @pytree_dataclass registers it as it "
                     f"is and cannot apply {sorted(options)!r}; set those options on its own "
-                    "decorator."
+                    "decorator, and register it with treeclass.register_dataclass()."
                 )
             made = klass
         else:
-            import dataclasses
-
             attrs_base = next((b for b in klass.__mro__[1:] if is_attrs_class(b)), None)
             if attrs_base is not None:
                 raise RegistrationError(
                     f"{klass.__qualname__} derives from the attrs class "
                     f"{attrs_base.__qualname__}, whose fields a stdlib dataclass would not see; "
-                    f"make {klass.__qualname__} an attrs class too (@attrs.define) and put "
-                    "@treeclass.pytree_dataclass above it, or use treeclass.register_dataclass."
+                    f"make {klass.__qualname__} an attrs class too (@attrs.define) and register "
+                    "it with treeclass.register_dataclass()."
                 )
-            if options.get("slots") and sys.version_info < (3, 10):  # pragma: no cover
-                raise RegistrationError("slots=True needs Python 3.10 or newer.")
-            make: Callable[..., type] = dataclasses.dataclass
-            made = make(klass, **{**_DATACLASS_OPTIONS, **options})
-        _register_class(
-            made,
+            made = dataclasses.dataclass(  # pyright: ignore[reportUnknownVariableType]
+                klass,
+                init=init,
+                repr=repr,
+                eq=eq,
+                order=order,
+                unsafe_hash=unsafe_hash,
+                frozen=frozen,
+                match_args=match_args,
+                kw_only=kw_only,
+                slots=slots,
+            )
+        _register(
+            made,  # pyright: ignore[reportUnknownArgumentType]
             name=name,
             static=(),
             return_none_fields=return_none_fields,
             unflatten_calls_init=unflatten_calls_init,
             override=override,
+            pickle_by_name=pickle_by_name,
         )
-        return made
+        attach_replace(made)  # pyright: ignore[reportUnknownArgumentType]
+        return made  # type: ignore[return-value]
 
     if cls is None:
         return wrap
     return wrap(cls)
 
 
-if TYPE_CHECKING:
-    import dataclasses
+@overload
+def register_namedtuple(cls: _NT, /, *, name: str, pickle_by_name: bool = True) -> _NT: ...
+@overload
+def register_namedtuple(*, name: str, pickle_by_name: bool = True) -> Callable[[_NT], _NT]: ...
+def register_namedtuple(
+    cls: _NT | None = None, /, *, name: str | None = None, pickle_by_name: bool = True
+) -> _NT | Callable[[_NT], _NT]:
+    """Give a namedtuple class a stable serialized name.
 
-    T = TypeVar("T")
-    _C = TypeVar("_C", bound=type)
+    Works for ``typing.NamedTuple`` and ``collections.namedtuple`` classes; every namedtuple
+    is already a node of every registry, and the name is what lets trees holding it be
+    serialized (and loaded in another process, by ``jax.export`` and ``torch.export`` too).
+    Also usable as ``@register_namedtuple(name=...)``.
 
-    from typing_extensions import dataclass_transform
+    Args:
+        cls: the namedtuple class.
+        name: the stable serialized name (required).
+        pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
 
-    @overload
-    def field(
-        *,
-        static: bool = False,
-        default: T,
-        init: bool = True,
-        repr: bool = True,
-        hash: bool | None = None,
-        compare: bool = True,
-        kw_only: bool = ...,
-        metadata: Mapping[Any, Any] | None = None,
-    ) -> T: ...
+    Returns:
+        The class, unchanged.
 
-    @overload
-    def field(
-        *,
-        static: bool = False,
-        default_factory: Callable[[], T],
-        init: bool = True,
-        repr: bool = True,
-        hash: bool | None = None,
-        compare: bool = True,
-        kw_only: bool = ...,
-        metadata: Mapping[Any, Any] | None = None,
-    ) -> T: ...
+    Raises:
+        RegistrationTypeError: ``cls`` is not a namedtuple class, or ``name`` is missing.
+        NameConflictError: ``name`` is taken by another class.
 
-    @overload
-    def field(
-        *,
-        static: bool = False,
-        init: bool = True,
-        repr: bool = True,
-        hash: bool | None = None,
-        compare: bool = True,
-        kw_only: bool = ...,
-        metadata: Mapping[Any, Any] | None = None,
-    ) -> Any: ...
-
-    def field(
-        *,
-        static: bool = False,
-        default: Any = MISSING,
-        default_factory: Any = MISSING,
-        init: bool = True,
-        repr: bool = True,
-        hash: bool | None = None,
-        compare: bool = True,
-        kw_only: Any = MISSING,
-        metadata: Mapping[Any, Any] | None = None,
-    ) -> Any:
-        """Typed signature; see the runtime definition."""
-        raise NotImplementedError
-
-    @overload
-    @dataclass_transform(field_specifiers=(field, dataclasses.field, dataclasses.Field))
-    def pytree_dataclass(cls: _C, /) -> _C: ...
-
-    @overload
-    def pytree_dataclass(
-        cls: None = None,
-        /,
-        *,
-        name: str | None = None,
-        return_none_fields: bool = False,
-        unflatten_calls_init: bool = False,
-        override: bool = False,
-        init: bool = True,
-        repr: bool = True,
-        eq: bool = True,
-        order: bool = False,
-        unsafe_hash: bool = False,
-        frozen: bool = False,
-        match_args: bool = True,
-        kw_only: bool = False,
-        slots: bool = False,
-    ) -> Callable[[_C], _C]: ...
-
-    def pytree_dataclass(
-        cls: _C | None = None,
-        /,
-        *,
-        name: str | None = None,
-        return_none_fields: bool = False,
-        unflatten_calls_init: bool = False,
-        override: bool = False,
-        init: bool = True,
-        repr: bool = True,
-        eq: bool = True,
-        order: bool = False,
-        unsafe_hash: bool = False,
-        frozen: bool = False,
-        match_args: bool = True,
-        kw_only: bool = False,
-        slots: bool = False,
-    ) -> _C | Callable[[_C], _C]:
-        """Typed signature; see the runtime definition."""
-        raise NotImplementedError
-
-    @overload
-    def register_namedtuple(cls: _C, /, *, name: str) -> _C: ...
-
-    @overload
-    def register_namedtuple(*, name: str) -> Callable[[_C], _C]: ...
-
-    def register_namedtuple(cls: _C | None = None, /, *, name: str) -> _C | Callable[[_C], _C]:
-        """Typed signature; see the runtime definition."""
-        raise NotImplementedError
-
-else:
-
-    def field(
-        *,
-        static=False,
-        default=MISSING,
-        default_factory=MISSING,
-        init=True,
-        repr=True,
-        hash=None,
-        compare=True,
-        kw_only=MISSING,
-        metadata=None,
-    ):
-        """A dataclass field specifier that can mark the field static.
-
-        Takes the arguments of :func:`dataclasses.field`, plus ``static``: a static field's
-        value is kept in the node's auxdata (part of the tree's structure, hashed and compared
-        by jit caches, serialized to JSON) instead of being a child. ``static=True`` is stored as
-        ``metadata={"static": True}``, JAX's own convention, so the class also works with
-        ``jax.tree_util.register_dataclass``.
-
-        Args:
-            static: keep the value in the auxdata instead of making it a child.
-            default: the default value.
-            default_factory: a zero-argument callable making the default.
-            init: whether ``__init__`` takes the field.
-            repr: whether ``__repr__`` shows it.
-            hash: whether ``__hash__`` uses it (``None``: as ``compare``).
-            compare: whether ``__eq__`` and ordering use it.
-            kw_only: make the field keyword-only.
-            metadata: extra metadata, merged with the static marker.
-
-        Returns:
-            A :class:`dataclasses.Field`.
-
-        Raises:
-            RegistrationError: both ``default`` and ``default_factory`` were given.
-
-        Example:
-            >>> import treeclass as tc
-            >>> @tc.pytree_dataclass
-            ... class Layer:
-            ...     weight: float
-            ...     activation: str = tc.field(static=True, default="relu")
-            >>> tc.tree_leaves(Layer(0.5))
-            [0.5]
-        """
-        return _field_impl(
-            static, default, default_factory, init, repr, hash, compare, kw_only, metadata
+    Example:
+        >>> import typing
+        >>> import treeclass as tc
+        >>> @tc.register_namedtuple(name="docs.Pair")
+        ... class Pair(typing.NamedTuple):
+        ...     first: int
+        ...     second: int
+        >>> tc.name_of(Pair)
+        'docs.Pair'
+    """
+    if name is None:
+        raise RegistrationTypeError(
+            "register_namedtuple() needs name=, the stable serialized name of the class; "
+            'write register_namedtuple(cls, name="mypkg.MyTuple").'
         )
 
-    def pytree_dataclass(
-        cls=None,
-        /,
-        *,
-        name=None,
-        return_none_fields=False,
-        unflatten_calls_init=False,
-        override=False,
-        **options,
-    ):
-        """Make a class a dataclass and a pytree node in every registry that is installed.
-
-        Use it bare (``@pytree_dataclass``) or with keywords. Data fields are the children, in
-        field order; fields marked ``static`` (with :func:`field`, or
-        ``dataclasses.field(metadata={"static": True})``) are kept in the auxdata. A class that
-        is already a dataclass or an attrs class is registered as it is, not re-wrapped.
-
-        Args:
-            cls: the class (when used bare).
-            name: the stable serialized name, such as ``"mypkg.ModelOutput"``. Without it the
-                class works in-process but cannot be serialized.
-            return_none_fields: if ``False`` (the default), a data field whose value is
-                ``None`` is not a child: its name goes into the auxdata and it comes back as
-                ``None``. If ``True``, ``None`` values are children like any other.
-            unflatten_calls_init: rebuild instances through ``__init__`` (running
-                ``__post_init__`` and validators) instead of storing the fields directly.
-                Slower, and frameworks then pass placeholders (tracers, ``object()``) to your
-                ``__init__``; use it only when the class must rebuild derived state.
-            override: replace a registration another library made with PyTorch's pytree
-                (HuggingFace ``ModelOutput`` subclasses).
-            **options: ``init``, ``repr``, ``eq``, ``order``, ``unsafe_hash``, ``frozen``,
-                ``match_args``, ``kw_only``, ``slots``, passed to :func:`dataclasses.dataclass`.
-
-        Returns:
-            The dataclass.
-
-        Raises:
-            NameConflictError: ``name`` is taken by another class.
-            RegistrationError: bad options, or a framework refused the class (nothing is
-                registered anywhere then).
-
-        Example:
-            >>> import treeclass as tc
-            >>> @tc.pytree_dataclass(name="docs.Output", frozen=True)
-            ... class Output:
-            ...     logits: float
-            ...     loss: float | None = None
-            ...     mode: str = tc.field(static=True, default="eval")
-            >>> leaves, spec = tc.tree_flatten(Output(1.5))
-            >>> leaves
-            [1.5]
-            >>> spec.unflatten([2.5])
-            Output(logits=2.5, loss=None, mode='eval')
-        """
-        unknown = set(options) - set(_DATACLASS_OPTIONS)
-        if unknown:
+    def wrap(klass: _NT) -> _NT:
+        if not is_namedtuple_class(klass):
             raise RegistrationTypeError(
-                f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes name, "
-                "return_none_fields, unflatten_calls_init, override and the dataclass options "
-                f"{sorted(_DATACLASS_OPTIONS)!r}."
+                f"register_namedtuple() takes a namedtuple class, got {klass!r}; use "
+                "register_dataclass() for dataclasses and attrs classes."
             )
-        return _pytree_dataclass_impl(
-            cls,
+        _register(
+            klass,
             name=name,
-            return_none_fields=return_none_fields,
-            unflatten_calls_init=unflatten_calls_init,
-            override=override,
-            options=options,
+            static=(),
+            return_none_fields=False,
+            unflatten_calls_init=False,
+            override=False,
+            pickle_by_name=pickle_by_name,
         )
+        return klass
 
-    def register_namedtuple(cls=None, /, *, name=None):
-        """Give a namedtuple class a stable serialized name.
-
-        Works for ``typing.NamedTuple`` and ``collections.namedtuple`` classes; every
-        namedtuple is already a node of every registry, and the name is what lets trees holding
-        it be serialized (and loaded in another process, by ``jax.export`` and
-        ``torch.export`` too). Also usable as ``@register_namedtuple(name=...)``.
-
-        Args:
-            cls: the namedtuple class.
-            name: the stable serialized name (required).
-
-        Returns:
-            The class, unchanged.
-
-        Raises:
-            RegistrationTypeError: ``cls`` is not a namedtuple class.
-            NameConflictError: ``name`` is taken by another class.
-
-        Example:
-            >>> import typing
-            >>> import treeclass as tc
-            >>> @tc.register_namedtuple(name="docs.Pair")
-            ... class Pair(typing.NamedTuple):
-            ...     first: int
-            ...     second: int
-            >>> tc.name_of(Pair)
-            'docs.Pair'
-        """
-        if name is None:
-            raise RegistrationTypeError(
-                "register_namedtuple() needs name=, the stable serialized name of the class; "
-                'write register_namedtuple(cls, name="mypkg.MyTuple").'
-            )
-
-        def wrap(klass):
-            if not is_namedtuple_class(klass):
-                raise RegistrationTypeError(
-                    f"register_namedtuple() takes a namedtuple class, got {klass!r}; use "
-                    "register_dataclass() for dataclasses and attrs classes."
-                )
-            _register_class(
-                klass,
-                name=name,
-                static=(),
-                return_none_fields=False,
-                unflatten_calls_init=False,
-                override=False,
-            )
-            return klass
-
-        if cls is None:
-            return wrap
-        return wrap(cls)
+    if cls is None:
+        return wrap
+    return wrap(cls)
 
 
 def register_dataclass(
@@ -452,11 +441,13 @@ def register_dataclass(
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
+    pickle_by_name: bool = True,
 ) -> _C:
     """Register an existing dataclass or attrs class as a pytree node, unchanged.
 
-    For classes you cannot decorate (a third-party model output). Static fields are those
-    marked in the class's field metadata (``{"static": True}``) plus the names in ``static``.
+    For classes you cannot decorate (a third-party model output), and for classes that are
+    already dataclasses or attrs classes. Static fields are those marked in the class's field
+    metadata (``{"static": True}``) plus the names in ``static``.
 
     Args:
         cls: a class made by ``@dataclasses.dataclass`` or by attrs.
@@ -465,7 +456,8 @@ def register_dataclass(
         return_none_fields: whether ``None``-valued data fields are children (see
             :func:`pytree_dataclass`).
         unflatten_calls_init: rebuild through ``__init__`` instead of storing fields directly.
-        override: replace a registration another library made with PyTorch's pytree.
+        override: replace a registration another library made (see :func:`pytree_dataclass`).
+        pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
 
     Returns:
         ``cls``, unchanged.
@@ -488,20 +480,92 @@ def register_dataclass(
         [1.0]
     """
     if not isinstance(cls, type) or not (is_dataclass_class(cls) or is_attrs_class(cls)):
-        from ._errors import NotAPytreeClassError
-
         what = cls.__qualname__ if isinstance(cls, type) else repr(cls)
         raise NotAPytreeClassError(
             f"register_dataclass() takes a dataclass or attrs class, got {what}; decorate it "
             "with @dataclasses.dataclass (or use @treeclass.pytree_dataclass), or use "
             "register_namedtuple() for namedtuples."
         )
-    _register_class(
+    _register(
         cls,
         name=name,
         static=static,
         return_none_fields=return_none_fields,
         unflatten_calls_init=unflatten_calls_init,
         override=override,
+        pickle_by_name=pickle_by_name,
     )
     return cls
+
+
+@dataclass_transform(field_specifiers=(field, dataclasses.field, dataclasses.Field))
+class PytreeNode:
+    """A base class that makes every subclass a :func:`pytree_dataclass`, typed ``replace``.
+
+    ``class Point(tc.PytreeNode, name="pkg.Point", frozen=True)`` is
+    ``@tc.pytree_dataclass(name="pkg.Point", frozen=True) class Point``, with the class
+    keywords of :func:`pytree_dataclass` (all but ``slots``), as ``flax.struct.PyTreeNode`` is
+    to ``flax.struct.dataclass``. Type checkers then know :meth:`replace` too (they cannot see a
+    method a decorator adds; for decorated classes, use :func:`treeclass.replace`). A subclass
+    of a subclass is a pytree dataclass of its own (give it its own ``name=``).
+
+    Example:
+        >>> import treeclass as tc
+        >>> class Params(tc.PytreeNode, name="docs.Params", frozen=True):
+        ...     w: float
+        ...     b: float = 0.0
+        ...     act: str = tc.field(static=True, default="relu")
+        >>> Params(1.0).replace(b=2.0)
+        Params(w=1.0, b=2.0, act='relu')
+        >>> tc.tree_leaves(Params(1.0))
+        [1.0, 0.0]
+    """
+
+    def __init_subclass__(
+        cls,
+        *,
+        name: str | None = None,
+        return_none_fields: bool = False,
+        unflatten_calls_init: bool = False,
+        override: bool = False,
+        pickle_by_name: bool = True,
+        init: bool = True,
+        repr: bool = True,
+        eq: bool = True,
+        order: bool = False,
+        unsafe_hash: bool = False,
+        frozen: bool = False,
+        match_args: bool = True,
+        kw_only: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        made = dataclasses.dataclass(
+            cls,
+            init=init,
+            repr=repr,
+            eq=eq,
+            order=order,
+            unsafe_hash=unsafe_hash,
+            frozen=frozen,
+            match_args=match_args,
+            kw_only=kw_only,
+        )
+        _register(
+            made,
+            name=name,
+            static=(),
+            return_none_fields=return_none_fields,
+            unflatten_calls_init=unflatten_calls_init,
+            override=override,
+            pickle_by_name=pickle_by_name,
+        )
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with the fields named in ``changes`` set to new values (see ``tc.replace``).
+
+        Raises:
+            TreeclassTypeError: a name is not a field of the class, or names an ``init=False``
+                field.
+        """
+        return replace(self, **changes)

@@ -1,180 +1,165 @@
-"""Generate a class's flatten / unflatten / flatten-with-keys functions from source.
+"""Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
-Each function is written out as Python source with one line per field and no loops, compiled
-once per class, and registered in :mod:`linecache` under a filename like
-``<treeclass generated flatten pkg.mod.Point>`` so that tracebacks and ``inspect.getsource``
-show it. Helpers reach the generated code through its globals (``_cls``, ``_new``, ...), never
-through the user's module.
+A class's functions come in two families, each one source text written from its
+:class:`~treeclass._fields.ClassInfo` (one line per field, no loops), compiled once (the torch
+family only when torch first needs it) and put into :mod:`linecache` as
+``<treeclass generated pkg.mod.Point>`` (``... [torch]>``), so that tracebacks and
+``inspect.getsource`` show it. A registry gets its own function objects by executing the code
+in a namespace of its own (:meth:`Generated.bind`): its key type, the embedded registry's node
+type, JAX's hash check. Nothing here looks at the class itself; the rebuild plan says how.
 
-The auxdata of a dataclass or attrs node is a tuple ``(nones, *statics)``: ``nones`` is the
-tuple of data-field names whose value was ``None`` (always ``()`` with
-``return_none_fields=True``) and ``statics`` are the static fields' values in field order.
-Tuples hash and compare in C, which keeps JAX's jit cache lookups fast.
+- **core** (embedded registry, JAX, optree): every data field is a child, ``None`` included;
+  the auxdata is the tuple of static values.
+- **torch** (where ``None`` is a leaf): with ``return_none_fields=False`` a ``None`` field is
+  left out of the children and its name goes into the auxdata ``(nones, *statics)``.
 """
 
 from __future__ import annotations
 
-from ._fields import ClassInfo, solid_new
+import linecache
+from _thread import allocate_lock
+from collections.abc import Callable
+from types import CodeType
+from typing import Any, Final, Literal
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any
+from ._errors import RebuildError
+from ._fields import ClassInfo
 
-__all__ = [
-    "FlattenFn",
-    "FlattenWithKeysFn",
-    "UnflattenFn",
-    "compile_source",
-    "make_flatten",
-    "make_flatten_into",
-    "make_flatten_with_entries",
-    "make_flatten_with_keys",
-    "make_unflatten",
-]
+__all__ = ["Family", "Generated", "compile_function", "generate", "release", "set_tracing_check"]
 
-if TYPE_CHECKING:
-    FlattenFn = Callable[[Any], tuple[tuple[Any, ...], Any]]
-    FlattenWithKeysFn = Callable[[Any], tuple[tuple[tuple[Any, Any], ...], Any]]
-    FlattenIntoFn = Callable[[Any, list[Any], list[Any]], bool]
-    UnflattenFn = Callable[[Any, Any], Any]
-    FlattenEntriesFn = Callable[[Any], tuple[tuple[Any, ...], Any, tuple[str, ...]]]
+_I: Final = "    "
+Family = Literal["core", "torch"]
 
-_INDENT = "    "
+#: The functions each family's source defines.
+_FUNCTIONS: Final[dict[Family, tuple[str, ...]]] = {
+    "core": (
+        "flatten",
+        "flatten_with_keys",
+        "flatten_entries",
+        "flatten_into",
+        "unflatten",
+        "unflatten_hashed",
+    ),
+    "torch": ("flatten", "flatten_with_keys", "unflatten"),
+}
 
 
-def compile_source(
-    source: str, namespace: dict[str, Any], *, what: str, cls: type, func: str
-) -> Callable[..., Any]:
-    """Compile ``source`` defining ``func`` and return the function.
+class Generated:
+    """One class's generated sources, each compiled once, ready to be bound per registry."""
 
-    The source goes into :mod:`linecache` under a unique filename (a re-run of the same
-    class definition gets a numbered one), with ``mtime=None`` so it is never evicted.
-    """
-    import linecache
+    __slots__ = ("_code", "_globals", "_lock", "info", "skip_none")
 
-    base = f"<treeclass generated {what} {cls.__module__}.{cls.__qualname__}"
-    filename = f"{base}>"
+    def __init__(self, info: ClassInfo, skip_none: bool, globals_: dict[str, Any]) -> None:
+        self.info = info
+        self.skip_none = skip_none
+        self._globals = globals_
+        self._code: dict[Family, tuple[CodeType, str]] = {}
+        self._lock = allocate_lock()
+
+    def filename(self, family: Family = "core") -> str | None:
+        """The :mod:`linecache` filename of a family's source, once it has been compiled."""
+        entry = self._code.get(family)
+        return None if entry is None else entry[1]
+
+    def source(self, family: Family = "core") -> str:
+        """A family's source text."""
+        return _source(self.info, family, self.skip_none)
+
+    def compile(self, family: Family) -> CodeType:
+        """A family's code object, compiled on first use."""
+        entry = self._code.get(family)
+        if entry is None:
+            with self._lock:
+                entry = self._code.get(family)
+                if entry is None:
+                    source = self.source(family)
+                    tag = "" if family == "core" else f" [{family}]"
+                    filename = _reserve(self.info.cls, source, tag)
+                    try:
+                        entry = (compile(source, filename, "exec"), filename)
+                    except BaseException:  # pragma: no cover - the source is ours
+                        linecache.cache.pop(filename, None)
+                        raise
+                    self._code[family] = entry
+        return entry[0]
+
+    def bind(
+        self, tag: str, *, key: Callable[[str], Any], family: Family = "core", **extra: Any
+    ) -> dict[str, Callable[..., Any]]:
+        """A family's functions, bound to a registry's helpers.
+
+        Args:
+            tag: the registry's name, shown in the functions' qualified names (``""`` for the
+                embedded registry).
+            key: makes the registry's key object for a field name (``GetAttrKey``).
+            family: ``"core"`` or ``"torch"``.
+            **extra: further globals: ``_nt`` and ``_leaf_types`` (the embedded registry's fast
+                path), ``_check_aux`` (JAX's explanation of an unhashable static value).
+        """
+        ns: dict[str, Any] = dict(self._globals)
+        ns.update({f"_k{i}": key(name) for i, name in enumerate(self.info.data_fields)})
+        ns.update(extra)
+        exec(self.compile(family), ns)
+        cls = self.info.cls
+        suffix = f"[{tag}]" if tag else ""
+        out: dict[str, Callable[..., Any]] = {}
+        for func in _FUNCTIONS[family]:
+            fn = ns[func]
+            fn.__qualname__ = f"{cls.__qualname__}.<treeclass {func}{suffix}>"
+            fn.__module__ = cls.__module__
+            fn.__doc__ = f"Generated by treeclass: {func} for {cls.__qualname__}."
+            out[func] = fn
+        return out
+
+
+def _reserve(cls: type, source: str, tag: str) -> str:
+    """Put ``source`` into :mod:`linecache` under a filename no other source has."""
+    base = f"<treeclass generated {cls.__module__}.{cls.__qualname__}{tag}"
+    entry = (len(source), None, source.splitlines(keepends=True))
     n = 1
-    while filename in linecache.cache:
+    while True:
+        filename = f"{base}>" if n == 1 else f"{base} #{n}>"
+        value = (*entry, filename)
+        # setdefault is atomic: two threads never get the same filename (as attrs does it).
+        if linecache.cache.setdefault(filename, value) is value:
+            return filename
         n += 1
-        filename = f"{base}-{n}>"
-    code = compile(source, filename, "exec")
-    exec(code, namespace)
-    lines = source.splitlines(keepends=True)
-    linecache.cache[filename] = (len(source), None, lines, filename)
+
+
+def compile_function(
+    cls: type, what: str, source: str, namespace: dict[str, Any], func: str
+) -> Callable[..., Any]:
+    """Compile a small generated function of ``cls`` (one source, its own linecache entry)."""
+    filename = _reserve(cls, source, f" [{what}]")
+    try:
+        exec(compile(source, filename, "exec"), namespace)
+    except BaseException:  # pragma: no cover - the source is ours
+        linecache.cache.pop(filename, None)
+        raise
     fn: Callable[..., Any] = namespace[func]
     fn.__qualname__ = f"{cls.__qualname__}.<treeclass {what}>"
     fn.__module__ = cls.__module__
-    fn.__doc__ = f"Generated by treeclass: {what} for {cls.__qualname__}."
     return fn
 
 
-def _or_none(names: list[str]) -> str:
-    return " or ".join(f"{v} is None" for v in names)
+def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] | None) -> None:
+    """Set the check that sends a generated ``unflatten`` down its Dynamo-traceable path.
 
-
-def _flatten_source(
-    info: ClassInfo,
-    return_none_fields: bool,
-    func: str,
-    child: Callable[[int, str], str],
-    *,
-    with_names: bool = False,
-) -> str:
-    """Source of a flatten-like function ``func(obj)``: one line per field, no loops.
-
-    ``child(i, local)`` is the expression for data field ``i`` held in ``local`` (``v0`` or
-    ``(_k0, v0)``). Returns ``(children, aux)``, or ``(children, aux, names)`` ``with_names``
-    (the names of the fields the children came from, the constant ``_names`` when no ``None``
-    field was left out). Unless ``return_none_fields``, ``None`` values are left out of the
-    children and their names go into the auxdata's first item.
+    Functions with a single path (their stores trace already) are left as they are.
     """
-    data = info.data_fields
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
-    lines = [f"def {func}(obj):"]
-    for v, name in zip(local, data):
-        lines.append(f"{_INDENT}{v} = obj.{name}")
-    if data and not return_none_fields:
-        lines.append(f"{_INDENT}if {_or_none(local)}:")
-        lines.append(f"{_INDENT * 2}children = []")
-        lines.append(f"{_INDENT * 2}nones = []")
-        if with_names:
-            lines.append(f"{_INDENT * 2}names = []")
-        for i, (v, name) in enumerate(zip(local, data)):
-            lines.append(f"{_INDENT * 2}if {v} is None:")
-            lines.append(f"{_INDENT * 3}nones.append({name!r})")
-            lines.append(f"{_INDENT * 2}else:")
-            lines.append(f"{_INDENT * 3}children.append({child(i, v)})")
-            if with_names:
-                lines.append(f"{_INDENT * 3}names.append({name!r})")
-        names = ", tuple(names)" if with_names else ""
-        lines.append(f"{_INDENT * 2}return tuple(children), (tuple(nones),{statics}){names}")
-    children = "(" + "".join(f"{child(i, v)}, " for i, v in enumerate(local)) + ")"
-    lines.append(f"{_INDENT}return {children}, ((),{statics}){', _names' if with_names else ''}")
-    return "\n".join(lines) + "\n"
+    namespace = getattr(unflatten, "__globals__", {})
+    if "_unflatten_traced" in namespace:
+        namespace["_tracing"] = check
 
 
-def make_flatten(info: ClassInfo, return_none_fields: bool) -> FlattenFn:
-    """Generate ``flatten(obj) -> (children, aux)`` for a dataclass / attrs class."""
-    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v)
-    return compile_source(source, {}, what="flatten", cls=info.cls, func="flatten")
+def release(generated: Generated) -> None:
+    """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
+    for _, filename in generated._code.values():
+        linecache.cache.pop(filename, None)
 
 
-def make_flatten_into(
-    info: ClassInfo, return_none_fields: bool, leaf_types: set[type]
-) -> FlattenIntoFn:
-    """Generate the embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
-
-    When every data value is of a type known to be a leaf (``leaf_types``, shared with the
-    embedded registry) and none is ``None`` (unless ``return_none_fields``), it appends the
-    values to ``leaves`` and one leafy entry to ``entries`` and returns ``True``; otherwise it
-    changes nothing and returns ``False`` and the caller takes the general path. The entry's
-    node type is set afterwards as the global ``_nt`` (see :class:`treeclass._registry.NodeDef`).
-    """
-    data = info.data_fields
-    statics = "".join(f" obj.{s}," for s in info.static_fields)
-    local = [f"v{i}" for i in range(len(data))]
-    lines = ["def flatten_into(obj, leaves, entries):"]
-    for v, name in zip(local, data):
-        lines.append(f"{_INDENT}{v} = obj.{name}")
-    if local:
-        checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
-        lines.append(f"{_INDENT}if not ({checks}):")
-        lines.append(f"{_INDENT * 2}return False")
-        lines.append(f"{_INDENT}leaves += ({''.join(f'{v}, ' for v in local)})")
-    lines.append(f"{_INDENT}entries.append((_nt, ((),{statics}), {len(local)}, True))")
-    lines.append(f"{_INDENT}return True")
-    # None is not a leaf type, so a None value takes the general path (which records it as a
-    # None field, or as a child with return_none_fields=True): no separate check is needed.
-    del return_none_fields
-    source = "\n".join(lines) + "\n"
-    ns: dict[str, Any] = {"_type": type, "_leaf_types": leaf_types, "_nt": None}
-    return compile_source(source, ns, what="flatten_into", cls=info.cls, func="flatten_into")
-
-
-def make_flatten_with_keys(
-    info: ClassInfo, return_none_fields: bool, key: Callable[[str], Any], *, tag: str = ""
-) -> FlattenWithKeysFn:
-    """Generate ``flatten_with_keys(obj) -> (((key, child), ...), aux)``.
-
-    ``key`` turns a field name into the framework's key object (``GetAttrKey`` and friends);
-    the keys are made once, here, and reach the generated code as constants.
-    """
-    ns: dict[str, Any] = {f"_k{i}": key(name) for i, name in enumerate(info.data_fields)}
-    source = _flatten_source(
-        info, return_none_fields, "flatten_with_keys", lambda i, v: f"(_k{i}, {v})"
-    )
-    what = f"flatten_with_keys{'[' + tag + ']' if tag else ''}"
-    return compile_source(source, ns, what=what, cls=info.cls, func="flatten_with_keys")
-
-
-def _rebuild_failed(cls: type) -> Callable[[BaseException], Exception]:
+def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
     """Make the error for a class whose own ``__setattr__`` refused a field during unflatten."""
-    from ._errors import RebuildError
-
-    label = f"{cls.__module__}.{cls.__qualname__}"
 
     def error(cause: BaseException) -> Exception:
         return RebuildError(
@@ -187,175 +172,275 @@ def _rebuild_failed(cls: type) -> Callable[[BaseException], Exception]:
     return error
 
 
-def _slot_descriptor(cls: type, name: str) -> Any:
-    """The member descriptor that stores ``name`` in ``cls``'s slots, or ``None``."""
-    from types import MemberDescriptorType
-
-    for klass in cls.__mro__:
-        d = vars(klass).get(name)
-        if d is not None:
-            return d if isinstance(d, MemberDescriptorType) else None
-    return None
+# --- source builders ----------------------------------------------------------------------------
 
 
-def _dict_descriptor(cls: type) -> Any:
-    """The ``__dict__`` getset descriptor of ``cls``'s instances, or ``None`` (pure slots)."""
-    for klass in cls.__mro__:
-        d = vars(klass).get("__dict__")
-        if d is not None and hasattr(d, "__set__"):
-            return d
-    return None
+def _tuple(items: list[str]) -> str:
+    """A tuple display: ``()``, ``(a,)``, ``(a, b)``."""
+    return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
 
 
-def make_unflatten(
+def _statics(info: ClassInfo) -> str:
+    """The static values' tuple: ``(obj.a, obj.b)``."""
+    return _tuple([f"obj.{s}" for s in info.static_fields])
+
+
+def _flatten(
     info: ClassInfo,
-    return_none_fields: bool,
+    head: str,
+    child: Callable[[int, str], str],
+    tail: str,
     *,
-    children_first: bool = False,
-    check_aux: Callable[[Any], object] | None = None,
-    tag: str = "",
-) -> UnflattenFn:
-    """Generate ``unflatten(aux, children) -> obj`` (``(children, aux)`` if ``children_first``).
+    as_list: bool = False,
+) -> list[str]:
+    """A flatten-like function returning ``(children, statics{tail})``; every field a child.
 
-    The object is made with the nearest built-in ``__new__`` and its fields are stored
-    directly, so ``__init__``, ``__post_init__``, validators and frozen ``__setattr__`` never
-    run -- unless the class's rebuild mode says otherwise (see :mod:`treeclass._fields`).
-
-    With ``check_aux`` (and static fields), the function first hashes ``aux`` and, if that
-    raises ``TypeError``, calls ``check_aux(aux)`` to raise a clearer error (the JAX adapter
-    uses it: see :mod:`treeclass.backends.jax`). ``tag`` names the variant in its filename.
+    The children are a tuple, or a list ``as_list`` (torch matches ``dynamic_shapes`` against
+    them and compares container types exactly; its own ``register_dataclass`` gives a list).
     """
-    cls = info.cls
+    local = [f"v{i}" for i in range(len(info.data_fields))]
+    lines = [head]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
+    items = [child(i, v) for i, v in enumerate(local)]
+    children = f"[{', '.join(items)}]" if as_list else _tuple(items)
+    lines.append(f"{_I}return {children}, {_statics(info)}{tail}")
+    return lines
+
+
+def _flatten_skipping(
+    info: ClassInfo, head: str, child: Callable[[int, str], str], *, as_list: bool = False
+) -> list[str]:
+    """A flatten-like function leaving ``None`` values out: ``(children, (nones, *statics))``."""
     data = info.data_fields
-    ns: dict[str, Any] = {"_cls": cls, "_new": solid_new(cls), "_osetattr": object.__setattr__}
-    params = "children, aux" if children_first else "aux, children"
-    value_of: dict[str, str] = {}
-    for i, name in enumerate(data):
-        value_of[name] = f"v{i}"
-    for i, name in enumerate(info.static_fields, start=1):
-        value_of[name] = f"aux[{i}]"
-
-    body = _store_lines(info, ns, value_of)
-    local = [value_of[n] for n in data]
-
-    lines = [f"def unflatten({params}):"]
-    if check_aux is not None and info.static_fields:
-        ns["_check_aux"] = check_aux
-        lines.append(f"{_INDENT}try:")
-        lines.append(f"{_INDENT * 2}hash(aux)")
-        lines.append(f"{_INDENT}except TypeError:")
-        lines.append(f"{_INDENT * 2}_check_aux(aux)")
-        lines.append(f"{_INDENT * 2}raise")
-    if data and not return_none_fields:
-        lines.append(f"{_INDENT}if aux[0]:")
-        lines.append(f"{_INDENT * 2}return _unflatten_nones({params})")
-    if len(local) == 1:
-        lines.append(f"{_INDENT}{local[0]}, = children")
-    elif local:
-        lines.append(f"{_INDENT}{', '.join(local)} = children")
-    lines.extend(body)
-    lines.append(f"{_INDENT}return obj")
-
-    if data and not return_none_fields:
-        lines.append("")
-        lines.append(f"def _unflatten_nones({params}):")
-        lines.append(f"{_INDENT}nones = aux[0]")
-        lines.append(f"{_INDENT}it = iter(children)")
-        for v, name in zip(local, data):
-            lines.append(f"{_INDENT}{v} = None if {name!r} in nones else next(it)")
-        lines.extend(body)
-        lines.append(f"{_INDENT}return obj")
-    source = "\n".join(lines) + "\n"
-    what = f"unflatten{'[' + tag + ']' if tag else ''}"
-    return compile_source(source, ns, what=what, cls=cls, func="unflatten")
+    statics = [f"obj.{s}" for s in info.static_fields]
+    local = [f"v{i}" for i in range(len(data))]
+    lines = [head]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
+    lines.append(f"{_I}if {' or '.join(f'{v} is None' for v in local)}:")
+    lines.append(f"{_I * 2}children = []")
+    lines.append(f"{_I * 2}nones = []")
+    for i, (v, name) in enumerate(zip(local, data)):
+        lines.append(f"{_I * 2}if {v} is None:")
+        lines.append(f"{_I * 3}nones.append({name!r})")
+        lines.append(f"{_I * 2}else:")
+        lines.append(f"{_I * 3}children.append({child(i, v)})")
+    kids = "children" if as_list else "tuple(children)"
+    lines.append(f"{_I * 2}return {kids}, {_tuple(['tuple(nones)', *statics])}")
+    items = [child(i, v) for i, v in enumerate(local)]
+    children = f"[{', '.join(items)}]" if as_list else _tuple(items)
+    lines.append(f"{_I}return {children}, {_tuple(['()', *statics])}")
+    return lines
 
 
-def _plain_stores_ok(cls: type, info: ClassInfo) -> bool:
-    """Whether ``obj.field = value`` stores each field directly (no user code runs).
+def _flatten_into(info: ClassInfo) -> list[str]:
+    """The embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
 
-    True when the class uses ``object.__setattr__`` and every field is either a slot or not
-    a data descriptor of the class (a property of the same name would intercept the store).
+    When every value is of a type known to be a leaf, it flattens straight into the walker's
+    lists; otherwise it returns ``False`` without changing anything.
     """
-    from types import MemberDescriptorType
+    local = [f"v{i}" for i in range(len(info.data_fields))]
+    lines = ["def flatten_into(obj, leaves, entries):"]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
+    if local:
+        checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
+        lines.append(f"{_I}if not ({checks}):")
+        lines.append(f"{_I * 2}return False")
+        lines.append(f"{_I}leaves += {_tuple(local)}")
+    lines.append(f"{_I}entries.append((_nt, {_statics(info)}, {len(local)}, True))")
+    lines.append(f"{_I}return True")
+    return lines
 
-    if getattr(cls, "__setattr__", None) is not object.__setattr__:
-        return False
-    for f in info.fields:
-        for klass in cls.__mro__:
-            if f.name in vars(klass):
-                d: object = vars(klass)[f.name]
-                if hasattr(type(d), "__set__") and not isinstance(d, MemberDescriptorType):
-                    return False
-                break
-    return True
+
+def _store(how: str, name: str, value: str, slot_index: dict[str, int]) -> str:
+    if how == "attr":
+        return f"{_I}obj.{name} = {value}"
+    if how == "slot":
+        return f"{_I}_slot{slot_index[name]}(obj, {value})"
+    if how == "dict":
+        return f"{_I}_inst_dict[{name!r}] = {value}"
+    return f"{_I}_osetattr(obj, {name!r}, {value})"
 
 
-def _store_lines(info: ClassInfo, ns: dict[str, Any], value_of: dict[str, str]) -> list[str]:
+def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, int]) -> list[str]:
     """Lines that make ``obj`` and restore every field from ``value_of``."""
-    cls = info.cls
+    plan = info.plan
     out: list[str] = []
-    if info.rebuild == "init":
+    if plan.mode == "init":
         init_args = ", ".join(f"{f.alias}={value_of[f.name]}" for f in info.fields if f.init)
-        out.append(f"{_INDENT}obj = _cls({init_args})")
-        for f in info.fields:
-            if not f.init:
-                out.append(f"{_INDENT}_osetattr(obj, {f.name!r}, {value_of[f.name]})")
+        out.append(f"{_I}obj = _cls({init_args})")
+        out += [
+            f"{_I}_osetattr(obj, {f.name!r}, {value_of[f.name]})" for f in info.fields if not f.init
+        ]
         return out
-
-    out.append(f"{_INDENT}obj = _new(_cls)")
-    if info.rebuild == "protocol":
+    out.append(f"{_I}obj = _new(_cls)")
+    if plan.mode == "protocol":
         # The class's own __setattr__ may refuse: report that as a treeclass error naming the
         # class and the way out, not as a bare error from inside a framework.
-        ns["_rebuild_failed"] = _rebuild_failed(cls)
-        out.append(f"{_INDENT}try:")
-        for f in info.fields:
-            out.append(f"{_INDENT * 2}obj.{f.name} = {value_of[f.name]}")
-        if isinstance(cls, type) and issubclass(cls, dict):
+        out.append(f"{_I}try:")
+        out += [f"{_I * 2}obj.{f.name} = {value_of[f.name]}" for f in info.fields]
+        if plan.mapping:
             # Mapping-based outputs (HuggingFace ModelOutput) expose non-None fields as items
             # too, in field order, the way their __post_init__ does.
             for f in info.fields:
                 v = value_of[f.name]
-                out.append(f"{_INDENT * 2}if {v} is not None:")
-                out.append(f"{_INDENT * 3}obj[{f.name!r}] = {v}")
-        out.append(f"{_INDENT}except Exception as e:")
-        out.append(f"{_INDENT * 2}raise _rebuild_failed(e) from e")
+                out.append(f"{_I * 2}if {v} is not None:")
+                out.append(f"{_I * 3}obj[{f.name!r}] = {v}")
+        out.append(f"{_I}except Exception as e:")
+        out.append(f"{_I * 2}raise _rebuild_failed(e) from e")
         return out
-
-    if _plain_stores_ok(cls, info):
-        # No __setattr__ but object's and no descriptor of the class's own on a field: plain
-        # stores are the fastest (specialized STORE_ATTR, about 2.5x faster than building and
-        # setting a __dict__) and keep the instance's key-sharing dict, as __init__ would.
-        for f in info.fields:
-            out.append(f"{_INDENT}obj.{f.name} = {value_of[f.name]}")
-        return out
-
-    dict_items: list[str] = []
-    for f in info.fields:
-        v = value_of[f.name]
-        slot = _slot_descriptor(cls, f.name)
-        if slot is not None:
-            ns[f"_set_{f.name}"] = slot.__set__
-            out.append(f"{_INDENT}_set_{f.name}(obj, {v})")
-        else:
-            dict_items.append(f"{f.name!r}: {v}")
-    if dict_items:
-        dict_descr = _dict_descriptor(cls)
-        if dict_descr is not None:
-            ns["_set_dict"] = dict_descr.__set__
-            out.append(f"{_INDENT}_set_dict(obj, {{{', '.join(dict_items)}}})")
-        else:  # neither a slot nor a __dict__: a descriptor of the class's own
-            for f in info.fields:
-                if _slot_descriptor(cls, f.name) is None:
-                    out.append(f"{_INDENT}_osetattr(obj, {f.name!r}, {value_of[f.name]})")
+    stores = [*plan.stores, *plan.reset]
+    values = {**value_of, **{name: "None" for name, _ in plan.reset}}
+    if any(how == "dict" for _, how in stores):
+        out.append(f"{_I}_inst_dict = obj.__dict__")
+    out += [_store(how, name, values[name], slot_index) for name, how in stores]
     return out
 
 
-def make_flatten_with_entries(info: ClassInfo, return_none_fields: bool) -> FlattenEntriesFn:
-    """Generate ``flatten(obj) -> (children, aux, entries)``, optree's three-tuple form.
+def _traceable(info: ClassInfo) -> bool:
+    """Whether torch's Dynamo traces the direct stores of ``info``'s class.
 
-    ``entries`` are the names of the fields the children came from (what optree's
-    ``GetAttrEntry`` takes); with no ``None`` field left out they are one constant tuple.
+    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
+    method call": the member descriptors of slots) and ``object.__setattr__`` bound to a global
+    beforehand; it traces plain attribute stores, stores into the instance ``__dict__``, and
+    ``object.__setattr__(obj, name, value)`` looked up at the call (what frozen dataclasses'
+    ``__init__`` does) -- which costs about twice a direct store, hence a second path.
     """
-    ns: dict[str, Any] = {"_names": info.data_fields}
-    source = _flatten_source(info, return_none_fields, "flatten", lambda i, v: v, with_names=True)
-    return compile_source(source, ns, what="flatten[optree]", cls=info.cls, func="flatten")
+    plan = info.plan
+    return plan.mode != "direct" or all(
+        how in ("attr", "dict") for _, how in (*plan.stores, *plan.reset)
+    )
+
+
+def _traced_stores(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
+    """The stores of the path taken while Dynamo traces: ``object.__setattr__`` by name."""
+    out = [f"{_I}obj = _new(_cls)"]
+    out += [f"{_I}object.__setattr__(obj, {f.name!r}, {value_of[f.name]})" for f in info.fields]
+    out += [f"{_I}object.__setattr__(obj, {name!r}, None)" for name, _ in info.plan.reset]
+    return out
+
+
+def _unflatten(
+    info: ClassInfo,
+    head: str,
+    slot_index: dict[str, int],
+    *,
+    skip_none: bool,
+    hashed: bool,
+    traced: bool = False,
+) -> list[str]:
+    """An unflatten function ``head`` (its parameters name ``aux`` and ``children``).
+
+    The auxdata is the static values' tuple, or ``(nones, *statics)`` with ``skip_none``.
+    With ``traced`` it is the path Dynamo takes (see :func:`_traceable`); otherwise, for a
+    class whose stores Dynamo cannot trace, it starts with ``if _tracing is not None and
+    _tracing():`` and defers to ``_unflatten_traced`` (``_tracing`` is
+    ``torch.compiler.is_dynamo_compiling``, bound by the torch adapter: ``False`` when called,
+    ``True`` to Dynamo; about 12 ns outside tracing).
+    """
+    data = info.data_fields
+    first = 1 if skip_none else 0
+    value_of = {name: f"v{i}" for i, name in enumerate(data)}
+    value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, first)})
+    local = [value_of[n] for n in data]
+    lines = [head]
+    if hashed and info.static_fields:
+        lines.append(f"{_I}try:")
+        lines.append(f"{_I * 2}hash(aux)")
+        lines.append(f"{_I}except TypeError:")
+        lines.append(f"{_I * 2}_check_aux(aux)")
+        lines.append(f"{_I * 2}raise")
+    if not traced and not hashed and not _traceable(info):
+        params = head[head.index("(") : head.index(")") + 1]
+        lines.append(f"{_I}if _tracing is not None and _tracing():")
+        lines.append(f"{_I * 2}return _unflatten_traced{params}")
+    pad = ""
+    if data and skip_none:
+        lines.append(f"{_I}if aux[0]:")
+        lines.append(f"{_I * 2}nones = aux[0]")
+        lines.append(f"{_I * 2}it = iter(children)")
+        lines += [
+            f"{_I * 2}{v} = None if {name!r} in nones else next(it)" for v, name in zip(local, data)
+        ]
+        lines.append(f"{_I}else:")
+        pad = _I
+    if len(local) == 1:
+        lines.append(f"{pad}{_I}{local[0]}, = children")
+    elif local:
+        lines.append(f"{pad}{_I}{', '.join(local)} = children")
+    if traced:
+        lines += _traced_stores(info, value_of)
+    else:
+        lines += _rebuild(info, value_of, slot_index)
+    lines.append(f"{_I}return obj")
+    return lines
+
+
+def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
+    slot_index = {name: i for i, name in enumerate(info.plan.slots)}
+    blocks: list[list[str]]
+    if family == "core":
+        unflatten = "def unflatten(aux, children):"
+        blocks = [
+            _flatten(info, "def flatten(obj):", lambda i, v: v, ""),
+            _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
+            _flatten(info, "def flatten_entries(obj):", lambda i, v: v, ", _names"),
+            _flatten_into(info),
+            _unflatten(info, unflatten, slot_index, skip_none=False, hashed=False),
+            _unflatten(
+                info,
+                "def unflatten_hashed(aux, children):",
+                slot_index,
+                skip_none=False,
+                hashed=True,
+            ),
+        ]
+        skipping = False
+    else:  # torch: children as a list; None fields left out with skip_none
+        skipping = skip_none and bool(info.data_fields)
+        unflatten = "def unflatten(children, aux):"
+        keyed: Callable[[int, str], str] = lambda i, v: f"(_k{i}, {v})"  # noqa: E731
+        if skipping:
+            blocks = [
+                _flatten_skipping(info, "def flatten(obj):", lambda i, v: v, as_list=True),
+                _flatten_skipping(info, "def flatten_with_keys(obj):", keyed),
+            ]
+        else:
+            blocks = [
+                _flatten(info, "def flatten(obj):", lambda i, v: v, "", as_list=True),
+                _flatten(info, "def flatten_with_keys(obj):", keyed, ""),
+            ]
+        blocks.append(_unflatten(info, unflatten, slot_index, skip_none=skipping, hashed=False))
+    if not _traceable(info):
+        traced = unflatten.replace("def unflatten", "def _unflatten_traced")
+        blocks.append(
+            _unflatten(info, traced, slot_index, skip_none=skipping, hashed=False, traced=True)
+        )
+    return "\n\n".join("\n".join(block) for block in blocks) + "\n"
+
+
+def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
+    """Write and compile the core source of ``info``'s class (the torch family comes later).
+
+    Args:
+        info: the class's description.
+        skip_none: in the torch family, leave ``None``-valued data fields out of the children
+            (their names go into the auxdata), as ``return_none_fields=False`` asks.
+    """
+    plan = info.plan
+    # No "__name__": torch's Dynamo, inlining these functions, imports the module it names.
+    globals_: dict[str, Any] = {
+        "_cls": info.cls,
+        "_new": plan.new,
+        "_osetattr": object.__setattr__,
+        "_rebuild_failed": _rebuild_failed(info.qualname),
+        "_names": info.data_fields,
+        "_type": type,
+        "_nt": None,
+        "_leaf_types": frozenset(),
+        "_check_aux": None,
+        "_tracing": None,
+    }
+    globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
+    generated = Generated(info, skip_none, globals_)
+    generated.compile("core")
+    return generated

@@ -8,12 +8,9 @@ classes (this one), loads the JSON and rebuilds the output from new leaves.
 from __future__ import annotations
 
 import typing
+from collections.abc import Callable
 
 import treeclass as tc
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
 
 @tc.register_namedtuple(name="treeclass.demo.KVCache")

@@ -1,4 +1,4 @@
-"""The exceptions treeclass raises.
+"""The exceptions treeclass raises, and the helpers that quote values in their messages.
 
 Every error is a :class:`TreeclassError`; each also subclasses the built-in exception that
 fits it (``ValueError`` for a bad value or name, ``TypeError`` for a bad type), so callers
@@ -7,7 +7,12 @@ that catch the built-in keep working.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
+    "FileLoadError",
+    "FileSaveError",
+    "MissingDependencyError",
     "NameConflictError",
     "NotAPytreeClassError",
     "RebuildError",
@@ -21,7 +26,25 @@ __all__ = [
     "UnnamedClassError",
     "UnregisteredNameError",
     "UnserializableStaticError",
+    "brief",
+    "qualname",
 ]
+
+
+def brief(value: Any, limit: int) -> str:
+    """``repr(value)`` cut to about ``limit`` characters, safe for any value (for messages)."""
+    try:
+        text = repr(value)
+    except Exception:  # an int too long for str(), a deep nesting, a repr that raises
+        text = f"<a {type(value).__name__} that cannot be shown>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def qualname(cls: object) -> str:
+    """``module.QualName`` of a class, for messages (safe for any object)."""
+    module = getattr(cls, "__module__", None) or "?"
+    name = getattr(cls, "__qualname__", None) or brief(cls, 60)
+    return f"{module}.{name}"
 
 
 class TreeclassError(Exception):
@@ -98,5 +121,23 @@ class TreespecLoadError(TreeclassError, ValueError):
 
 class UnregisteredNameError(TreespecLoadError):
     """A serialized document names a class that is not registered in this process."""
+
+    __module__ = "treeclass"
+
+
+class FileLoadError(TreespecLoadError):
+    """A file given to :func:`treeclass.load` is malformed, hostile or not loadable as asked."""
+
+    __module__ = "treeclass"
+
+
+class FileSaveError(TreeclassError, ValueError):
+    """A tree could not be written by :func:`treeclass.save` (a value the file cannot hold)."""
+
+    __module__ = "treeclass"
+
+
+class MissingDependencyError(TreeclassError, ImportError):
+    """An optional dependency that a treeclass feature needs is not installed."""
 
     __module__ = "treeclass"

@@ -1,18 +1,18 @@
-"""Read a class's fields once: dataclass, attrs class or namedtuple -> one frozen description.
+"""Read a class once: dataclass, attrs class or namedtuple -> :class:`ClassInfo`.
 
-Nothing here imports ``dataclasses`` or ``attrs`` at module level: attrs classes are
-recognised by their ``__attrs_attrs__`` attribute, so attrs support costs nothing for users
-who do not have attrs installed.
+A :class:`ClassInfo` holds the fields in order (data and static), and the class's
+:class:`RebuildPlan`: how an instance is made again without running ``__init__`` (see
+``docs/how-it-works.md``). Everything that needs to look inside the class is here, so the code
+generator works from the description alone. ``dataclasses`` and attrs are imported only when a
+class of theirs is described.
 """
 
 from __future__ import annotations
 
-from ._errors import NotAPytreeClassError, RegistrationError
+from collections.abc import Callable, Collection
+from typing import Any, Final, Literal
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Collection
-    from typing import Any, Final, Literal
+from ._errors import NotAPytreeClassError, RegistrationError
 
 __all__ = [
     "MISSING",
@@ -20,23 +20,25 @@ __all__ = [
     "FieldInfo",
     "Kind",
     "RebuildMode",
+    "RebuildPlan",
+    "Store",
     "describe",
     "is_attrs_class",
     "is_dataclass_class",
     "is_namedtuple_class",
 ]
 
-if TYPE_CHECKING:
-    Kind = Literal["dataclass", "attrs", "namedtuple"]
-
-# How unflatten restores fields (see docs/how-it-works.md):
-# - "direct": bypass every __setattr__ (frozen classes included); stores go straight into the
-#   instance ``__dict__`` or through the slot descriptors.
-# - "protocol": the class's author wrote a ``__setattr__`` (HuggingFace ``ModelOutput``), so
-#   fields are restored through ``setattr`` in field order, and, for mapping bases, as items.
-# - "init": the user opted in to rebuilding through ``__init__``.
-if TYPE_CHECKING:
-    RebuildMode = Literal["direct", "protocol", "init"]
+Kind = Literal["dataclass", "attrs", "namedtuple"]
+#: How unflatten restores fields:
+#: ``"direct"`` bypasses every ``__setattr__`` (frozen classes included);
+#: ``"protocol"`` goes through the ``__setattr__`` the class's author wrote (HuggingFace
+#: ``ModelOutput``), and, for mapping bases, stores items too; ``"init"`` calls ``__init__``.
+RebuildMode = Literal["direct", "protocol", "init"]
+#: How one field is stored in ``"direct"`` mode: ``"attr"`` a plain attribute store (no
+#: ``__setattr__`` of the class's own, no descriptor in the way); ``"slot"`` through the slot's
+#: member descriptor; ``"dict"`` into the instance ``__dict__``; ``"setattr"`` with
+#: ``object.__setattr__`` (a descriptor of the class's own, without a ``__dict__``).
+Store = Literal["attr", "slot", "dict", "setattr"]
 
 
 class _Missing:
@@ -57,21 +59,15 @@ MISSING: Final = _Missing()
 # (``dataclasses.field(metadata={"static": True})``); ``pytree_node=False`` is flax's.
 _STATIC_KEY: Final = "static"
 _FLAX_KEY: Final = "pytree_node"
+# attrs keeps a cached hash here when a class has cache_hash=True (attrs 20.1 to 26.1);
+# ``__init__`` sets it to None, and so must a rebuild.
+_ATTRS_HASH_CACHE: Final = "_attrs_cached_hash"
 
 
 class FieldInfo:
     """One field of a registered class, as treeclass sees it."""
 
     __slots__ = ("alias", "default", "default_factory", "init", "kw_only", "name", "static")
-
-    name: str
-    #: The keyword ``__init__`` takes the field by (attrs strips a leading underscore).
-    alias: str
-    static: bool
-    default: Any
-    default_factory: Callable[[], Any] | _Missing
-    init: bool
-    kw_only: bool
 
     def __init__(
         self,
@@ -85,6 +81,7 @@ class FieldInfo:
         alias: str | None = None,
     ) -> None:
         self.name = name
+        #: The keyword ``__init__`` takes the field by (attrs strips a leading underscore).
         self.alias = name if alias is None else alias
         self.static = static
         self.default = default
@@ -103,32 +100,84 @@ class FieldInfo:
             return self.default_factory()
         return self.default
 
+    def with_static(self, static: bool) -> FieldInfo:
+        """This field, static or not."""
+        return FieldInfo(
+            self.name,
+            static=static,
+            default=self.default,
+            default_factory=self.default_factory,
+            init=self.init,
+            kw_only=self.kw_only,
+            alias=self.alias,
+        )
+
     def __repr__(self) -> str:
-        kind = "static" if self.static else "data"
-        return f"FieldInfo({self.name!r}, {kind})"
+        return f"FieldInfo({self.name!r}, {'static' if self.static else 'data'})"
+
+
+class RebuildPlan:
+    """How unflatten makes an instance again (decided by looking at the class once).
+
+    Attributes:
+        mode: the :data:`RebuildMode`.
+        new: the ``__new__`` that makes an empty instance without running user code.
+        stores: ``(field, how)`` for every field, in field order (``"direct"`` mode).
+        slots: the member descriptor of every field stored as ``"slot"``.
+        mapping: the class is a ``dict`` subclass (``"protocol"`` mode stores items too).
+        reset: hidden attributes ``__init__`` would set, stored as ``None`` (attrs' hash cache),
+            with how each is stored.
+    """
+
+    __slots__ = ("mapping", "mode", "new", "reset", "slots", "stores")
+
+    mode: RebuildMode
+    stores: tuple[tuple[str, Store], ...]
+    reset: tuple[tuple[str, Store], ...]
+
+    def __init__(
+        self,
+        mode: RebuildMode,
+        new: Callable[..., Any],
+        stores: tuple[tuple[str, Store], ...],
+        slots: dict[str, Any],
+        mapping: bool,
+        reset: tuple[tuple[str, Store], ...],
+    ) -> None:
+        self.mode = mode
+        self.new = new
+        self.stores = stores
+        self.slots = slots
+        self.mapping = mapping
+        self.reset = reset
 
 
 class ClassInfo:
     """Everything treeclass needs to know about a class, read once at registration."""
 
-    __slots__ = ("cls", "data_fields", "fields", "kind", "rebuild", "static_fields")
+    __slots__ = ("cls", "data_fields", "fields", "kind", "plan", "static_fields")
 
-    cls: type
     kind: Kind
-    fields: tuple[FieldInfo, ...]
-    data_fields: tuple[str, ...]
-    static_fields: tuple[str, ...]
-    rebuild: RebuildMode
 
     def __init__(
-        self, cls: type, kind: Kind, fields: tuple[FieldInfo, ...], rebuild: RebuildMode
+        self, cls: type, kind: Kind, fields: tuple[FieldInfo, ...], plan: RebuildPlan
     ) -> None:
         self.cls = cls
         self.kind = kind
         self.fields = fields
-        self.data_fields = tuple(f.name for f in fields if not f.static)
-        self.static_fields = tuple(f.name for f in fields if f.static)
-        self.rebuild = rebuild
+        self.data_fields: tuple[str, ...] = tuple(f.name for f in fields if not f.static)
+        self.static_fields: tuple[str, ...] = tuple(f.name for f in fields if f.static)
+        self.plan = plan
+
+    @property
+    def rebuild(self) -> RebuildMode:
+        """The rebuild mode."""
+        return self.plan.mode
+
+    @property
+    def qualname(self) -> str:
+        """``module.QualName`` of the class, for messages."""
+        return f"{self.cls.__module__}.{self.cls.__qualname__}"
 
     def field(self, name: str) -> FieldInfo:
         """Return the field called ``name``."""
@@ -165,7 +214,7 @@ def _is_static_metadata(metadata: Any) -> bool:
 def describe(
     cls: type, *, static: Collection[str] = (), rebuild: RebuildMode | None = None
 ) -> ClassInfo:
-    """Describe ``cls``: its kind, fields (in order), static fields and rebuild mode.
+    """Describe ``cls``: its kind, fields (in order), static fields and rebuild plan.
 
     Args:
         cls: a dataclass, attrs class or namedtuple class.
@@ -211,22 +260,11 @@ def describe(
                 f"static={unknown!r} names no field of {cls.__qualname__}; "
                 f"its fields are {sorted(known)!r}."
             )
-        fields = tuple(
-            FieldInfo(
-                f.name,
-                static=f.static or f.name in extra,
-                default=f.default,
-                default_factory=f.default_factory,
-                init=f.init,
-                kw_only=f.kw_only,
-                alias=f.alias,
-            )
-            for f in fields
-        )
+        fields = tuple(f.with_static(f.static or f.name in extra) for f in fields)
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
     if mode == "init" and kind == "dataclass":
         _check_initvars_have_defaults(cls)
-    return ClassInfo(cls, kind, fields, mode)
+    return ClassInfo(cls, kind, fields, _plan(cls, kind, fields, mode))
 
 
 def _namedtuple_fields(cls: type) -> tuple[FieldInfo, ...]:
@@ -256,29 +294,29 @@ def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
 
 
 def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
+    import importlib
+
+    # The class exists, so attrs is installed; ``attr`` is its long-standing module name.
+    # (Through importlib: treeclass type-checks where attrs is not installed.)
+    attr = importlib.import_module("attr")
     out: list[FieldInfo] = []
-    attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__")  # noqa: B009
-    for a in attributes:
+    for a in attr.fields(cls):
         default: Any = a.default
         factory: Callable[[], Any] | _Missing = MISSING
-        # attrs' NOTHING and Factory, recognised without importing attrs.
-        if type(default).__name__ == "_Nothing" or repr(default) == "NOTHING":
+        if default is attr.NOTHING:
             default = MISSING
-        elif type(default).__name__ == "Factory":
-            if getattr(default, "takes_self", False):
-                default = MISSING  # needs the instance; no usable default for loading
-            else:
-                factory = getattr(default, "factory")  # noqa: B009
-                default = MISSING
+        elif isinstance(default, attr.Factory):
+            factory = MISSING if default.takes_self else default.factory
+            default = MISSING  # a factory that needs the instance gives no usable default
         out.append(
             FieldInfo(
-                str(a.name),
+                a.name,
                 static=_is_static_metadata(a.metadata),
                 default=default,
                 default_factory=factory,
                 init=bool(a.init),
                 kw_only=bool(a.kw_only),
-                alias=str(getattr(a, "alias", None) or str(a.name).lstrip("_")),
+                alias=str(getattr(a, "alias", None) or a.name.lstrip("_")),
             )
         )
     return tuple(out)
@@ -298,6 +336,9 @@ def _check_initvars_have_defaults(cls: type) -> None:
                 "unflatten_calls_init=True cannot rebuild it (the leaves do not hold InitVars); "
                 f"give {f.name!r} a default, or drop unflatten_calls_init."
             )
+
+
+# --- the rebuild plan ---------------------------------------------------------------------------
 
 
 def _generated_setattr(fn: Any, owner: type) -> bool:
@@ -328,15 +369,14 @@ def _pick_rebuild(cls: type, kind: Kind) -> RebuildMode:
         if "__setattr__" in vars(klass):
             if klass is object:
                 return "direct"
-            fn = vars(klass)["__setattr__"]
-            if _generated_setattr(fn, klass):
+            if _generated_setattr(vars(klass)["__setattr__"], klass):
                 continue
             return "protocol"
     return "direct"
 
 
-def solid_new(cls: type) -> Callable[..., Any]:
-    """Return the ``__new__`` to make an empty instance of ``cls`` without running user code.
+def _solid_new(cls: type) -> Callable[..., Any]:
+    """The ``__new__`` that makes an empty instance of ``cls`` without running user code.
 
     That is ``object.__new__`` for ordinary classes, and the ``__new__`` of the nearest
     built-in base for classes that also derive from one (``OrderedDict``, ``dict``).
@@ -347,3 +387,70 @@ def solid_new(cls: type) -> Callable[..., Any]:
         if new is not None and not isinstance(new, staticmethod):
             return new  # type: ignore[no-any-return]
     return object.__new__
+
+
+def _class_attribute(cls: type, name: str) -> tuple[bool, object]:
+    """``(found, value)`` of ``name`` in the class's MRO dicts (no descriptor protocol)."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            return True, vars(klass)[name]
+    return False, None
+
+
+def _has_instance_dict(cls: type) -> bool:
+    found, descriptor = _class_attribute(cls, "__dict__")
+    return found and hasattr(descriptor, "__set__")
+
+
+def _store_of(cls: type, name: str, plain: bool, slots: dict[str, Any]) -> Store:
+    from types import MemberDescriptorType
+
+    found, value = _class_attribute(cls, name)
+    if found and isinstance(value, MemberDescriptorType):
+        slots[name] = value
+        return "attr" if plain else "slot"
+    if found and hasattr(type(value), "__set__"):
+        return "dict" if _has_instance_dict(cls) else "setattr"  # a descriptor of its own
+    if plain:
+        return "attr"
+    return "dict" if _has_instance_dict(cls) else "setattr"
+
+
+def _hash_cache(cls: type, kind: Kind) -> bool:
+    """Whether ``cls`` is an attrs class that caches its hash (``cache_hash=True``)."""
+    code = getattr(vars(cls).get("__hash__"), "__code__", None)
+    return kind == "attrs" and code is not None and _ATTRS_HASH_CACHE in code.co_names
+
+
+def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMode) -> RebuildPlan:
+    # Plain stores are the fastest (a specialized STORE_ATTR, and the instance keeps its
+    # key-sharing dict, as with __init__), but only where no __setattr__ of the class's own
+    # and no data descriptor of its own stands in the way.
+    plain = mode == "direct" and getattr(cls, "__setattr__", None) is object.__setattr__
+    if plain:
+        for f in fields:
+            found, value = _class_attribute(cls, f.name)
+            if found and hasattr(type(value), "__set__") and not _is_member(value):
+                plain = False
+                break
+    slots: dict[str, Any] = {}
+    stores: tuple[tuple[str, Store], ...] = tuple(
+        (f.name, _store_of(cls, f.name, plain, slots)) for f in fields
+    )
+    reset: tuple[tuple[str, Store], ...] = ()
+    if _hash_cache(cls, kind):
+        reset = ((_ATTRS_HASH_CACHE, _store_of(cls, _ATTRS_HASH_CACHE, plain, slots)),)
+    return RebuildPlan(
+        mode,
+        _solid_new(cls),
+        stores,
+        slots,
+        issubclass(cls, dict),
+        reset,
+    )
+
+
+def _is_member(value: object) -> bool:
+    from types import MemberDescriptorType
+
+    return isinstance(value, MemberDescriptorType)

@@ -5,10 +5,8 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Hashable, Sequence
-    from typing import Final
+from collections.abc import Hashable, Sequence
+from typing import Final
 
 __all__ = ["DictKey", "GetAttrKey", "KeyEntry", "KeyPath", "SequenceKey", "keystr"]
 

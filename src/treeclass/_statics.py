@@ -1,46 +1,113 @@
-"""Static value types made serializable by name: :func:`register_static`.
+"""Static values as JSON: the exact codec, and :func:`register_static` for other types.
 
-Out of the box a static field may hold ``None``, ``bool``, ``int``, ``float``, ``str``,
-``bytes``, ``tuple``, ``list``, a ``dict`` with ``str`` keys or a ``frozenset`` (see
-:mod:`treeclass._auxdata`). Any other type is serialized by the name it was registered under
-here, with a pair of converters: ``to_json(value)`` returns something made of the supported
-types above, ``from_json(that) -> value`` rebuilds the value. Enums (by value) and frozen
-dataclasses, attrs classes and namedtuples (by ``__init__`` fields) get their converters made
-for them.
+Encoded static values (every non-scalar is a one-key object naming its type, so a tuple comes
+back a tuple and a list a list at every depth; see ``docs/format.md``)::
 
-Loading looks a static type up by its registered name only: it never imports a module or
-reads a module path, so a name that is not registered is an
-:class:`~treeclass.UnregisteredNameError`.
+    None, true/false, a str, a finite float, an int in (-2**53, 2**53)  -> themselves
+    [v, ...]                           a list
+    {"tuple": [v, ...]}                a tuple
+    {"dict": {"k": v, ...}}            a dict with str keys
+    {"frozenset": [v, ...]}            a frozenset (items in canonical-JSON order)
+    {"bytes": "base64"}                bytes
+    {"int": "-0x1f..."}                an int outside (-2**53, 2**53), in hex
+    {"float": "nan" | "inf" | "-inf"}  a non-finite float
+    {"registered": [name, v]}          a value of a type registered with register_static()
+
+Decoding is strict and never imports: a registered type is looked up by its name only.
 """
 
 from __future__ import annotations
 
+import math
 from _thread import RLock
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeVar
 
-from ._errors import NameConflictError, RegistrationError, RegistrationTypeError
+from ._errors import NameConflictError, RegistrationError, RegistrationTypeError, brief
+from ._names import Origin, check_name, registration_origin
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from typing import Any, TypeVar
+__all__ = [
+    "MAX_INT_BITS",
+    "MAX_STATIC_DEPTH",
+    "BadStatic",
+    "StaticType",
+    "Unencodable",
+    "check_hash_spread",
+    "decode_static",
+    "encode_static",
+    "register_static",
+    "static_for_name",
+    "static_for_type",
+    "type_label",
+]
 
-    _T = TypeVar("_T", bound=type)
+#: How deeply static values may nest (containers inside containers).
+MAX_STATIC_DEPTH: Final = 100
+#: The largest int magnitude (in bits) a static may hold: what ``str()`` can still print
+#: under CPython's default limit of 4300 digits.
+MAX_INT_BITS: Final = 14_284
+# Ints that every JSON reader holds exactly (IEEE doubles); others are written in hex.
+_SAFE_INT: Final = 1 << 53
+_INT_HEX: Final = frozenset("0123456789abcdef")
+#: Distinct values allowed to share a hash in one frozenset or dict node before a document
+#: counts as crafted to make hashing quadratic (real data has a handful at most).
+_HASH_COLLISIONS: Final = 64
 
-__all__ = ["StaticDef", "register_static", "static_for_name", "static_for_type"]
+SUPPORTED: Final = "None, bool, int, float, str, bytes, tuple, list, dict with str keys, frozenset"
 
-# Types that already have a JSON form of their own (see _auxdata.encode_static).
-_NATIVE = (type(None), bool, int, float, str, bytes, tuple, list, dict, frozenset)
+_T = TypeVar("_T", bound=type)
 
 
-class StaticDef:
+class Unencodable(Exception):
+    """Internal: a static value (or a part of it) has no JSON form."""
+
+    def __init__(self, value: Any, problem: str) -> None:
+        super().__init__(problem)
+        self.value = value
+        self.problem = problem
+
+
+class BadStatic(Exception):
+    """Internal: encoded static data is malformed (or names an unregistered type)."""
+
+    def __init__(self, problem: str, *, unregistered: bool = False) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.unregistered = unregistered
+
+
+def type_label(t: type) -> str:
+    """A type's name for messages: ``list``, ``mypkg.Config``."""
+    if t.__module__ == "builtins":
+        return t.__qualname__
+    return f"{t.__module__}.{t.__qualname__}"
+
+
+def check_hash_spread(items: Iterable[Any], what: str) -> None:
+    """Refuse hashable items crafted to share hash values (which makes hashing quadratic).
+
+    Raises:
+        BadStatic: more than a few distinct items share a hash, or an item is unhashable.
+    """
+    items = list(items)
+    try:
+        hashes = {hash(item) for item in items}  # ints: hashing these is linear
+    except TypeError:
+        raise BadStatic(f"{what} include an unhashable item") from None
+    if len(items) - len(hashes) > _HASH_COLLISIONS:
+        raise BadStatic(
+            f"{what} are {len(items)} values with only {len(hashes)} distinct hash values, "
+            "which only a document crafted to make loading slow has"
+        )
+
+
+# --- registered static types ------------------------------------------------------------------
+
+
+class StaticType:
     """One registered static value type: its name and converters."""
 
-    __slots__ = ("cls", "from_json", "name", "to_json")
-
-    cls: type
-    name: str
-    to_json: Callable[[Any], Any]
-    from_json: Callable[[Any], Any]
+    __slots__ = ("cls", "from_json", "name", "origin", "to_json")
 
     def __init__(
         self,
@@ -48,11 +115,13 @@ class StaticDef:
         name: str,
         to_json: Callable[[Any], Any],
         from_json: Callable[[Any], Any],
+        origin: Origin,
     ) -> None:
         self.cls = cls
         self.name = name
         self.to_json = to_json
         self.from_json = from_json
+        self.origin = origin
 
     @property
     def qualname(self) -> str:
@@ -64,18 +133,214 @@ class StaticDef:
 
 
 _LOCK = RLock()
-_BY_TYPE: dict[type, StaticDef] = {}
-_BY_NAME: dict[str, StaticDef] = {}
+_BY_TYPE: dict[type, StaticType] = {}
+_BY_NAME: dict[str, StaticType] = {}
+# Types that already have a JSON form of their own.
+_NATIVE: Final = (type(None), bool, int, float, str, bytes, tuple, list, dict, frozenset)
 
 
-def static_for_type(cls: type) -> StaticDef | None:
-    """The :class:`StaticDef` of ``cls`` (exact type), or ``None``."""
+def static_for_type(cls: type) -> StaticType | None:
+    """The :class:`StaticType` of ``cls`` (exact type), or ``None``."""
     return _BY_TYPE.get(cls)
 
 
-def static_for_name(name: str) -> StaticDef | None:
-    """The :class:`StaticDef` registered under ``name``, or ``None``. Never imports anything."""
+def static_for_name(name: str) -> StaticType | None:
+    """The :class:`StaticType` registered under ``name``, or ``None``. Never imports."""
     return _BY_NAME.get(name)
+
+
+# --- encoding ---------------------------------------------------------------------------------
+
+
+def _frozenset_key(encoded: Any) -> str:
+    from ._json import dumps_canonical
+
+    return dumps_canonical(encoded)
+
+
+def encode_static(value: Any, _depth: int = 0) -> Any:
+    """Encode one static value as JSON-safe data (see the module docstring for the forms).
+
+    Raises:
+        Unencodable: the value, or a value inside it, has no JSON form.
+
+    Example:
+        >>> from treeclass._statics import encode_static
+        >>> encode_static((1, [b"x", float("inf")]))
+        {'tuple': [1, [{'bytes': 'eA=='}, {'float': 'inf'}]]}
+    """
+    t: Any = value.__class__  # type() of an Any is Unknown to pyright
+    if t is str or t is bool or value is None:
+        return value
+    if t is int:
+        if -_SAFE_INT < value < _SAFE_INT:
+            return value
+        if value.bit_length() > MAX_INT_BITS:
+            raise Unencodable(
+                value,
+                f"it is an integer of {value.bit_length()} bits, more than the {MAX_INT_BITS} "
+                "bits a treespec holds (Python cannot print it)",
+            )
+        return {"int": hex(value)}  # exact at any size; "0x1f" / "-0x1f"
+    if t is float:
+        if value - value == 0.0:
+            return value
+        return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    if _depth >= MAX_STATIC_DEPTH:
+        raise Unencodable(
+            value, f"it nests deeper than {MAX_STATIC_DEPTH} levels (or contains itself)"
+        )
+    d = _depth + 1
+    if t is tuple:
+        return {"tuple": [encode_static(v, d) for v in value]}
+    if t is list:
+        return [encode_static(v, d) for v in value]
+    if t is dict:
+        for k in value:
+            kt: Any = k.__class__
+            if kt is not str:
+                raise Unencodable(
+                    k, f"it is a dict with a {type_label(kt)} key {brief(k, 40)} (only str keys)"
+                )
+        return {"dict": {k: encode_static(value[k], d) for k in sorted(value)}}
+    if t is bytes:
+        import base64
+
+        return {"bytes": base64.b64encode(value).decode("ascii")}
+    if t is frozenset:
+        items = [encode_static(v, d) for v in value]
+        items.sort(key=_frozenset_key)
+        return {"frozenset": items}
+    st = _BY_TYPE.get(t)
+    if st is not None:
+        try:
+            converted = st.to_json(value)
+        except Exception as e:
+            raise Unencodable(
+                value,
+                f"its to_json converter (registered as {st.name!r}) raised "
+                f"{type(e).__name__}: {brief(str(e), 80)}",
+            ) from e
+        return {"registered": [st.name, encode_static(converted, d)]}
+    raise Unencodable(value, f"it holds a value of type {type_label(t)}")
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def _decode_int(v: Any) -> int:
+    if v.__class__ is str and 3 <= len(v) <= 4 + MAX_INT_BITS // 4:
+        digits = v[3:] if v.startswith("-0x") else (v[2:] if v.startswith("0x") else "")
+        if digits and _INT_HEX.issuperset(digits):
+            value = int(v, 16)
+            if value.bit_length() <= MAX_INT_BITS:
+                return value
+    raise BadStatic(
+        f'{{"int": {brief(v, 60)}}} is not an integer in hex like "0x1f" or "-0x1f" of at '
+        f"most {MAX_INT_BITS} bits"
+    )
+
+
+def _decode_bytes(v: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(v.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError, ValueError):
+        raise BadStatic(f"{v[:40]!r} is not base64 text") from None
+
+
+def _decode_registered(v: list[Any], d: int) -> Any:
+    name: str = v[0]
+    st = _BY_NAME.get(name)
+    if st is None:
+        raise BadStatic(
+            f"it names the static type {brief(name, 100)}, which is not registered in this "
+            "process; import the module that calls "
+            f'treeclass.register_static(..., name="{name[:100]}") before loading',
+            unregistered=True,
+        )
+    inner = decode_static(v[1], d)
+    try:
+        return st.from_json(inner)
+    except Exception as e:
+        raise BadStatic(
+            f"the from_json converter of static type {name!r} ({st.qualname}) rejected "
+            f"{brief(inner, 80)}: {type(e).__name__}: {brief(str(e), 200)}"
+        ) from None
+
+
+def _decode_tagged(data: dict[str, Any], d: int) -> Any:
+    if len(data) != 1:
+        raise BadStatic(
+            f"an object with keys {brief(sorted(data), 80)}; an encoded static value is an "
+            'object with exactly one key naming its type ("tuple", "dict", ...)'
+        )
+    ((tag, v),) = data.items()
+    vt: Any = v.__class__
+    if tag == "tuple":
+        if vt is list:
+            return tuple([decode_static(x, d) for x in v])
+    elif tag == "dict":
+        if vt is dict:
+            return {k: decode_static(x, d) for k, x in v.items()}
+    elif tag == "int":
+        return _decode_int(v)
+    elif tag == "float":
+        if v == "nan":
+            return math.nan  # the same object each time, so that equal auxdata compare ==
+        if v == "inf":
+            return math.inf
+        if v == "-inf":
+            return -math.inf
+    elif tag == "bytes":
+        if vt is str:
+            return _decode_bytes(v)
+    elif tag == "frozenset":
+        if vt is list:
+            items = [decode_static(x, d) for x in v]
+            check_hash_spread(items, "the items of a frozenset")
+            result = frozenset(items)
+            if len(result) != len(items):
+                raise BadStatic("a frozenset lists an item twice")
+            return result
+    elif tag == "registered":
+        if vt is list and len(v) == 2 and v[0].__class__ is str:
+            return _decode_registered(v, d)
+    else:
+        raise BadStatic(f"{tag[:60]!r} is not a known static value type")
+    raise BadStatic(f'the value of a {{"{tag}": ...}} object has the wrong form: {brief(v, 60)}')
+
+
+def decode_static(data: Any, _depth: int = 0) -> Any:
+    """Inverse of :func:`encode_static`.
+
+    Raises:
+        BadStatic: ``data`` is not an encoded static value.
+
+    Example:
+        >>> from treeclass._statics import decode_static
+        >>> decode_static({"tuple": [1, [{"bytes": "eA=="}]]})
+        (1, [b'x'])
+    """
+    t: Any = data.__class__
+    if t is str or t is int or t is bool or data is None:
+        return data
+    if t is float:
+        if data - data == 0.0:
+            return data
+        raise BadStatic('a non-finite number (written {"float": "nan"} and the like)')
+    if _depth >= MAX_STATIC_DEPTH:
+        raise BadStatic(f"the value nests deeper than {MAX_STATIC_DEPTH} levels")
+    if t is list:
+        return [decode_static(x, _depth + 1) for x in data]
+    if t is dict:
+        return _decode_tagged(data, _depth + 1)
+    raise BadStatic(f"a value of type {type_label(t)} is not JSON data")
+
+
+# --- register_static --------------------------------------------------------------------------
 
 
 def _enum_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
@@ -91,7 +356,8 @@ def _enum_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], A
 def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     from ._fields import describe, is_dataclass_class
 
-    if is_dataclass_class(cls) and not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+    params = vars(cls).get("__dataclass_params__")
+    if is_dataclass_class(cls) and not getattr(params, "frozen", False):
         raise RegistrationError(
             f"register_static() needs {cls.__module__}.{cls.__qualname__} to be a frozen "
             "dataclass (a static value must be immutable and hashable); declare it with "
@@ -102,9 +368,8 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
             f"instances of {cls.__module__}.{cls.__qualname__} are unhashable, so they cannot "
             "be static values; make the class frozen, or pass to_json= and from_json=."
         )
-    info = describe(cls)
-    # A tuple, so that the closures below never see a later change to the list.
-    names = tuple(f.name for f in info.fields if f.init)
+    # A tuple, so that the closures below never see a later change.
+    names = tuple(f.name for f in describe(cls).fields if f.init)
 
     def to_json(obj: Any) -> Any:
         return {n: getattr(obj, n) for n in names}
@@ -121,6 +386,22 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
         return cls(**value)
 
     return to_json, from_json
+
+
+def _converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    import enum
+
+    from ._fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
+
+    if isinstance(cls, enum.EnumMeta):
+        return _enum_converters(cls)
+    if is_dataclass_class(cls) or is_attrs_class(cls) or is_namedtuple_class(cls):
+        return _fields_converters(cls)
+    raise RegistrationTypeError(
+        f"{cls.__module__}.{cls.__qualname__} is not an enum, dataclass, attrs class or "
+        "namedtuple, so register_static() cannot convert it by itself; pass "
+        "to_json=(value -> JSON-safe data) and from_json=(data -> value)."
+    )
 
 
 def register_static(
@@ -141,7 +422,7 @@ def register_static(
     ``name`` only, so ``cls`` must be registered (imported) in the loading process too.
 
     Registering the same class under the same name again replaces its converters; a re-run of
-    the same class definition (same module and qualified name) takes over its name.
+    the same class statement (a notebook cell, ``importlib.reload``) takes over its name.
 
     Args:
         cls: the type of the static values.
@@ -176,14 +457,12 @@ def register_static(
 
     .. versionadded:: 0.1.0
     """
-    from ._registry import _check_name
-
     if not isinstance(cls, type):
         raise RegistrationTypeError(
-            f"register_static() takes a class, got {cls!r} of type {type(cls).__name__}; "
-            "pass the type of the static values."
+            f"register_static() takes a class, got {brief(cls, 80)} of type "
+            f"{type(cls).__name__}; pass the type of the static values."
         )
-    _check_name(name, cls)
+    check_name(name, cls)
     if cls in _NATIVE:
         raise RegistrationError(
             f"{cls.__qualname__} values already serialize without registration; "
@@ -196,44 +475,29 @@ def register_static(
             "or neither for an enum or a frozen dataclass."
         )
     if to_json is None or from_json is None:
-        import enum
-
-        from ._fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
-
-        if isinstance(cls, enum.EnumMeta):
-            to_json, from_json = _enum_converters(cls)
-        elif is_dataclass_class(cls) or is_attrs_class(cls) or is_namedtuple_class(cls):
-            to_json, from_json = _fields_converters(cls)
-        else:
-            raise RegistrationTypeError(
-                f"{cls.__module__}.{cls.__qualname__} is not an enum, dataclass, attrs class or "
-                "namedtuple, so register_static() cannot convert it by itself; pass "
-                "to_json=(value -> JSON-safe data) and from_json=(data -> value)."
-            )
+        to_json, from_json = _converters(cls)
     elif not (callable(to_json) and callable(from_json)):
         raise RegistrationTypeError(
             f"to_json= and from_json= for {cls.__qualname__} must be callables."
         )
-    sd = StaticDef(cls, name, to_json, from_json)
+    st = StaticType(cls, name, to_json, from_json, registration_origin(cls))
     with _LOCK:
         existing = _BY_TYPE.get(cls)
         if existing is not None and existing.name != name:
             raise NameConflictError(
-                f"{sd.qualname} is already registered as a static type under the name "
+                f"{st.qualname} is already registered as a static type under the name "
                 f"{existing.name!r}; a class has one name, so use {existing.name!r}."
             )
         holder = _BY_NAME.get(name)
         if holder is not None and holder.cls is not cls:
-            same_definition = (
-                holder.cls.__module__ == cls.__module__
-                and holder.cls.__qualname__ == cls.__qualname__
-            )
-            if not same_definition:
+            if not st.origin.reruns(holder.origin):
                 raise NameConflictError(
                     f"the static type name {name!r} is taken by {holder.qualname}, so "
-                    f"{sd.qualname} cannot have it; give one of them another name."
+                    f"{st.qualname} cannot have it; give one of them another name (a class "
+                    "takes a name over only when its own class statement runs again, in the "
+                    "module that registered it)."
                 )
             del _BY_TYPE[holder.cls]  # a re-run of the same definition: the newest class wins
-        _BY_TYPE[cls] = sd
-        _BY_NAME[name] = sd
+        _BY_TYPE[cls] = st
+        _BY_NAME[name] = st
     return cls

@@ -93,7 +93,8 @@ def _check_pickle(data: bytes, source: str, what: str, record: str) -> None:
     except Exception as e:
         names = sorted(set(_GLOBAL.findall(str(e))))
         why = (
-            f"names {', '.join(names)}, which torch.load(weights_only=True) does not allow"
+            f"is a pickle that names {', '.join(names)}, which torch.load(weights_only=True) "
+            "does not allow"
             if names
             else f"is a pickle torch.load(weights_only=True) refuses ({type(e).__name__})"
         )
@@ -436,7 +437,7 @@ def check_archive(
                     except UnsafeArchiveError as e:
                         raise UnsafeArchiveError(
                             f"{e} Or save the program with treeclass.torch.save, which leaves "
-                            "the example inputs (pickled by module path) out."
+                            "the example inputs out."
                         ) from None
             record = f"models/{model}.json"
             _check_model(loads_strict(reader.read_bytes(record), record), source, record, False)

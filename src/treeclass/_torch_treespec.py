@@ -273,18 +273,20 @@ _BUILTINS: Final[dict[str, tuple[Any, Callable[[Any, str, int], Any]]]] = {
 
 
 def _treeclass_arity(cls: type, context: Any) -> int | None:
-    """The number of children of a treeclass node with auxdata ``context``.
+    """The number of children of a treeclass node with torch auxdata ``context``.
 
-    Reads treeclass's registry (internal: ``treeclass._registry.node_for_class``; port to the
-    restructured node type when it lands).
+    torch's auxdata of a class holds the names of its ``None`` fields first when they are left
+    out of the children (``return_none_fields=False`` and data fields), and only the static
+    values otherwise (see ``treeclass._state.make_state_codec``). Reads treeclass's registry.
     """
-    from ._registry import node_for_class
+    from ._registry import registered_node
 
-    node = node_for_class(cls)
-    if node is None or node.kind == "namedtuple":
+    node = registered_node(cls)
+    if node is None or node.kind not in ("dataclass", "attrs"):
         return None
-    data = len(node.info.data_fields)
-    return data if node.return_none_fields else data - len(context[0])
+    n_data = len(node.data_fields)
+    skips_nones = not node.return_none_fields and n_data > 0
+    return n_data - len(context[0]) if skips_nones else n_data
 
 
 def _resolve(name: str, context: Any, where: str, k: int) -> tuple[Any, Any]:

@@ -1,48 +1,34 @@
-"""The embedded pytree registry: flatten, unflatten, key paths and :class:`TreeSpec`.
+"""The embedded registry's walkers (flatten, unflatten, key paths, map) and :class:`TreeSpec`.
 
-Works with no framework installed. Node types:
-
-- built-in containers: ``tuple``, ``list``, ``dict``, ``collections.OrderedDict``,
-  ``collections.defaultdict``, every namedtuple class, and ``None`` (a node with no children);
-- every class registered with treeclass (exact type match: a subclass of a registered class is
-  a leaf until it is registered itself).
-
-Dict key order: a ``dict`` (and ``defaultdict``) is flattened in **sorted key order**, as JAX
-and optree do, so two dicts with the same items give the same spec whatever order they were
-built in; keys that cannot be sorted against each other keep their insertion order. An
-``OrderedDict`` keeps its insertion order (as in every framework). Unflatten builds dicts in the
-spec's key order.
+Works with no framework installed; node types come from :mod:`treeclass._registry` (exact type
+match: a subclass of a registered class is a leaf until it is registered itself). A ``dict`` is
+flattened in sorted key order, as JAX and optree do; an ``OrderedDict`` keeps its order.
 
 A :class:`TreeSpec` stores the tree as a flat, pre-order tuple of entries, so comparing and
 hashing specs is done by the tuple machinery in C, and unflatten is one loop with no recursion.
 An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy`` says that all
-``arity`` children are leaves, which then have no entries of their own.
+``arity`` children are leaves, which then have no entries of their own. Trees deeper than the
+interpreter's recursion limit are walked with an explicit stack, in time linear in their size.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any, overload
 
 from ._errors import (
     StructureMismatchError,
     TreeclassError,
     TreeclassTypeError,
     UnhashableStaticError,
+    brief,
 )
-from ._fields import is_namedtuple_class
-from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey
-
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Sequence
-    from typing import Any, Final
+from ._keys import KeyPath
+from ._nodes import LEAF_TYPES, NodeType
+from ._registry import get_node_type, node_type_for
 
 __all__ = [
-    "NodeType",
     "TreeSpec",
-    "add_node_type",
-    "node_type_for",
-    "remove_node_type",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -53,220 +39,12 @@ __all__ = [
     "tree_unflatten",
 ]
 
-if TYPE_CHECKING:
-    Aux = Any
-
-
-class NodeType:
-    """How the embedded registry takes one type of node apart and puts it back together."""
-
-    __slots__ = ("flatten", "flatten_into", "flatten_with_keys", "name", "type", "unflatten")
-
-    def __init__(
-        self,
-        type_: type,
-        flatten: Callable[[Any], tuple[Sequence[Any], Aux]],
-        unflatten: Callable[[Aux, list[Any]], Any],
-        flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Aux]],
-        name: str | None,
-        flatten_into: Callable[[Any, list[Any], list[Any]], bool] | None = None,
-    ) -> None:
-        self.type = type_
-        #: Optional fast path (generated for registered classes): flatten straight into the
-        #: leaf and entry lists when every child is a known leaf; ``False`` if it did not.
-        self.flatten_into = flatten_into
-        self.flatten = flatten
-        self.unflatten = unflatten
-        self.flatten_with_keys = flatten_with_keys
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"<treeclass node type {self.type.__qualname__}>"
-
-    def __reduce__(self) -> Any:
-        # Specs pickle by name (see treeclass._pickling); a NodeType is never pickled alone.
-        raise TreeclassTypeError(
-            f"a treeclass NodeType ({self.type.__qualname__}) cannot be pickled by itself; "
-            "pickle the TreeSpec that holds it."
-        )
-
-
-# --- built-in node types -------------------------------------------------------------------
-
-
-def _tuple_flatten(t: tuple[Any, ...]) -> tuple[tuple[Any, ...], None]:
-    return t, None
-
-
-def _tuple_unflatten(aux: None, children: list[Any]) -> tuple[Any, ...]:
-    return tuple(children)
-
-
-def _tuple_flatten_keys(t: tuple[Any, ...]) -> tuple[list[tuple[KeyEntry, Any]], None]:
-    return [(SequenceKey(i), c) for i, c in enumerate(t)], None
-
-
-def _list_flatten(t: list[Any]) -> tuple[list[Any], None]:
-    return t, None
-
-
-def _list_unflatten(aux: None, children: list[Any]) -> list[Any]:
-    return list(children)
-
-
-def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
-    try:
-        return tuple(sorted(d))
-    except TypeError:
-        return tuple(d)
-
-
-def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
-    keys = _sorted_keys(d)
-    return [d[k] for k in keys], keys
-
-
-def _dict_unflatten(aux: tuple[Any, ...], children: list[Any]) -> dict[Any, Any]:
-    return dict(zip(aux, children))
-
-
-def _dict_flatten_keys(d: dict[Any, Any]) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
-    keys = _sorted_keys(d)
-    return [(DictKey(k), d[k]) for k in keys], keys
-
-
-def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
-    return list(d.values()), tuple(d)
-
-
-def _odict_unflatten(aux: tuple[Any, ...], children: list[Any]) -> OrderedDict[Any, Any]:
-    return OrderedDict(zip(aux, children))
-
-
-def _odict_flatten_keys(
-    d: OrderedDict[Any, Any],
-) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
-    return [(DictKey(k), v) for k, v in d.items()], tuple(d)
-
-
-def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
-    keys = _sorted_keys(d)
-    return [d[k] for k in keys], (d.default_factory, keys)
-
-
-def _ddict_unflatten(
-    aux: tuple[Any, tuple[Any, ...]], children: list[Any]
-) -> defaultdict[Any, Any]:
-    return defaultdict(aux[0], zip(aux[1], children))
-
-
-def _ddict_flatten_keys(
-    d: defaultdict[Any, Any],
-) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, tuple[Any, ...]]]:
-    keys = _sorted_keys(d)
-    return [(DictKey(k), d[k]) for k in keys], (d.default_factory, keys)
-
-
-def _none_flatten(_: None) -> tuple[tuple[()], None]:
-    return (), None
-
-
-def _none_unflatten(aux: None, children: list[Any]) -> None:
-    return None
-
-
-def _namedtuple_node_type(cls: type, name: str | None) -> NodeType:
-    new: Callable[[type, Iterable[Any]], Any] = getattr(tuple, "__new__")  # noqa: B009
-    fields: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not declared on type)
-    keys = tuple(GetAttrKey(f) for f in fields)
-
-    def unflatten(aux: None, children: list[Any]) -> Any:
-        return new(cls, children)
-
-    def flatten_with_keys(t: tuple[Any, ...]) -> tuple[tuple[tuple[KeyEntry, Any], ...], None]:
-        return tuple(zip(keys, t)), None
-
-    unflatten.__qualname__ = f"{cls.__qualname__}.<treeclass unflatten>"
-    return NodeType(cls, _tuple_flatten, unflatten, flatten_with_keys, name)
-
-
-# Fixed names of the built-in node types in serialized treespecs.
-BUILTIN_NAMES: Final[dict[type, str]] = {
-    tuple: "tuple",
-    list: "list",
-    dict: "dict",
-    OrderedDict: "collections.OrderedDict",
-    defaultdict: "collections.defaultdict",
-    type(None): "None",
-}
-
-_NODE_TYPES: dict[type, NodeType] = {
-    tuple: NodeType(tuple, _tuple_flatten, _tuple_unflatten, _tuple_flatten_keys, "tuple"),
-    list: NodeType(list, _list_flatten, _list_unflatten, _tuple_flatten_keys, "list"),
-    dict: NodeType(dict, _dict_flatten, _dict_unflatten, _dict_flatten_keys, "dict"),
-    OrderedDict: NodeType(
-        OrderedDict,
-        _odict_flatten,
-        _odict_unflatten,
-        _odict_flatten_keys,
-        "collections.OrderedDict",
-    ),
-    defaultdict: NodeType(
-        defaultdict,
-        _ddict_flatten,
-        _ddict_unflatten,
-        _ddict_flatten_keys,
-        "collections.defaultdict",
-    ),
-    type(None): NodeType(type(None), _none_flatten, _none_unflatten, _none_flatten, "None"),
-}
-BUILTIN_NODE_TYPES: Final[dict[str, NodeType]] = {nt.name: nt for nt in _NODE_TYPES.values()}  # type: ignore[misc]
-
-# Types seen to be leaves. Filled as trees are flattened, emptied of a type when it becomes a
-# node. Lets the common case (a node whose children are all leaves) be checked in C.
-_LEAF_TYPES: set[type] = set()
-
-_get_node_type = _NODE_TYPES.get
-
-
-def add_node_type(node_type: NodeType) -> None:
-    """Make ``node_type.type`` a node of the embedded registry (replacing any earlier one)."""
-    _NODE_TYPES[node_type.type] = node_type
-    _LEAF_TYPES.discard(node_type.type)
-
-
-def remove_node_type(cls: type) -> None:
-    """Forget the node type of ``cls`` (used to roll back a failed registration)."""
-    if cls not in BUILTIN_NAMES:
-        _NODE_TYPES.pop(cls, None)
-    _LEAF_TYPES.discard(cls)
-
-
-def node_type_for(cls: type) -> NodeType | None:
-    """The node type of ``cls``, or ``None`` if ``cls`` is a leaf type."""
-    nt = _get_node_type(cls)
-    if nt is None and cls not in _LEAF_TYPES:
-        nt = _classify(cls)
-    return nt
-
-
-def _classify(cls: type) -> NodeType | None:
-    """First sight of ``cls``: a namedtuple becomes a node type, anything else a leaf type."""
-    if is_namedtuple_class(cls):
-        from ._registry import name_of
-
-        nt = _namedtuple_node_type(cls, name_of(cls))
-        _NODE_TYPES[cls] = nt
-        return nt
-    _LEAF_TYPES.add(cls)
-    return None
-
 
 # --- flatten ---------------------------------------------------------------------------------
 
 
 def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
-    nt = _get_node_type(type(node))
+    nt = get_node_type(type(node))
     if nt is None:
         nt = node_type_for(type(node))
         if nt is None:
@@ -282,15 +60,15 @@ def _flatten_node(nt: NodeType, node: object, leaves: list[Any], entries: list[A
     """Flatten a node of type ``nt`` the general way (its fast path, if any, said no)."""
     children, aux = nt.flatten(node)
     k = len(children)
-    if _LEAF_TYPES.issuperset(map(type, children)):
+    if LEAF_TYPES.issuperset(map(type, children)):
         leaves.extend(children)
         entries.append((nt, aux, k, True))
         return
     at = len(entries)
     entries.append(None)
     all_leaves = True
-    leaf_types = _LEAF_TYPES
-    get = _get_node_type
+    leaf_types = LEAF_TYPES
+    get = get_node_type
     child: object
     for child in children:
         t = type(child)
@@ -340,6 +118,60 @@ def _flatten_is_leaf(
     entries[at] = (nt, aux, n, all_leaves)
 
 
+def _flatten_iterative(
+    tree: Any, is_leaf: Callable[[Any], bool] | None
+) -> tuple[list[Any], TreeSpec]:
+    """Flatten with an explicit stack: for trees deeper than the recursion limit.
+
+    Gives exactly the entries of the recursive walk (a node whose children all turned out to
+    be leaves is stored leafy), in time and memory linear in the tree's size.
+    """
+    leaves: list[Any] = []
+    entries: list[Any] = []
+    # Items: a subtree to visit, or a finished node's (entry index, node type, aux, arity).
+    stack: list[Any] = [tree]
+    done = _Done
+    while stack:
+        item = stack.pop()
+        if item.__class__ is done:
+            _finish(entries, item)
+            continue
+        nt = None if is_leaf is not None and is_leaf(item) else node_type_for(item.__class__)
+        if nt is None:
+            leaves.append(item)
+            entries.append(None)
+            continue
+        children, aux = nt.flatten(item)
+        children = list(children)
+        entries.append(None)
+        stack.append(done(len(entries) - 1, nt, aux, len(children)))
+        children.reverse()
+        stack.extend(children)
+    return leaves, TreeSpec._make(tuple(entries), len(leaves))
+
+
+class _Done:
+    """A node whose children have all been walked: fill in its entry."""
+
+    __slots__ = ("at", "aux", "k", "nt")
+
+    def __init__(self, at: int, nt: NodeType, aux: Any, k: int) -> None:
+        self.at = at
+        self.nt = nt
+        self.aux = aux
+        self.k = k
+
+
+def _finish(entries: list[Any], item: _Done) -> None:
+    at, k = item.at, item.k
+    # Every child added at least one entry; exactly k means each added one, so they are all
+    # leaves if those entries are None (scanning k entries per node: linear overall).
+    leafy = len(entries) - at - 1 == k and all(e is None for e in entries[at + 1 :])
+    if leafy:
+        del entries[at + 1 :]
+    entries[at] = (item.nt, item.aux, k, leafy)
+
+
 def tree_flatten(
     tree: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> tuple[list[Any], TreeSpec]:
@@ -369,8 +201,7 @@ def tree_flatten(
             _flatten_is_leaf(tree, is_leaf, leaves, entries)
     except RecursionError:
         # Deeper than the interpreter's recursion limit: walk it again without recursion.
-        pairs, spec = _flatten_iteratively(tree, is_leaf)
-        return [leaf for _, leaf in pairs], spec
+        return _flatten_iterative(tree, is_leaf)
     return leaves, TreeSpec._make(tuple(entries), len(leaves))
 
 
@@ -490,45 +321,67 @@ def tree_flatten_with_path(
     try:
         _flatten_with_path(tree, (), is_leaf, out, entries)
     except RecursionError:
-        return _flatten_iteratively(tree, is_leaf)
+        return _flatten_with_path_iterative(tree, is_leaf)
     return out, TreeSpec._make(tuple(entries), len(out))
 
 
-def _flatten_iteratively(
+class _Path:
+    """A node's key path, kept as a link to its parent's until a child leaf needs it whole."""
+
+    __slots__ = ("key", "parent", "path")
+
+    def __init__(self, parent: _Path | None, key: Any) -> None:
+        self.parent = parent
+        self.key = key
+        self.path: KeyPath | None = None if parent is not None else ()
+
+    def tuple(self) -> KeyPath:
+        """The path as a tuple, built once (from the nearest ancestor that has its own)."""
+        path = self.path
+        if path is None:
+            keys: list[Any] = []
+            p: _Path | None = self
+            while p is not None and p.path is None:
+                keys.append(p.key)
+                p = p.parent
+            keys.reverse()
+            base: KeyPath = () if p is None or p.path is None else p.path
+            path = self.path = (*base, *keys)
+        return path
+
+
+def _flatten_with_path_iterative(
     tree: Any, is_leaf: Callable[[Any], bool] | None
 ) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
-    """Flatten with paths and an explicit stack: for trees deeper than the recursion limit.
+    """:func:`tree_flatten_with_path` with an explicit stack (deeper than the recursion limit).
 
-    Gives exactly the entries of the recursive walk (a node whose children all turned out to
-    be leaves is stored leafy).
+    A node's path becomes a tuple only when one of its children is a leaf, so the time is
+    linear in the size of the tree plus the size of the paths returned.
     """
     out: list[tuple[KeyPath, Any]] = []
     entries: list[Any] = []
-    # Items: ("visit", node, path) or ("done", entry index, node type, aux, arity).
-    stack: list[tuple[Any, ...]] = [("visit", tree, ())]
+    root = _Path(None, None)
+    stack: list[Any] = [(tree, None, None)]
+    done = _Done
     while stack:
         item = stack.pop()
-        if item[0] == "done":
-            _, at, nt, aux, k = item
-            below = entries[at + 1 :]
-            leafy = len(below) == k and all(e is None for e in below)
-            if leafy:
-                del entries[at + 1 :]
-            entries[at] = (nt, aux, k, leafy)
+        if item.__class__ is done:
+            _finish(entries, item)
             continue
-        node: object = item[1]
-        path: KeyPath = item[2]
-        nt = None if is_leaf is not None and is_leaf(node) else node_type_for(type(node))
+        node, parent, key = item
+        nt = None if is_leaf is not None and is_leaf(node) else node_type_for(node.__class__)
         if nt is None:
+            path: KeyPath = () if parent is None else (*parent.tuple(), key)
             out.append((path, node))
             entries.append(None)
             continue
+        where = root if parent is None else _Path(parent, key)
         keyed, aux = nt.flatten_with_keys(node)
         keyed = list(keyed)
         entries.append(None)
-        stack.append(("done", len(entries) - 1, nt, aux, len(keyed)))
-        for key, child in reversed(keyed):
-            stack.append(("visit", child, (*path, key)))
+        stack.append(done(len(entries) - 1, nt, aux, len(keyed)))
+        for child_key, child in reversed(keyed):
+            stack.append((child, where, child_key))
     return out, TreeSpec._make(tuple(entries), len(out))
 
 
@@ -562,11 +415,27 @@ def _leaves_like(spec: TreeSpec, other: Any) -> list[Any]:
         ) from None
 
 
-def _tree_map(
-    f: Callable[..., Any],
+# Overloads for one and two trees let checkers infer a lambda's parameter types
+# (``Callable[..., Any]`` alone leaves them unknown under strict pyright).
+@overload
+def tree_map(
+    f: Callable[[Any], Any], tree: Any, *, is_leaf: Callable[[Any], bool] | None = None
+) -> Any: ...
+@overload
+def tree_map(
+    f: Callable[[Any, Any], Any],
     tree: Any,
-    *rest: Any,
+    other: Any,
+    /,
+    *,
     is_leaf: Callable[[Any], bool] | None = None,
+) -> Any: ...
+@overload
+def tree_map(
+    f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
+) -> Any: ...
+def tree_map(
+    f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> Any:
     """Apply ``f`` to the leaves of ``tree`` (and the matching parts of ``rest``).
 
@@ -589,11 +458,28 @@ def _tree_map(
     return spec.unflatten(map(f, leaves, *others))
 
 
-def _tree_map_with_path(
-    f: Callable[..., Any],
+@overload
+def tree_map_with_path(
+    f: Callable[[KeyPath, Any], Any],
     tree: Any,
-    *rest: Any,
+    *,
     is_leaf: Callable[[Any], bool] | None = None,
+) -> Any: ...
+@overload
+def tree_map_with_path(
+    f: Callable[[KeyPath, Any, Any], Any],
+    tree: Any,
+    other: Any,
+    /,
+    *,
+    is_leaf: Callable[[Any], bool] | None = None,
+) -> Any: ...
+@overload
+def tree_map_with_path(
+    f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
+) -> Any: ...
+def tree_map_with_path(
+    f: Callable[..., Any], tree: Any, *rest: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> Any:
     """Like :func:`tree_map`, but ``f`` gets each leaf's key path first.
 
@@ -607,80 +493,6 @@ def _tree_map_with_path(
     leaves = [x for _, x in pairs]
     others = [_leaves_like(spec, r) for r in rest]
     return spec.unflatten(map(f, paths, leaves, *others))
-
-
-if TYPE_CHECKING:
-    from typing import overload
-
-    # Overloads for one and two trees let checkers infer a lambda's parameter types
-    # (``Callable[..., Any]`` alone leaves them unknown under strict pyright).
-    @overload
-    def tree_map(
-        f: Callable[[Any], Any], tree: Any, /, *, is_leaf: Callable[[Any], bool] | None = None
-    ) -> Any: ...
-    @overload
-    def tree_map(
-        f: Callable[[Any, Any], Any],
-        tree: Any,
-        other: Any,
-        /,
-        *,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any: ...
-    @overload
-    def tree_map(
-        f: Callable[..., Any],
-        tree: Any,
-        *rest: Any,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any: ...
-    def tree_map(
-        f: Callable[..., Any],
-        tree: Any,
-        *rest: Any,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any:
-        """Typed signature of :func:`_tree_map`."""
-        raise NotImplementedError
-
-    @overload
-    def tree_map_with_path(
-        f: Callable[[KeyPath, Any], Any],
-        tree: Any,
-        /,
-        *,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any: ...
-    @overload
-    def tree_map_with_path(
-        f: Callable[[KeyPath, Any, Any], Any],
-        tree: Any,
-        other: Any,
-        /,
-        *,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any: ...
-    @overload
-    def tree_map_with_path(
-        f: Callable[..., Any],
-        tree: Any,
-        *rest: Any,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any: ...
-    def tree_map_with_path(
-        f: Callable[..., Any],
-        tree: Any,
-        *rest: Any,
-        is_leaf: Callable[[Any], bool] | None = None,
-    ) -> Any:
-        """Typed signature of :func:`_tree_map_with_path`."""
-        raise NotImplementedError
-
-else:
-    tree_map = _tree_map
-    tree_map.__name__ = tree_map.__qualname__ = "tree_map"
-    tree_map_with_path = _tree_map_with_path
-    tree_map_with_path.__name__ = tree_map_with_path.__qualname__ = "tree_map_with_path"
 
 
 # --- TreeSpec --------------------------------------------------------------------------------
@@ -814,23 +626,13 @@ class TreeSpec:
         return h
 
     def __repr__(self) -> str:
-        try:
-            return f"TreeSpec({_repr_entries(self._entries)})"
-        except RecursionError:
-            return (
-                f"TreeSpec(<{self.num_nodes} nodes, {self._num_leaves} leaves: too deep to show>)"
-            )
+        return f"TreeSpec({_repr_entries(self._entries)})"
 
     def __copy__(self) -> TreeSpec:
         return self  # immutable
 
     def __deepcopy__(self, memo: dict[int, Any]) -> TreeSpec:
         return self  # immutable
-
-    def __reduce__(self) -> Any:
-        from ._pickling import reduce_treespec
-
-        return reduce_treespec(self)
 
 
 _LEAF_SPEC = TreeSpec._make((None,), 1)
@@ -873,14 +675,14 @@ def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
         if type(node) is not nt.type:
             raise StructureMismatchError(
                 f"expected a {nt.type.__qualname__} node here but got "
-                f"{type(node).__qualname__}: {node!r}"
+                f"{type(node).__qualname__}: {brief(node, 200)}"
             )
         children, other_aux = nt.flatten(node)
         children = list(children)
         if other_aux != aux or len(children) != k:
             raise StructureMismatchError(
-                f"{nt.type.__qualname__} node does not match: expected auxdata {aux!r} with "
-                f"{k} children, got {other_aux!r} with {len(children)}."
+                f"{nt.type.__qualname__} node does not match: expected auxdata {brief(aux, 200)} "
+                f"with {k} children, got {brief(other_aux, 200)} with {len(children)}."
             )
         if leafy:
             out.extend(children)
@@ -890,42 +692,30 @@ def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
     assert pos == len(entries)
 
 
+#: Longest readable form of a spec; a longer one is summarized (repr would be quadratic in a
+#: spec's depth, as every node's text holds its children's).
+_MAX_REPR = 50_000
+
+
 def _repr_entries(entries: tuple[Any, ...]) -> str:
-    text, _ = _repr_at(entries, 0)
-    return text
-
-
-def _repr_node(nt: NodeType, aux: Any, parts: list[str]) -> str:
-    t = nt.type
-    if t is tuple:
-        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
-    if t is list:
-        return "[" + ", ".join(parts) + "]"
-    if t is type(None):
-        return "None"
-    if t in (dict, OrderedDict):
-        inner = ", ".join(f"{k!r}: {p}" for k, p in zip(aux, parts))
-        return "{" + inner + "}" if t is dict else f"OrderedDict({{{inner}}})"
-    if t is defaultdict:
-        inner = ", ".join(f"{k!r}: {p}" for k, p in zip(aux[1], parts))
-        return f"defaultdict({aux[0]!r}, {{{inner}}})"
-    from ._registry import describe_node
-
-    return describe_node(t, aux, parts)
-
-
-def _repr_at(entries: tuple[Any, ...], pos: int) -> tuple[str, int]:
-    e = entries[pos]
-    pos += 1
-    if e is None:
-        return "*", pos
-    nt, aux, k, leafy = e
-    parts: list[str]
-    if leafy:
-        parts = ["*"] * k
-    else:
-        parts = []
-        for _ in range(k):
-            text, pos = _repr_at(entries, pos)
-            parts.append(text)
-    return _repr_node(nt, aux, parts), pos
+    """The readable form of a spec's entries (iterative: any depth)."""
+    # Walk in reverse pre-order: every node's children are done (on the stack) before it.
+    done: list[str] = []
+    for e in reversed(entries):
+        if e is None:
+            done.append("*")
+            continue
+        nt, aux, k, leafy = e
+        if leafy:
+            parts = ["*"] * k
+        else:
+            parts = done[len(done) - k :] if k else []
+            del done[len(done) - k :]
+            parts.reverse()
+        text = nt.show(aux, parts)
+        if len(text) > _MAX_REPR:
+            nodes = sum(1 + (e[2] if e is not None and e[3] else 0) for e in entries)
+            leaves = _count_leaves(entries)
+            return f"<{nodes} nodes, {leaves} leaves: too large to show>"
+        done.append(text)
+    return done[0]

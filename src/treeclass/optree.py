@@ -26,28 +26,24 @@ Example:
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing costs ~10 ms to import; checkers treat this as True
-if TYPE_CHECKING:
-    from types import ModuleType
+from types import ModuleType
 
 __all__ = ["namespaces", "register_namespace"]
 
 
 def _backend() -> ModuleType:
     """Import optree (which activates treeclass's optree backend) and return the adapter."""
-    import importlib
+    from ._hooks import adapter, framework_named
 
+    framework = framework_named("optree")
+    assert framework is not None
     try:
-        importlib.import_module("optree")  # the post-import hook registers every class
+        return adapter(framework)
     except ImportError as e:
         raise ImportError(
             "treeclass.optree needs optree, which is not installed; install it with "
             "`pip install optree` (or `pip install treeclass[optree]`)."
         ) from e
-    from .backends import optree as adapter
-
-    adapter.activate()  # idempotent; covers a process where the import hook was bypassed
-    return adapter
 
 
 def register_namespace(namespace: str) -> None:
@@ -101,7 +97,7 @@ def namespaces() -> tuple[str, ...]:
     """
     import sys
 
-    adapter = sys.modules.get("treeclass.backends.optree")
+    adapter = sys.modules.get("treeclass._backends.optree")
     if adapter is None:
         return ()
     result: tuple[str, ...] = adapter.BACKEND.namespaces

@@ -39,12 +39,22 @@ import torch.utils._pytree as pytree
 
 from ._errors import TreespecLoadError, UnregisteredNameError
 from ._torch_archive import CHECKED_TORCH_VERSION, UnsafeArchiveError, check_archive
+from ._torch_state import StatefulTree, load_state_dict, state_dict
 from ._torch_treespec import treespec_from_json
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
-__all__ = ["CHECKED_TORCH_VERSION", "UnsafeArchiveError", "load", "save", "treespec_loads"]
+__all__ = [
+    "CHECKED_TORCH_VERSION",
+    "StatefulTree",
+    "UnsafeArchiveError",
+    "load",
+    "load_state_dict",
+    "save",
+    "state_dict",
+    "treespec_loads",
+]
 
 # torch 2.13.0 wording of the two "not registered" errors raised while loading a treespec
 # (torch/utils/_pytree.py: _json_to_treespec and _namedtuple_deserialize).
@@ -180,8 +190,9 @@ def load(
 
     An archive written by :func:`save` (no example inputs) passes when its classes are
     registered. One written by plain :func:`torch.export.save` whose example inputs hold
-    instances of your classes is refused (torch pickles them by module path); load it with
-    ``trusted=True`` if you trust it, or save it again with :func:`save`.
+    instances of your classes is refused (their pickle names treeclass's rebuild function,
+    which torch's weights-only unpickler does not allow); load it with ``trusted=True`` if you
+    trust it, or save it again with :func:`save`.
 
     torch's own warning log about the load is kept out of the log (only while this thread
     loads); the treeclass error is raised alone.
@@ -253,11 +264,11 @@ def save(
 ) -> None:
     """:func:`torch.export.save`, leaving out the example inputs by default.
 
-    torch pickles ``ep.example_inputs`` into the file, and pickle stores classes by module
-    path: a program whose example inputs hold treeclass instances then cannot be loaded where
-    the class lives in another module (or not at all), and :func:`load` refuses such a pickle
-    unless ``trusted=True``, even though the program itself only needs the stable serialized
-    names. ``ep`` itself is not changed.
+    torch pickles ``ep.example_inputs`` into the file; the program itself only needs the
+    stable serialized names. :func:`load` refuses example inputs that torch's weights-only
+    unpickler refuses (instances of your classes, which treeclass pickles by name, included)
+    unless ``trusted=True``, so leaving them out keeps the file loadable from untrusted
+    sources, and smaller. ``ep`` itself is not changed.
 
     Args:
         ep: the exported program.

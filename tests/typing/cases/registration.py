@@ -112,3 +112,7 @@ class Unnamed(NamedTuple):  # E: mypy[call-overload]
 @tc.register_namedtuple()  # E: mypy[call-overload] pyright[reportCallIssue,reportUntypedClassDecorator]
 class CalledUnnamed(NamedTuple):
     a: int
+
+
+# Only namedtuple classes: a dataclass is registered with register_dataclass.
+tc.register_namedtuple(ThirdParty, name="cases.NotATuple")  # E: mypy[type-var] pyright[reportArgumentType]

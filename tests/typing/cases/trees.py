@@ -123,3 +123,11 @@ assert_type(tc.class_for_name("cases.Params"), type | None)
 assert_type(tc.is_registered(Params), bool)
 assert_type(tc.active_backends(), tuple[str, ...])
 tc.name_of(Params(1.0, 2.0))  # E: mypy[arg-type] pyright[reportArgumentType]
+
+
+# --- keyword arguments and byte strings ------------------------------------------------------
+
+assert_type(tc.tree_map(f=double, tree=tree), Any)
+assert_type(tc.tree_map(lambda x: x, tree=tree), Any)
+assert_type(tc.treespec_loads(bytearray(b"{}")), tc.TreeSpec)
+assert_type(tc.treespec_loads(b"{}"), tc.TreeSpec)

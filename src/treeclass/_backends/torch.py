@@ -1,66 +1,52 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Imported (by :mod:`treeclass._hooks`) only once ``torch`` has been imported. Every registered
-class is then registered with torch's Python pytree under its treeclass name as
-``serialized_type_name``, with an exact ``to_dumpable_context`` / ``from_dumpable_context`` pair
-(tuples stay tuples, so a program loaded by ``torch.export.load`` accepts live inputs) and a
-``flatten_with_keys_fn`` giving key paths such as ``.logits``. torch mirrors the registration
-into its C++ pytree (``torch.utils._cxx_pytree``, optree's ``"torch"`` namespace) itself, at once
-or, when that module has not been imported yet, from its pending list.
+Activated by :mod:`treeclass._hooks` once ``torch`` is imported. Every class is registered with
+torch's Python pytree under its treeclass name as ``serialized_type_name``, with exact dumpable
+contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its C++ pytree.
+Beyond ``register_pytree_node``, it checks before changing anything, refuses a name torch maps
+to another class, replaces another library's registration only with ``override=True``, moves
+a name to a re-run class definition, and gives unnamed classes a placeholder name whose use is
+a clear error (``docs/torch.md``). Also converts torch ``TreeSpec``s to and from the treespec
+node list.
 
-Beyond what ``torch.utils._pytree.register_pytree_node`` does, this adapter:
-
-- checks everything before changing anything (a refused class leaves both torch registries as
-  they were), and undoes its own registration when another framework refuses the class;
-- refuses a ``serialized_type_name`` that torch already maps to another class (torch itself lets
-  the last registration win silently);
-- replaces a registration another library made for the same class (HuggingFace transformers
-  registers every ``ModelOutput`` subclass under its module path) only with ``override=True``,
-  in both registries, pending ones included;
-- on a re-run of the same class definition (notebook, ``importlib.reload``) moves the name to
-  the new class; the old class stays a node but can no longer be serialized under the name;
-- gives unnamed classes a placeholder name, so that serializing them raises a clear
-  :class:`~treeclass.UnnamedClassError` instead of torch's generic message.
-
-torch offers no public way to inspect or undo a registration, so those steps reach into
-private state. Each such access is one small function below, marked with the torch version it
-was checked against, and covered by ``tests/test_torch_backend.py``.
+torch offers no public way to inspect or undo a registration: each access to its private state
+is one small function below, checked against :data:`CHECKED_TORCH_VERSION` and covered by
+``tests/test_torch_backend.py``.
 """
 
 from __future__ import annotations
 
+import collections
 import sys
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
-from .. import _registry
-from .._auxdata import aux_from_bytes, aux_to_bytes
-from .._codegen import make_flatten_with_keys, make_unflatten
-from .._errors import NameConflictError, RegistrationError, TreespecLoadError, UnnamedClassError
-from .._registry import NodeDef
+import torch.utils._pytree as pytree
 
-__all__ = ["BACKEND", "TorchBackend", "activate"]
+from .._codegen import set_tracing_check
+from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._errors import (
+    NameConflictError,
+    RegistrationError,
+    TreespecLoadError,
+    UnnamedClassError,
+    brief,
+)
+from .._fields import is_namedtuple_class
+from .._format import Node, state_from_bytes
+from .._json import dumps_canonical
+from .._nodes import NodeType
+from .._registry import node_for_name, registered_node
+from .._state import StateCodec
+from .._tree import TreeSpec
 
-_ready = False
-
-
-def activate() -> None:
-    """Start mirroring the treeclass registry into torch (called by the import hook).
-
-    Defined before torch is imported: when this module is the first to import torch, the import
-    hook calls it while the module is still executing; it then does nothing, and the module
-    activates itself once it is complete.
-    """
-    if _ready:
-        _registry.activate_backend(BACKEND)
-
-
-import torch.utils._pytree as pytree  # noqa: E402  (after activate(): see its docstring)
+__all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "TorchBackend", "nodes_from_spec", "spec_from_spec"]
 
 #: The torch release whose private pytree state this module was checked against.
 CHECKED_TORCH_VERSION: Final = "2.13.0"
 
 _NAMESPACE: Final = "torch"  # optree namespace of torch.utils._cxx_pytree
+_NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every namedtuple
 _UNNAMED_PREFIX: Final = "<treeclass unnamed "
 _SUPERSEDED_PREFIX: Final = "<treeclass superseded "
 
@@ -245,6 +231,20 @@ def _forget_loaded_specs() -> None:
     pytree.treespec_loads.cache_clear()
 
 
+def _dynamo_tracing_check() -> Callable[[], bool] | None:
+    """The check that sends generated unflatten functions down their traceable path.
+
+    ``torch.compiler.is_dynamo_compiling`` returns ``False`` when called, and Dynamo folds it
+    to ``True`` (``tracing_state_functions`` in ``torch/_dynamo/variables/torch.py``, torch
+    2.13.0). It costs ~12 ns per call outside tracing; ``is_compiling()`` costs ~50 ns.
+    """
+    import importlib
+
+    compiler = importlib.import_module("torch.compiler")  # (not in stubs/: one function)
+    check: Callable[[], bool] | None = getattr(compiler, "is_dynamo_compiling", None)
+    return check
+
+
 def _register_namedtuple(cls: type, name: str) -> None:
     """Register a namedtuple by name, privately (torch 2.13.0); Python registry only.
 
@@ -273,7 +273,7 @@ def _placeholder(prefix: str, cls: type) -> str:
     return f"{prefix}{cls.__module__}.{cls.__qualname__} at {id(cls):#x}>"
 
 
-def _raise_unnamed(node: NodeDef) -> Callable[[Any], Any]:
+def _raise_unnamed(node: NodeType) -> Callable[[Any], Any]:
     def refuse(_context: Any) -> Any:
         node.require_name()
         raise UnnamedClassError(node.qualname)  # pragma: no cover - require_name raised
@@ -281,7 +281,7 @@ def _raise_unnamed(node: NodeDef) -> Callable[[Any], Any]:
     return refuse
 
 
-def _raise_superseded(previous: NodeDef) -> Callable[[Any], Any]:
+def _raise_superseded(previous: NodeType) -> Callable[[Any], Any]:
     message = (
         f"{previous.qualname} was defined again (its class statement ran a second time, as in "
         f"a notebook or after importlib.reload), and the name {previous.name!r} now belongs to "
@@ -295,14 +295,23 @@ def _raise_superseded(previous: NodeDef) -> Callable[[Any], Any]:
     return refuse
 
 
-def _to_dumpable(node: NodeDef) -> Callable[[Any], str]:
+def _codec(node: NodeType) -> StateCodec:
+    assert node.codec is not None  # every registered class has one
+    return node.codec
+
+
+def _to_dumpable(node: NodeType) -> Callable[[Any], str]:
+    torch_getstate = _codec(node).torch_getstate
+
     def to_dumpable_context(context: Any) -> str:
-        return aux_to_bytes(node, context).decode("utf-8")
+        return dumps_canonical(torch_getstate(context))
 
     return to_dumpable_context
 
 
-def _from_dumpable(node: NodeDef) -> Callable[[Any], Any]:
+def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
+    torch_setstate = _codec(node).torch_setstate
+
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
             raise TreespecLoadError(
@@ -310,12 +319,12 @@ def _from_dumpable(node: NodeDef) -> Callable[[Any], Any]:
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return aux_from_bytes(node, dumpable.encode("utf-8"))
+        return torch_setstate(state_from_bytes(node, dumpable))
 
     return from_dumpable_context
 
 
-def _superseded_holder(node: NodeDef, previous: NodeDef | None) -> NodeDef | None:
+def _superseded_holder(node: NodeType, previous: NodeType | None) -> NodeType | None:
     """The earlier definition of ``node``'s class that torch still maps its name to.
 
     ``previous`` as the registry passes it; when the backend is activated after both
@@ -325,14 +334,16 @@ def _superseded_holder(node: NodeDef, previous: NodeDef | None) -> NodeDef | Non
     if previous is not None or node.name is None:
         return previous
     holder = _class_for_serialized_name(node.name)
-    if holder is None or holder is node.cls:
+    if holder is None or holder is node.type:
         return None
-    held = _registry.node_for_class(holder)
+    held = registered_node(holder)
     if (
         held is not None
         and held.name == node.name
-        and held.same_definition(node)
-        and _registry.node_for_name(node.name) is node
+        and held.origin is not None
+        and node.origin is not None
+        and node.origin.reruns(held.origin)
+        and node_for_name(node.name) is node
     ):
         return held
     return None
@@ -350,7 +361,7 @@ class TorchBackend:
         # serialization whose name was moved to it; both are put back by unregister().
         self._undo: dict[type, tuple[_Snapshot | None, _Snapshot | None]] = {}
 
-    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Raise a :class:`RegistrationError` if torch cannot take ``node``; change nothing.
 
         Raises:
@@ -358,14 +369,14 @@ class TorchBackend:
             RegistrationError: torch already has a registration for the class (and
                 ``override`` is false), or treats the class as an opaque leaf.
         """
-        cls = node.cls
+        cls = node.type
         previous = _superseded_holder(node, previous)
         if node.name is not None:
             holder = _class_for_serialized_name(node.name)
             if (
                 holder is not None
                 and holder is not cls
-                and not (previous is not None and holder is previous.cls)
+                and not (previous is not None and holder is previous.type)
             ):
                 raise NameConflictError(
                     f"PyTorch's pytree already maps serialized_type_name {node.name!r} to "
@@ -388,27 +399,27 @@ class TorchBackend:
                 "torch requires to stay a pytree leaf; it cannot also be a treeclass node."
             )
 
-    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Register ``node`` with torch; on failure torch is left as it was.
 
         ``check`` has passed. A foreign registration of the class is replaced (``override``);
         ``previous``, an earlier definition of the same class, loses the name to ``node``.
         """
-        cls = node.cls
+        cls = node.type
         previous = _superseded_holder(node, previous)
         foreign = _snapshot(cls)
-        old_prev = _snapshot(previous.cls) if previous is not None else None
+        old_prev = _snapshot(previous.type) if previous is not None else None
         try:
             if not foreign.empty:
                 _remove(cls)
             if previous is not None and previous.kind == "namedtuple":
                 # torch writes a namedtuple's name without asking its to_dumpable_context,
                 # so the old class must lose its registration by name altogether.
-                _remove(previous.cls)
-            elif previous is not None and _serialize_def(previous.cls) is not None:
+                _remove(previous.type)
+            elif previous is not None and _serialize_def(previous.type) is not None:
                 _set_serialization(
-                    previous.cls,
-                    _placeholder(_SUPERSEDED_PREFIX, previous.cls),
+                    previous.type,
+                    _placeholder(_SUPERSEDED_PREFIX, previous.type),
                     _raise_superseded(previous),
                     _raise_superseded(previous),
                 )
@@ -422,8 +433,8 @@ class TorchBackend:
             _forget_loaded_specs()
             self._undo[cls] = (None if foreign.empty else foreign, old_prev)
 
-    def _register(self, node: NodeDef) -> None:
-        cls = node.cls
+    def _register(self, node: NodeType) -> None:
+        cls = node.type
         if node.kind == "namedtuple":
             if node.name is not None:
                 _register_namedtuple(cls, node.name)
@@ -436,22 +447,25 @@ class TorchBackend:
             serialized_type_name = node.name
             to_dumpable = _to_dumpable(node)
             from_dumpable = _from_dumpable(node)
+        tracing = _dynamo_tracing_check()
+        # The embedded registry's unflatten (which optree shares) is traced too when users
+        # call treeclass.tree_map or optree.tree_map inside compiled code.
+        set_tracing_check(node.unflatten, tracing)
+        functions = node.bind("torch", pytree.GetAttrKey, family="torch", _tracing=tracing)
         pytree.register_pytree_node(
             cls,
-            node.flatten,
-            make_unflatten(node.info, node.return_none_fields, children_first=True),
+            functions["flatten"],
+            functions["unflatten"],
             serialized_type_name=serialized_type_name,
             to_dumpable_context=to_dumpable,
             from_dumpable_context=from_dumpable,
-            flatten_with_keys_fn=make_flatten_with_keys(
-                node.info, node.return_none_fields, pytree.GetAttrKey, tag="torch"
-            ),
+            flatten_with_keys_fn=functions["flatten_with_keys"],
         )
 
-    def unregister(self, node: NodeDef) -> None:
+    def unregister(self, node: NodeType) -> None:
         """Undo :meth:`register`: put back what torch held before."""
-        foreign, old_prev = self._undo.pop(node.cls, (None, None))
-        _remove(node.cls)
+        foreign, old_prev = self._undo.pop(node.type, (None, None))
+        _remove(node.type)
         if foreign is not None:
             _restore(foreign)
         if old_prev is not None:
@@ -460,8 +474,65 @@ class TorchBackend:
             _forget_loaded_specs()
 
 
-#: The one adapter instance, activated by :func:`activate`.
+#: The one adapter instance the registry mirrors into.
 BACKEND: Final = TorchBackend()
 
-_ready = True
-activate()
+
+# --- structures ---------------------------------------------------------------------------
+
+
+def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
+    cls = t.type
+    if cls is None:
+        return None
+    context = t.context
+    if cls is _NAMEDTUPLE:  # torch's type for every namedtuple; the context is the class
+        cls = context
+    # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
+    children = t.children() if callable(getattr(t, "children", None)) else t.children_specs
+    k = len(children)
+    converted = from_torch_form(cls, context, children)
+    if converted is not None:
+        context, with_nones = converted
+        if with_nones is not children:
+            return (cls, context, with_nones, False)
+    return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
+
+
+def nodes_from_spec(spec: Any) -> list[Node]:
+    """The treespec node list of a ``torch.utils._pytree.TreeSpec``.
+
+    A torch ``None`` is a leaf, and so a leaf in the node list.
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        StructureMismatchError: a dict's keys are not in sorted order.
+    """
+    return nodes_of("torch", spec, _read)
+
+
+def _is_node(t: type) -> bool:
+    return t in pytree.SUPPORTED_NODES or is_namedtuple_class(t)
+
+
+def spec_from_spec(spec: TreeSpec) -> Any:
+    """The ``torch.utils._pytree.TreeSpec`` of a treeclass ``TreeSpec``.
+
+    Raises:
+        TreespecLoadError: the tree has a ``None`` node where torch would see a leaf (only the
+            ``None`` fields of a class registered with ``return_none_fields=False`` stay out
+            of torch's leaves), or torch does not see the same nodes.
+    """
+    treespec = pytree.tree_structure(skeleton(spec))
+    if treespec.num_leaves != spec.num_leaves:
+        if any(e is not None and e[0].type is type(None) for e in spec._entries):
+            raise TreespecLoadError(
+                f"the treespec has a None node ({brief(spec, 200)}) where torch's pytree would "
+                "see a leaf (torch treats None as a leaf), so a torch TreeSpec would have more "
+                "leaves than the document and the leaves flattened from the original tree "
+                "would not fit it. Load it with to='jax', 'optree' or None; or keep None out "
+                "of the tree before flattening (None fields of a treeclass class registered "
+                "with return_none_fields=False, the default, are no leaves in torch)."
+            )
+        raise leaf_count_error("torch", spec, treespec.num_leaves, _is_node)
+    return treespec

@@ -1,72 +1,40 @@
 """The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
 
-This module is imported by :mod:`treeclass._hooks` once ``jax`` has finished importing (or at
-``import treeclass`` when jax was imported first); :func:`activate` then registers every class
-decorated so far, and every class decorated later is registered as it is decorated. The user
-writes no JAX code.
+Activated by :mod:`treeclass._hooks` once ``jax`` is imported. Classes are registered with
+``register_pytree_with_keys`` (``GetAttrKey`` paths, the generated flatten as ``flatten_func``,
+an unflatten that never runs ``__init__``); named classes and namedtuples also with
+``jax.export``'s serialization, the auxdata as the canonical JSON of their state. JAX never
+hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and names the
+unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the
+treespec node list.
 
-For each dataclass / attrs class:
-
-* ``jax.tree_util.register_pytree_with_keys(cls, flatten_with_keys, unflatten,
-  flatten_func=flatten)``: generated functions, ``GetAttrKey`` per field (so
-  ``jax.tree_util.keystr`` gives ``.logits``). ``flatten_func`` is the same generated flatten
-  the embedded registry uses; without it JAX would flatten through ``flatten_with_keys``,
-  about 3x slower. The unflatten never runs ``__init__`` / ``__post_init__``, so the
-  placeholders JAX passes while tracing, exporting and deserializing (tracers,
-  ``ShapedArray``, ``object()``) never reach user code. JAX's own ``register_dataclass``
-  (C++) is not used: it rebuilds through ``cls(**fields)``.
-* With a ``name``: ``jax.export.register_pytree_node_serialization(cls, serialized_name=name,
-  ...)``, the auxdata stored as the canonical JSON of the class's ``getstate`` (see
-  :mod:`treeclass._auxdata`), which loads back ``==`` to (and hashing like) the live auxdata.
-
-Namedtuples are native JAX nodes; a named one only gets
-``jax.export.register_namedtuple_serialization``.
-
-Static values must be hashable
-------------------------------
-JAX documents auxdata as hashable, but never hashes it: a ``PyTreeDef``'s hash leaves the
-node data out and its ``==`` compares it with ``==``. An unhashable static value therefore
-"works" until it does not: a ``numpy`` array fails jit's cache lookup with "The truth value of
-an array ... is ambiguous" (jax issues 7826, 28659), and a ``list`` mutated in place after a
-trace makes the jit cache compare the list with itself and reuse a stale compilation.
-
-Checking in flatten would tax every flatten (jit's dispatch fast path included). Instead, the
-unflatten registered with JAX (not the embedded registry's) starts with ``hash(aux)`` for
-classes that have static fields -- and only there. Every JAX transformation that keeps a
-treedef (jit, vmap, grad, scan, export...) traces, and tracing unflattens the inputs; jit's
-dispatch unflattens its outputs on every call. So an unhashable static value is reported,
-as an :class:`~treeclass.UnhashableStaticError` naming the class and the field, the first time
-JAX could cache it, and a hashable one costs one C-level tuple hash per unflatten (about 0.07
-us per node; ``benchmarks/bench_jax.py``). ``jax.tree_util`` functions that unflatten
-(``tree_map``) report it too; ``tree_flatten``/``tree_leaves`` do not.
-
-Private JAX internals
----------------------
-``jax.export`` has no public way to look up or drop a serialization registration, and older
-jax has no public ``is_tree_node``. Each access to ``jax._src`` is isolated in one small
-function below (``_export_registries``, ``_drop_export_registration``,
-``_is_jax_tree_node``), checked against jax :data:`CHECKED_JAX_VERSION` and covered by a test.
+``jax.export`` has no public way to look up or drop a serialization registration: each access
+to ``jax._src`` is one small function below, checked against :data:`CHECKED_JAX_VERSION` and
+covered by ``tests/test_jax_backend.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable
+from typing import Any, Final, NoReturn
 
 import jax.export
 import jax.tree_util
 
-from .. import _codegen, _registry
-from .._auxdata import aux_from_bytes, aux_to_bytes
-from .._errors import RegistrationError, UnhashableStaticError
+from .._convert import leaf_count_error, nodes_of, skeleton
+from .._errors import (
+    RegistrationError,
+    TreespecLoadError,
+    UnhashableStaticError,
+    UnnamedClassError,
+)
+from .._format import Node, aux_from_bytes, aux_to_bytes
+from .._nodes import NodeType
+from .._tree import TreeSpec
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from .._registry import NodeDef
-
-__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "activate"]
+__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
@@ -102,8 +70,30 @@ _UNHASHABLE_STATIC: Final = (
 # Classes this module registered with jax.tree_util, and names it registered with
 # jax.export. JAX cannot unregister, so these outlive a treeclass registration that was
 # rolled back; they tell our own earlier registrations apart from other libraries'.
-_TREE_UTIL: dict[type, NodeDef] = {}
+_TREE_UTIL: dict[type, NodeType] = {}
 _EXPORT_NAMES: dict[str, type] = {}
+#: Classes holding a refusing jax.export registration of ours -> its placeholder name.
+_PLACEHOLDERS: dict[type, str] = {}
+
+#: How the serialized names of refusing registrations start. They contain spaces, which a
+#: treeclass ``name=`` cannot, and the class's ``id``, so they collide with no real name.
+_PLACEHOLDER_PREFIX: Final = "<treeclass refuses "
+_UNNAMED: Final = (
+    "{cls} has no serialized name, so jax.export cannot write it into a serialized "
+    "function (Exported.serialize()); register the class with a stable name, e.g. "
+    '@tc.pytree_dataclass(name="mypkg.{short}") or tc.register_dataclass(cls, '
+    'name="mypkg.{short}"), and import its module in the loading process too.'
+)
+_STALE: Final = (
+    "{cls} is an earlier definition of the class registered as {name!r}: its definition was "
+    "run again (a notebook cell, importlib.reload) and the name now belongs to the new class, "
+    "so jax.export cannot write this object; rebuild the object from the current class "
+    "(e.g. with its constructor, after the re-run) and export again."
+)
+_PLACEHOLDER_IN_FILE: Final = (
+    "this serialized function names {name!r}, a placeholder treeclass never writes; the "
+    "file was not written by jax.export with treeclass, or was edited."
+)
 
 
 # --- private JAX internals: one small function per access, each covered by a test -------
@@ -136,6 +126,24 @@ def _drop_export_registration(cls: type, name: str) -> None:
         del by_name[name]
 
 
+_Snapshot = tuple[dict[Any, Any], ...]
+
+
+def _export_snapshot() -> _Snapshot:
+    """Copies of jax.export's two registries and of ours (private; checked with jax 0.10.2)."""
+    by_type, by_name = _export_registries()
+    return dict(by_type), dict(by_name), dict(_EXPORT_NAMES), dict(_PLACEHOLDERS)
+
+
+def _export_restore(saved: _Snapshot) -> None:
+    """Put jax.export's registries and ours back exactly as :func:`_export_snapshot` saw them."""
+    by_type, by_name = _export_registries()
+    lives: _Snapshot = (by_type, by_name, _EXPORT_NAMES, _PLACEHOLDERS)
+    for live, copy in zip(lives, saved):
+        live.clear()
+        live.update(copy)
+
+
 def _is_jax_tree_node(cls: type) -> bool:
     """Whether ``cls`` is registered with ``jax.tree_util`` (built-in types included).
 
@@ -153,13 +161,13 @@ def _is_jax_tree_node(cls: type) -> bool:
 # --- the backend --------------------------------------------------------------------------
 
 
-def _unhashable_reporter(node: NodeDef) -> Callable[[Any], None]:
+def _unhashable_reporter(node: NodeType) -> Callable[[Any], None]:
     """Make ``check_aux(aux)``: raise :class:`UnhashableStaticError` naming the field."""
-    statics = node.info.static_fields
+    statics = node.static_fields
     label = node.qualname
 
     def check_aux(aux: Any) -> None:
-        for field, value in zip(statics, aux[1:]):
+        for field, value in zip(statics, aux):
             try:
                 hash(value)
             except TypeError:
@@ -175,16 +183,17 @@ def _unhashable_reporter(node: NodeDef) -> Callable[[Any], None]:
     return check_aux
 
 
-def _tree_util_options(node: NodeDef) -> tuple[Any, ...]:
+def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
     """The options the generated ``jax.tree_util`` callbacks of ``node`` depend on."""
-    return (node.return_none_fields, node.info.static_fields, node.info.rebuild)
+    rebuild = None if node.info is None else node.info.rebuild
+    return (node.return_none_fields, node.static_fields, rebuild)
 
 
-def _serialize_aux(node: NodeDef, aux: Any) -> bytes:
+def _serialize_aux(node: NodeType, aux: Any) -> bytes:
     return aux_to_bytes(node, aux)
 
 
-def _deserialize_aux(node: NodeDef, data: bytes) -> Any:
+def _deserialize_aux(node: NodeType, data: bytes) -> Any:
     return aux_from_bytes(node, data)
 
 
@@ -200,7 +209,7 @@ class JaxBackend:
     name: str = "jax"
     can_unregister: bool = False
 
-    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Refuse ``node`` if JAX already knows its class or name from elsewhere.
 
         Changes nothing. ``override`` does not apply: JAX cannot replace a registration.
@@ -211,7 +220,7 @@ class JaxBackend:
                 class treeclass did not register.
         """
         del override
-        cls = node.cls
+        cls = node.type
         if node.kind != "namedtuple":
             ours = _TREE_UTIL.get(cls)
             if ours is not None:
@@ -227,7 +236,10 @@ class JaxBackend:
             return
         by_type, by_name = _export_registries()
         entry = by_type.get(cls)
-        if entry is not None and _EXPORT_NAMES.get(entry[0]) is not cls:
+        mine = entry is not None and (
+            _EXPORT_NAMES.get(entry[0]) is cls or _PLACEHOLDERS.get(cls) == entry[0]
+        )
+        if entry is not None and not mine:
             raise RegistrationError(
                 _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=node.name)
             )
@@ -244,40 +256,57 @@ class JaxBackend:
         # Otherwise the name is free, or held by a class treeclass registered: ``previous``
         # (a re-run of the same definition) or one whose registration was rolled back.
 
-    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Register ``node`` with ``jax.tree_util`` and, if it has a name, ``jax.export``.
 
         ``previous`` (the class a re-run definition replaces) stays a JAX pytree node, but
         loses its jax.export name to the new class.
         """
         del previous, override
-        cls = node.cls
+        cls = node.type
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
-            flatten_with_keys = _codegen.make_flatten_with_keys(
-                node.info, node.return_none_fields, jax.tree_util.GetAttrKey, tag="jax"
-            )
-            unflatten = _codegen.make_unflatten(
-                node.info,
-                node.return_none_fields,
-                check_aux=_unhashable_reporter(node),
-                tag="jax",
+            functions = node.bind(
+                "jax", jax.tree_util.GetAttrKey, _check_aux=_unhashable_reporter(node)
             )
             jax.tree_util.register_pytree_with_keys(
-                cls, flatten_with_keys, unflatten, flatten_func=node.flatten
+                cls,
+                functions["flatten_with_keys"],
+                functions["unflatten_hashed"],
+                flatten_func=node.flatten,
             )
             _TREE_UTIL[cls] = node
         name = node.name
         if name is None:
+            if node.kind != "namedtuple" and cls not in _PLACEHOLDERS:
+                short = cls.__qualname__.rsplit(".", 1)[-1]
+                _refuse(cls, "unnamed", _UNNAMED.format(cls=node.qualname, short=short))
             return
         holder = _EXPORT_NAMES.get(name)
         if holder is cls:
             return  # registered by an earlier attempt that was rolled back
+        # All or nothing: a failure part-way (the earlier definition's name dropped, the new
+        # one not registered) would leave saved artifacts that load nowhere.
+        saved = _export_snapshot()
+        try:
+            self._register_name(node, name)
+        except BaseException:
+            _export_restore(saved)
+            raise
+
+    def _register_name(self, node: NodeType, name: str) -> None:
+        cls = node.type
+        placeholder = _PLACEHOLDERS.pop(cls, None)
+        if placeholder is not None:  # registered unnamed before (a rolled-back attempt)
+            _drop_export_registration(cls, placeholder)
         for held_name, held_cls in list(_EXPORT_NAMES.items()):
             # The previous class of a re-run definition (holder), or this class under an
             # older name from a registration that was rolled back: the new one wins.
             if held_name == name or held_cls is cls:
                 _drop_export_registration(held_cls, held_name)
                 del _EXPORT_NAMES[held_name]
+                if held_cls is not cls:  # the earlier definition's objects: say what to do
+                    label = f"{held_cls.__module__}.{held_cls.__qualname__}"
+                    _refuse(held_cls, "stale", _STALE.format(cls=label, name=name))
         if node.kind == "namedtuple":
             jax.export.register_namedtuple_serialization(cls, serialized_name=name)
         else:
@@ -289,7 +318,7 @@ class JaxBackend:
             )
         _EXPORT_NAMES[name] = cls
 
-    def unregister(self, node: NodeDef) -> None:
+    def unregister(self, node: NodeType) -> None:
         """Do nothing: JAX cannot undo a pytree registration (:attr:`can_unregister`).
 
         The registry never calls this for JAX: it registers with JAX last, so there is
@@ -302,14 +331,73 @@ class JaxBackend:
         return "<treeclass JAX backend>"
 
 
+def _refuse(cls: type, kind: str, message: str) -> None:
+    """Give ``cls`` a jax.export registration whose serialization raises ``message``.
+
+    JAX's own error for a class without one advises ``register_pytree_node_serialization``,
+    the wrong fix for a treeclass user. The placeholder name is never written by treeclass;
+    ``Exported.serialize()`` calls ``serialize_auxdata`` directly (jax 0.10.2,
+    ``jax/_src/export/serialization.py``), so the treeclass error reaches the user unchanged.
+    """
+    placeholder = (
+        f"{_PLACEHOLDER_PREFIX}{kind} {cls.__module__}.{cls.__qualname__} at {id(cls):#x}>"
+    )
+
+    def serialize_auxdata(aux: Any) -> NoReturn:
+        raise UnnamedClassError(message)
+
+    def deserialize_auxdata(data: bytes) -> NoReturn:
+        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
+
+    def from_children(aux: Any, children: Any) -> NoReturn:  # never called: loading refuses
+        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
+
+    jax.export.register_pytree_node_serialization(
+        cls,
+        serialized_name=placeholder,
+        serialize_auxdata=serialize_auxdata,
+        deserialize_auxdata=deserialize_auxdata,
+        # A namedtuple is JAX's own node, absent from jax.tree_util's registry, so jax.export
+        # needs a from_children for it.
+        from_children=from_children if issubclass(cls, tuple) else None,
+    )
+    _PLACEHOLDERS[cls] = placeholder
+
+
 #: The adapter object the registry holds.
 BACKEND: Final = JaxBackend()
 
 
-def activate() -> None:
-    """Start mirroring the treeclass registry into JAX (called by :mod:`treeclass._hooks`)."""
-    _registry.activate_backend(BACKEND)
+# --- structures ---------------------------------------------------------------------------
 
 
-# Importing the adapter activates it (``activate`` is idempotent): see treeclass._hooks.
-activate()
+def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
+    nd = t.node_data()
+    if nd is None:
+        return None
+    n_leaves: int = t.num_leaves
+    if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
+        return (*nd, range(n_leaves), True)
+    return (*nd, t.children(), False)
+
+
+def nodes_from_spec(treedef: Any) -> list[Node]:
+    """The treespec node list of a JAX ``PyTreeDef`` (read without unflattening anything).
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        UnserializableStaticError: a static value has no JSON form.
+    """
+    return nodes_of("JAX", treedef, _read)
+
+
+def spec_from_spec(spec: TreeSpec) -> Any:
+    """The JAX ``PyTreeDef`` of a treeclass ``TreeSpec``.
+
+    Raises:
+        TreespecLoadError: JAX does not see the same nodes (a class it does not know).
+    """
+    treedef = jax.tree_util.tree_structure(skeleton(spec))
+    if treedef.num_leaves != spec.num_leaves:
+        raise leaf_count_error("JAX", spec, treedef.num_leaves, _is_jax_tree_node)
+    return treedef

@@ -1,62 +1,37 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Imported (by :mod:`treeclass._hooks`) only once ``optree`` has been imported. :func:`activate`
-registers every class decorated so far; classes decorated later are registered as they are
-decorated, atomically with the other frameworks (see :func:`treeclass._registry.register`).
-
-What a class looks like in optree:
-
-- It is registered in optree's **global namespace** -- the registry ``optree.tree_flatten(x)``
-  uses when no ``namespace=`` is given, and which optree falls back to from every named
-  namespace (so ``optree.tree_flatten(x, namespace="mylib")`` sees the class too).
-- The children are the data fields in field order, the metadata is treeclass's auxdata
-  ``(nones, *statics)`` (so static fields are part of the ``PyTreeSpec``, and compared and
-  hashed with it), and the path entries are :class:`optree.GetAttrEntry` built from field names,
-  so accessors render as ``.field`` (``tree_flatten_with_path`` gives the field names).
-- With ``return_none_fields=False`` (the default) a ``None`` field is not a child whatever
-  optree's ``none_is_leaf`` is; with ``return_none_fields=True`` it is a child, which optree
-  then treats as it treats every ``None``: an empty node, or a leaf under ``none_is_leaf=True``.
-- Unflatten is treeclass's generated one: ``__init__`` and ``__post_init__`` never run.
-- Namedtuples are left alone: optree handles every namedtuple natively (``NamedTupleEntry``).
-
-Registering in the global namespace. optree's public :func:`optree.register_pytree_node`
-refuses ``namespace=""``; the global namespace is reached through the sentinel
-``optree.registry.__GLOBAL_NAMESPACE``, which optree's own ``optree.dataclasses``,
-``optree.functools`` and ``optree.integrations.attrs`` pass to ``register_pytree_node`` (that is
-how ``optree.dataclasses.dataclass(namespace="")`` registers globally). Checked against optree
-0.13.0 and 0.20.0: the sentinel, ``register_pytree_node.get(cls, namespace=)``,
-``unregister_pytree_node`` with the sentinel, and ``GetAttrEntry`` behave the same in both.
-
-Conflicts. A class that another library already registered in a namespace treeclass writes
-to is refused before anything is registered anywhere, unless the class is registered with
-``override=True``; treeclass then replaces that registration and puts it back if the class
-is ever unregistered (a failed registration rolls back).
-
-Re-running a class definition (a notebook cell) registers the new class; the earlier class
-stays an optree node, as it stays a node of the embedded registry and of JAX, so objects made
-before the re-run keep flattening the same way in every registry.
+Activated by :mod:`treeclass._hooks` once ``optree`` is imported. Classes go into optree's
+global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace falls
+back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``, as
+``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
+paths, treeclass's auxdata as metadata and an unflatten that never runs ``__init__``;
+:func:`treeclass.optree.register_namespace` adds named namespaces. A class another library
+registered is refused unless ``override=True``. Namedtuples are optree's own. Also converts
+``PyTreeSpec``s (torch's C++ pytree's included) to and from the treespec node list. See
+``docs/optree.md``.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .. import _codegen, _registry
-from .._errors import RegistrationError, RegistrationTypeError
+from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
+from .._format import Node
+from .._nodes import NodeType
+from .._tree import TreeSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
     from optree.registry import PyTreeNodeRegistryEntry
 
-    from .._codegen import FlattenEntriesFn
-    from .._registry import NodeDef
+__all__ = ["BACKEND", "GLOBAL_NAMESPACE", "OptreeBackend", "nodes_from_spec", "spec_from_spec"]
 
-__all__ = ["BACKEND", "GLOBAL_NAMESPACE", "OptreeBackend", "activate"]
+FlattenEntriesFn = Callable[[Any], tuple[tuple[Any, ...], Any, tuple[str, ...]]]
 
 #: optree's own marker for its global namespace (``optree.registry.__GLOBAL_NAMESPACE``).
 GLOBAL_NAMESPACE: Final[str] = _GLOBAL_NAMESPACE
@@ -113,7 +88,7 @@ class OptreeBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def check(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Refuse ``node`` if another library registered its class where treeclass writes.
 
         Raises:
@@ -125,7 +100,7 @@ class OptreeBackend:
             return
         with self._lock:
             for namespace in self._namespaces:
-                entry = _foreign_entry(node.cls, namespace)
+                entry = _foreign_entry(node.type, namespace)
                 if entry is not None:
                     raise RegistrationError(
                         f"{node.qualname} is already a pytree node in {_label(namespace)} "
@@ -135,7 +110,7 @@ class OptreeBackend:
                         "replace that registration, or leave it to the other library."
                     )
 
-    def register(self, node: NodeDef, previous: NodeDef | None, override: bool) -> None:
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
         """Register ``node``'s class in every namespace, all or none.
 
         Raises:
@@ -144,12 +119,9 @@ class OptreeBackend:
         """
         if node.kind == "namedtuple":
             return
-        cls = node.cls
+        cls = node.type
         with self._lock:
-            functions = (
-                _codegen.make_flatten_with_entries(node.info, node.return_none_fields),
-                node.unflatten,
-            )
+            functions = (node.bind("optree", str)["flatten_entries"], node.unflatten)
             done: list[str] = []
             for namespace in self._namespaces:
                 try:
@@ -167,13 +139,13 @@ class OptreeBackend:
             self._registered[cls] = tuple(done)
             self._functions[cls] = functions
 
-    def unregister(self, node: NodeDef) -> None:
+    def unregister(self, node: NodeType) -> None:
         """Remove ``node``'s class from every namespace, restoring what it replaced."""
         with self._lock:
-            done = self._registered.pop(node.cls, ())
-            self._functions.pop(node.cls, None)
-            self._undo(node.cls, done)
-            self._restore(node.cls, done)
+            done = self._registered.pop(node.type, ())
+            self._functions.pop(node.type, None)
+            self._undo(node.type, done)
+            self._restore(node.type, done)
 
     # -- named namespaces ----------------------------------------------------------------------
 
@@ -280,14 +252,70 @@ def _register(cls: type, functions: tuple[FlattenEntriesFn, Any], namespace: str
 BACKEND: Final = OptreeBackend()
 
 
-def activate() -> None:
-    """Start mirroring treeclass's registry into optree (idempotent).
+# --- structures ---------------------------------------------------------------------------
 
-    Called by treeclass's post-import hook when optree is imported; registers every class
-    decorated so far.
+
+def _walked_node(cls: Any, data: Any, children: Any) -> tuple[Any, Any, Any]:
+    return (cls, data, children)
+
+
+def _walked_leaf(_: Any) -> None:
+    return None
+
+
+def nodes_from_spec(spec: Any) -> list[Node]:
+    """The treespec node list of an optree ``PyTreeSpec`` (torch's C++ pytree's included).
+
+    Raises:
+        UnnamedClassError: a node type is not registered with treeclass, or has no name.
+        StructureMismatchError: a dict's keys are not in sorted order (torch's C++ pytree).
+        TreeclassTypeError: optree is older than 0.20 (no ``PyTreeSpec.walk`` with types).
     """
-    _registry.activate_backend(BACKEND)
+    framework = "optree" if spec.namespace != "torch" else "torch (C++ pytree)"
+    try:
+        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf) visits the tree
+        # once in C++, bottom-up, without unflattening anything. Before 0.20, walk took
+        # (f_node(children, data), f_leaf, leaves), which cannot name the node types.
+        walked = spec.walk([None] * spec.num_leaves, _walked_node, _walked_leaf)
+    except TypeError:
+        raise TreeclassTypeError(
+            "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "
+            f"but optree {optree.__version__} is installed; upgrade optree."
+        ) from None
+    return nodes_of(framework, walked, _read_torch if spec.namespace == "torch" else _read)
 
 
-# Importing the adapter activates it (``activate`` is idempotent): see treeclass._hooks.
-activate()
+def _read(item: Any) -> tuple[Any, Any, Any, bool] | None:
+    if item is None:
+        return None
+    cls, data, children = item
+    return (cls, data, children, children.count(None) == len(children))
+
+
+def _read_torch(item: Any) -> tuple[Any, Any, Any, bool] | None:
+    """A node of torch's C++ pytree, whose treeclass nodes torch flattened its own way."""
+    if item is None:
+        return None
+    cls, data, children = item
+    converted = from_torch_form(cls, data, children)
+    if converted is not None:
+        data, with_nones = converted
+        if with_nones is not children:
+            return (cls, data, with_nones, False)
+    return (cls, data, children, children.count(None) == len(children))
+
+
+def _is_node(t: type) -> bool:
+    return t is type(None) or optree.register_pytree_node.get(t) is not None
+
+
+def spec_from_spec(spec: TreeSpec) -> Any:
+    """The optree ``PyTreeSpec`` (global namespace, ``none_is_leaf=False``) of a ``TreeSpec``.
+
+    Raises:
+        TreespecLoadError: optree does not see the same nodes.
+    """
+    treespec = optree.tree_structure(skeleton(spec), none_is_leaf=False)
+    if treespec.num_leaves != spec.num_leaves:
+        raise leaf_count_error("optree", spec, treespec.num_leaves, _is_node)
+    return treespec

@@ -1,0 +1,207 @@
+"""Files benchmark: ``tc.save`` + ``tc.load`` side by side with safetensors and ``torch.save``.
+
+1. Save + load round trips, paired in alternating runs in one process (median times and the
+   median of the per-run ratios), on two workloads -- 64 tensors of 256 KiB (16 MiB) and 1,000
+   tensors of 1 KiB, where the structure's share is largest -- each a dict of model outputs
+   (a registered dataclass with a static field, a ``None`` field and an ``int`` leaf):
+
+   - numpy: ``tc.save`` / ``tc.load`` vs ``safetensors.numpy.save_file`` / ``load_file`` of
+     the same tensors (a flat dict keyed by the same key paths). Target (issue 12): <= 1.1x.
+   - torch: ``tc.save`` / ``tc.load`` vs ``safetensors.torch`` and vs ``torch.save`` /
+     ``torch.load(weights_only=True)`` of the whole tree (which pickles it).
+
+2. Selective loading: one 64 MiB leaf out of a file of 1 GiB (16 such leaves), against loading
+   every leaf, each in a fresh subprocess that reports its wall time and its peak resident
+   memory (``VmHWM`` in ``/proc/self/status``: tracemalloc would not see memory-mapped pages),
+   with ``safetensors.safe_open(...).get_tensor`` / ``load_file`` beside it. Target: memory
+   proportional to what is selected. The 1 GiB file is deleted at the end.
+
+Run: ``python benchmarks/bench_files.py`` (``--quick`` skips the 1 GiB part).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from _workload import paired, show
+
+import treeclass as tc
+
+try:
+    import numpy as np
+    import safetensors.numpy as st_numpy
+except ImportError:  # pragma: no cover
+    sys.exit("bench_files needs numpy and safetensors: pip install 'treeclass[files]' safetensors")
+
+
+@tc.pytree_dataclass(name="bench.files.Output")
+class Output:
+    logits: Any
+    hidden: Any
+    loss: Any = None
+    step: int = 0
+    mode: str = tc.field(static=True, default="train")
+
+
+def make_tree(n_outputs: int, elems: int, *, torch_tensors: bool = False) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+    tree = {}
+    for i in range(n_outputs):
+        a = rng.standard_normal(elems, dtype=np.float32)
+        b = rng.standard_normal(elems, dtype=np.float32)
+        if torch_tensors:
+            import torch
+
+            a, b = torch.from_numpy(a), torch.from_numpy(b)
+        tree[f"layer{i:04d}"] = Output(a, b, step=i)
+    return tree
+
+
+def flat(tree: Any) -> dict[str, Any]:
+    pairs, _ = tc.tree_flatten_with_path(tree)
+    return {tc.keystr(p): v for p, v in pairs if not isinstance(v, int)}
+
+
+def round_trips(folder: Path) -> None:
+    workloads = [("64 x 256 KiB", 32, 65536, 15, 15), ("1000 x 1 KiB", 500, 256, 20, 21)]
+    for label, n, elems, number, repeat in workloads:
+        compare(folder, label, n, elems, number, repeat)
+
+
+def compare(folder: Path, label: str, n: int, elems: int, number: int, repeat: int) -> None:
+    tree = make_tree(n, elems)
+    tensors = flat(tree)
+    ours_path, theirs_path = folder / "ours.safetensors", folder / "theirs.safetensors"
+
+    def ours() -> None:
+        tc.save(ours_path, tree)
+        tc.load(ours_path)
+
+    def theirs() -> None:
+        st_numpy.save_file(tensors, theirs_path)
+        st_numpy.load_file(theirs_path)
+
+    print(f"\nworkload {label}: {len(tensors)} tensors, {2 * n} python leaves ")
+    print(show("numpy: tc.save+load vs safetensors save+load", paired(ours, theirs,
+               number=number // 3 or 1, repeat=repeat), 1.1))  # fmt: skip
+    try:
+        import safetensors.torch as st_torch
+        import torch
+    except ImportError:
+        print("torch not installed: skipping the torch comparisons")
+        return
+    ttree = make_tree(n, elems, torch_tensors=True)
+    ttensors = flat(ttree)
+    pt_path = folder / "tree.pt"
+
+    def ours_t() -> None:
+        tc.save(ours_path, ttree)
+        tc.load(ours_path)
+
+    def st_t() -> None:
+        st_torch.save_file(ttensors, theirs_path)
+        st_torch.load_file(theirs_path)
+
+    def torch_t() -> None:
+        torch.save(ttree, pt_path)
+        torch.load(pt_path, weights_only=False)
+
+    print(show("torch: tc.save+load vs safetensors.torch", paired(ours_t, st_t,
+               number=number // 3 or 1, repeat=repeat), 1.1))  # fmt: skip
+    print(show("torch: tc.save+load vs torch.save+load", paired(ours_t, torch_t,
+               number=number // 3 or 1, repeat=repeat)))  # fmt: skip
+
+
+PROBE = """
+import json, sys, time
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith(("VmHWM", "VmRSS")):
+            yield line.split(":")[0], int(line.split()[1]) * 1024
+import numpy as np, treeclass as tc, safetensors
+from safetensors import safe_open
+from safetensors.numpy import load_file
+sys.path.insert(0, sys.argv[3])
+import bench_files  # registers bench.files.Output
+before = dict(hwm())
+mode, path = sys.argv[1], sys.argv[2]
+t0 = time.perf_counter()
+if mode == "tc-one":
+    out = tc.load(path, paths=["['layer0003'].logits"])
+    got = out["layer0003"].logits.sum()
+elif mode == "tc-all":
+    out = tc.load(path)
+    got = sum(float(o.logits.sum()) for o in out.values())
+elif mode == "st-one":
+    with safe_open(path, framework="np") as f:
+        got = f.get_tensor("['layer0003'].logits").sum()
+else:
+    out = load_file(path)
+    got = sum(float(v.sum()) for v in out.values())
+dt = time.perf_counter() - t0
+after = dict(hwm())
+print(json.dumps({"time_s": dt, "hwm_before": before["VmHWM"], "hwm_after": after["VmHWM"]}))
+"""
+
+
+def selective(folder: Path) -> None:
+    path = folder / "one_gib.safetensors"
+    n_bytes = 64 * 1024 * 1024
+    tree = {}
+    for i in range(8):
+        tree[f"layer{i:04d}"] = Output(
+            np.full(n_bytes // 4, i, np.float32), np.full(n_bytes // 4, -i, np.float32), step=i
+        )
+    try:
+        tc.save(path, tree)
+        del tree
+        size = path.stat().st_size
+        print(f"\nselective loading: a file of {size / 2**30:.2f} GiB, 16 leaves of 64 MiB")
+        os.sync()  # the write is on disk: no write-back running during the first probes
+        modes = ("tc-one", "tc-all", "st-one", "st-all")
+        runs: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+        for _ in range(5):  # alternate the modes, so that machine load hits them alike
+            for mode in modes:
+                proc = subprocess.run(
+                    [sys.executable, "-c", textwrap.dedent(PROBE), mode, str(path),
+                     str(Path(__file__).parent)],
+                    capture_output=True, text=True, check=True,
+                )  # fmt: skip
+                runs[mode].append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        results = {}
+        for mode in modes:
+            med = sorted(runs[mode], key=lambda r: r["time_s"])[2]
+            results[mode] = med
+            grown = (med["hwm_after"] - med["hwm_before"]) / 2**20
+            print(
+                f"  {mode:7} {med['time_s'] * 1e3:9.1f} ms (median of 5)   peak RSS grew by "
+                f"{grown:8.1f} MiB (from {med['hwm_before'] / 2**20:.0f} MiB after imports)"
+            )
+        one = results["tc-one"]["hwm_after"] - results["tc-one"]["hwm_before"]
+        every = results["tc-all"]["hwm_after"] - results["tc-all"]["hwm_before"]
+        ratio = results["tc-one"]["time_s"] / results["tc-all"]["time_s"]
+        print(
+            f"  tc.load of one leaf: {ratio:.3f}x the time and {one / every:.3f}x the memory "
+            "of loading all 16 (1/16 = 0.0625)"
+        )
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def main() -> None:
+    print(f"Python {sys.version.split()[0]}; numpy {np.__version__}")
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        round_trips(Path(tmp))
+        if "--quick" not in sys.argv:
+            selective(Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,623 @@
+"""Read the structure of a saved artifact without executing anything from it.
+
+``treeclass inspect`` shows what a file holds and which class names it needs. Four kinds of
+artifact are recognised by their content:
+
+- a **safetensors file** (from :func:`treeclass.save`, or a plain one): its header only;
+- a **torch.export archive** (``.pt2``, a zip): the JSON of ``*/models/*.json`` only --
+  ``graph_module.module_call_graph[0].signature.in_spec`` / ``out_spec`` (torch's treespec
+  JSON text) and the tensor metadata of the graph's inputs and outputs (checked with torch
+  2.13.0). The archive's pickles (example inputs, constants) are never opened;
+- a **jax.export blob** (``Exported.serialize()``, a flatbuffer): read by a small bounded
+  reader of the few fields needed -- ``in_tree`` / ``out_tree`` (``PyTreeDef`` tables) and
+  ``in_avals`` / ``out_avals`` (shapes, dtypes) -- following jax 0.10.2's schema
+  (``jax/_src/export/serialization.fbs``). jax's own generated reader (through the
+  ``flatbuffers`` package) checks no offset, so a hostile blob sends it out of bounds or, with
+  a shared or cyclic child, into exponential or endless recursion; and it imports jax. This
+  reader checks every offset, visits each table once and walks iteratively;
+- a **treespec document** (:func:`treeclass.treespec_dumps`).
+
+Nothing is imported or called by name; every problem is a :class:`~treeclass.FileLoadError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import TYPE_CHECKING
+
+from ._errors import FileLoadError, TreespecLoadError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from typing import Any, Final
+
+__all__ = ["Artifact", "Node", "Tree", "read_artifact"]
+
+#: Largest JSON member read from a .pt2 archive, and largest JSON / blob file read whole.
+MAX_READ_BYTES: Final = 256 * 1024 * 1024
+
+# torch.utils._pytree's built-in serialized type names (torch 2.13.0).
+_TORCH_SEQUENCES: Final = frozenset(
+    ("builtins.tuple", "builtins.list", "torch.fx.immutable_collections.immutable_list",
+     "collections.deque", "torch.Size")
+)  # fmt: skip
+_TORCH_DICTS: Final = frozenset(
+    ("builtins.dict", "collections.OrderedDict", "torch.fx.immutable_collections.immutable_dict")
+)
+_TORCH_BUILTINS: Final = (
+    _TORCH_SEQUENCES
+    | _TORCH_DICTS
+    | {
+        "collections.defaultdict",
+        "collections.namedtuple",
+    }
+)
+# torch._export.serde.schema.ScalarType (torch 2.13.0).
+_TORCH_DTYPES: Final = {
+    1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32",
+    8: "float64", 9: "complex32", 10: "complex64", 11: "complex128", 12: "bool", 13: "bfloat16",
+    28: "uint16", 29: "float8_e4m3fn", 30: "float8_e5m2", 31: "float8_e4m3fnuz",
+    32: "float8_e5m2fnuz", 33: "float8_e8m0fnu", 34: "uint32", 35: "uint64",
+}  # fmt: skip
+# jax/_src/export/serialization.fbs: enum DType (jax 0.10.2).
+_JAX_DTYPES: Final = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+    "float32", "float64", "complex64", "complex128", "bfloat16", "int4", "uint4",
+    "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+    "float0", "float8_e4m3", "float8_e3m4", "float8_e8m0fnu", "float4_e2m1fn", "key<fry>",
+    "key<rbg>", "key<unsafe_rbg>",
+)  # fmt: skip
+_JAX_KINDS: Final = ("leaf", "none", "tuple", "list", "dict", "custom")
+_SAFETENSORS_DTYPES: Final = {
+    "BOOL": "bool", "F4": "float4_e2m1fn", "F6_E2M3": "float6_e2m3fn", "F6_E3M2": "float6_e3m2fn",
+    "U8": "uint8", "I8": "int8", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
+    "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "I16": "int16", "U16": "uint16", "F16": "float16", "BF16": "bfloat16", "I32": "int32",
+    "U32": "uint32", "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
+    "U64": "uint64",
+}  # fmt: skip
+
+
+class Node:
+    """One node of a structure, as shown: depth, key entry, type and what is known."""
+
+    __slots__ = ("depth", "detail", "key", "leaf", "name", "type")
+
+    depth: int
+    key: str
+    leaf: bool
+    #: The node's type as shown (``"dict"``, ``"tuple"``, a class's registered name).
+    type: str
+    #: The serialized name this node needs registered, or ``None`` (a built-in).
+    name: str | None
+    #: Shape and dtype, a value, or a state summary.
+    detail: str
+
+    def __init__(
+        self, depth: int, key: str, leaf: bool, type_: str, name: str | None, detail: str
+    ) -> None:
+        self.depth = depth
+        self.key = key
+        self.leaf = leaf
+        self.type = type_
+        self.name = name
+        self.detail = detail
+
+
+class Tree:
+    """A labelled structure (``"structure"``, ``"inputs"``, ``"outputs"``): nodes in pre-order."""
+
+    __slots__ = ("label", "nodes")
+
+    def __init__(self, label: str, nodes: list[Node]) -> None:
+        self.label = label
+        self.nodes = nodes
+
+
+class Artifact:
+    """What ``treeclass inspect`` found in a file."""
+
+    __slots__ = ("kind", "metadata", "names", "notes", "static_names", "trees")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.trees: list[Tree] = []
+        #: Class names the artifact needs (node types).
+        self.names: set[str] = set()
+        #: Static type names (``tc.register_static``) its statics need.
+        self.static_names: set[str] = set()
+        self.metadata: dict[str, str] = {}
+        self.notes: list[str] = []
+
+
+def _bad(source: str, what: str, message: str) -> FileLoadError:
+    return FileLoadError(f"{source} is not a readable {what}: {message}")
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _registered_statics(value: Any, out: set[str]) -> None:
+    """Collect the names of ``{"registered": [name, ...]}`` static values (iteratively)."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v.__class__ is dict:
+            reg = v.get("registered")
+            if len(v) == 1 and reg.__class__ is list and reg and reg[0].__class__ is str:
+                out.add(reg[0])
+            stack.extend(v.values())
+        elif v.__class__ is list:
+            stack.extend(v)
+
+
+def _state_summary(state: Any) -> str:
+    if state.__class__ is dict:
+        static: Any = state.get("static")
+        none: Any = state.get("none")
+        parts: list[str] = []
+        if static.__class__ is dict and static:
+            parts.append(", ".join(f"{k}={json.dumps(v)}" for k, v in static.items()))
+        if none.__class__ is list and none:
+            parts.append("None: " + ", ".join(str(n) for n in none))
+        return _short("; ".join(parts), 120)
+    return ""
+
+
+# --- treespec documents -----------------------------------------------------------------------
+
+
+def _document_tree(
+    text: str | bytes, label: str, art: Artifact, leaf_detail: list[str] | None
+) -> Tree:
+    """A treespec document as a tree (names need not be registered)."""
+    from ._introspect import document_nodes
+    from ._treedoc import child_entries, walk
+
+    nodes = document_nodes(text)
+    version = json.loads(text)["version"]
+    entries = child_entries(nodes, version, strict=False)
+    out: list[Node] = []
+    leaf = 0
+    builtin = {
+        "tuple",
+        "list",
+        "dict",
+        "None",
+        "collections.OrderedDict",
+        "collections.defaultdict",
+    }
+    for i, parts, _ in walk(nodes, entries):
+        key = parts[-1] if parts else ""
+        item = nodes[i]
+        if item is None:
+            detail = (
+                leaf_detail[leaf] if leaf_detail is not None and leaf < len(leaf_detail) else ""
+            )
+            out.append(Node(len(parts), key, True, "leaf", None, detail))
+            leaf += 1
+            continue
+        name, state, _arity = item
+        _registered_statics(state, art.static_names)
+        needed = None if name in builtin else name
+        if needed is not None:
+            art.names.add(needed)
+        out.append(Node(len(parts), key, False, name, needed, _state_summary(state)))
+    return Tree(label, out)
+
+
+# --- safetensors files ------------------------------------------------------------------------
+
+
+def _leaf_details(meta_file: str) -> list[Any] | None:
+    try:
+        doc: Any = json.loads(meta_file)
+        leaves: Any = doc["leaves"]
+    except (ValueError, KeyError, TypeError, RecursionError):
+        return None
+    return leaves if leaves.__class__ is list else None
+
+
+def _safetensors(path: str, source: str) -> Artifact:
+    from ._safetensors import read_header
+
+    with open(path, "rb") as f:
+        header = read_header(f, source)
+    ours = [k for k in header.metadata if k.startswith("treeclass.")]
+    art = Artifact("treeclass file (safetensors)" if ours else "safetensors file")
+    art.metadata = {k: v for k, v in header.metadata.items() if not k.startswith("treeclass.")}
+
+    def describe(name: str) -> str:
+        t = header.tensors.get(name)
+        if t is None:
+            return f"tensor {name!r} (missing from the file)"
+        return f"{_SAFETENSORS_DTYPES.get(t.dtype, t.dtype)}{list(t.shape)}"
+
+    total = sum(t.nbytes for t in header.tensors.values())
+    art.notes.append(f"{len(header.tensors)} tensors, {total} bytes of data")
+    spec = header.metadata.get("treeclass.treespec")
+    leaves = _leaf_details(header.metadata.get("treeclass.file", ""))
+    if ours and spec is not None:
+        details: list[str] | None = None
+        if leaves is not None:
+            details = []
+            e: Any
+            for e in leaves:
+                if e.__class__ is not dict:
+                    details.append("?")
+                elif "tensor" in e and e["tensor"].__class__ is str:
+                    details.append(f"{describe(e['tensor'])} ({e.get('type')})")
+                else:
+                    details.append(f"{e.get('type')} {_short(json.dumps(e.get('value')))}")
+        try:
+            art.trees.append(_document_tree(spec, "structure", art, details))
+        except TreespecLoadError as e:
+            raise _bad(source, "treeclass file", str(e)) from None
+        return art
+    nodes = [Node(0, "", False, "dict", None, "")]
+    nodes += [Node(1, f"[{n!r}]", True, "leaf", None, describe(n)) for n in sorted(header.tensors)]
+    art.trees.append(Tree("structure", nodes))
+    return art
+
+
+# --- torch.export archives --------------------------------------------------------------------
+
+
+def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) -> Tree:
+    """A torch treespec JSON text (protocol 1) as a tree; iterative, no name looked up."""
+    if text.__class__ is not str:
+        raise ValueError(f"the {label} spec is not a string")
+    doc = json.loads(text)
+    if doc.__class__ is not list or len(doc) != 2 or doc[0] != 1:
+        raise ValueError(f"the {label} spec is not a torch treespec of protocol 1")
+    out: list[Node] = []
+    stack: list[tuple[Any, int, str]] = [(doc[1], 0, "")]
+    leaf = 0
+    while stack:
+        node, depth, key = stack.pop()
+        if node.__class__ is not dict:
+            raise ValueError(f"a node of the {label} spec is not an object")
+        t = node.get("type")
+        children = node.get("children_spec")
+        ctx = node.get("context")
+        if children.__class__ is not list or (t is not None and t.__class__ is not str):
+            raise ValueError(f"a node of the {label} spec is malformed")
+        if t is None:
+            detail = leaf_detail[leaf] if leaf < len(leaf_detail) else ""
+            out.append(Node(depth, key, True, "leaf", None, detail))
+            leaf += 1
+            continue
+        context: Any = None
+        if ctx.__class__ is str:
+            try:
+                context = json.loads(ctx)
+            except ValueError:
+                context = ctx
+        keys = [f"[{j}]" for j in range(len(children))]
+        needed: str | None = None
+        shown = t
+        if t in _TORCH_DICTS and context.__class__ is list and len(context) == len(children):
+            keys = [f"[{k!r}]" for k in context]
+        elif t == "collections.defaultdict" and context.__class__ is dict:
+            dict_ctx = context.get("dict_context")
+            if dict_ctx.__class__ is list and len(dict_ctx) == len(children):
+                keys = [f"[{k!r}]" for k in dict_ctx]
+        elif t == "collections.namedtuple":
+            needed = ctx if ctx.__class__ is str else None
+            shown = f"namedtuple {needed}"
+        elif t not in _TORCH_BUILTINS:
+            needed = t
+            if context.__class__ is dict:
+                _registered_statics(context, art.static_names)
+                data = context.get("data")
+                if data.__class__ is list and len(data) == len(children):
+                    keys = [f".{d}" for d in data]
+        if needed is not None:
+            art.names.add(needed)
+        out.append(Node(depth, key, False, shown, needed, _state_summary(context)))
+        for k, child in reversed(list(zip(keys, children))):
+            stack.append((child, depth + 1, k))
+    return Tree(label, out)
+
+
+def _arg_detail(arg: Any, tensors: Any) -> str:
+    if arg.__class__ is not dict or len(arg) != 1:
+        return ""
+    ((kind, value),) = arg.items()
+    if kind == "as_tensor" and value.__class__ is dict and tensors.__class__ is dict:
+        meta: Any = tensors.get(value.get("name"))
+        if meta.__class__ is dict:
+            code: Any = meta.get("dtype")
+            dtype = _TORCH_DTYPES.get(code, f"dtype {code}") if code.__class__ is int else "?"
+            sizes: Any = meta.get("sizes")
+            dims: list[str] = []
+            for s in sizes if sizes.__class__ is list else ():
+                if s.__class__ is dict and "as_int" in s:
+                    dims.append(str(s["as_int"]))
+                else:
+                    dims.append("?")
+            return f"{dtype}[{', '.join(dims)}]"
+        return "tensor"
+    shown: str = str(kind).removeprefix("as_")
+    return shown + ("" if value is None else f" {_short(json.dumps(value), 40)}")
+
+
+def _pt2(path: str, source: str) -> Artifact:
+    import zipfile
+
+    art = Artifact("torch.export archive (.pt2)")
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = [
+                i for i in z.infolist() if "/models/" in i.filename and i.filename.endswith(".json")
+            ]
+            if not members:
+                raise _bad(source, "torch.export archive", "it has no models/*.json member.")
+            for info in members:
+                if info.file_size > MAX_READ_BYTES:
+                    raise _bad(source, "torch.export archive", f"{info.filename} is too large.")
+                with z.open(info) as member:
+                    raw = member.read(MAX_READ_BYTES + 1)
+                if len(raw) > MAX_READ_BYTES:
+                    raise _bad(source, "torch.export archive", f"{info.filename} is too large.")
+                _pt2_model(info.filename, raw, art)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as e:
+        raise _bad(source, "torch.export archive", f"the zip cannot be read ({e}).") from None
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
+        if isinstance(e, FileLoadError):
+            raise
+        raise _bad(
+            source, "torch.export archive", f"{type(e).__name__}: {_short(str(e), 200)}"
+        ) from None
+    return art
+
+
+def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
+    model = json.loads(raw.decode("utf-8"))
+    gm = model["graph_module"]
+    sig = gm["module_call_graph"][0]["signature"]
+    graph = gm["graph"]
+    tensors = graph.get("tensor_values", {})
+    inputs = [
+        s["user_input"]["arg"]
+        for s in gm["signature"]["input_specs"]
+        if s.__class__ is dict and "user_input" in s
+    ]
+    outputs = [
+        s["user_output"]["arg"]
+        for s in gm["signature"]["output_specs"]
+        if s.__class__ is dict and "user_output" in s
+    ]
+    label = member.rsplit("/", 1)[-1].removesuffix(".json")
+    art.trees.append(
+        _torch_tree(
+            sig["in_spec"], f"{label} inputs", art, [_arg_detail(a, tensors) for a in inputs]
+        )
+    )
+    art.trees.append(
+        _torch_tree(
+            sig["out_spec"], f"{label} outputs", art, [_arg_detail(a, tensors) for a in outputs]
+        )
+    )
+    version = model.get("torch_version")
+    if version.__class__ is str:
+        art.notes.append(f"saved by torch {_short(version, 40)}")
+
+
+# --- jax.export blobs -------------------------------------------------------------------------
+
+
+class _Flat:
+    """A bounds-checked reader of the few flatbuffer tables of a ``jax.export`` blob."""
+
+    def __init__(self, data: bytes, source: str) -> None:
+        self.data = data
+        self.n = len(data)
+        self.source = source
+
+    def fail(self, message: str) -> FileLoadError:
+        return _bad(self.source, "jax.export blob", message)
+
+    def uint(self, pos: int, size: int) -> int:
+        if pos < 0 or pos + size > self.n:
+            raise self.fail(f"an offset points outside the blob (byte {pos}).")
+        return int.from_bytes(self.data[pos : pos + size], "little")
+
+    def table(self, pos: int) -> tuple[int, int, int]:
+        """``(table position, vtable position, vtable size)``."""
+        soffset = self.uint(pos, 4)
+        if soffset >= 1 << 31:
+            soffset -= 1 << 32
+        vt = pos - soffset
+        size = self.uint(vt, 2)
+        if size < 4 or size % 2 or vt + size > self.n:
+            raise self.fail(f"a table at byte {pos} has a malformed vtable.")
+        return pos, vt, size
+
+    def field(self, table: tuple[int, int, int], slot: int) -> int:
+        """Position of a field of ``table``, or 0 when absent."""
+        pos, vt, size = table
+        at = 4 + 2 * slot
+        if at + 2 > size:
+            return 0
+        off = self.uint(vt + at, 2)
+        return pos + off if off else 0
+
+    def ref(self, pos: int) -> int:
+        return pos + self.uint(pos, 4)
+
+    def scalar(self, table: tuple[int, int, int], slot: int, size: int, default: int = 0) -> int:
+        at = self.field(table, slot)
+        return self.uint(at, size) if at else default
+
+    def string(self, pos: int) -> str:
+        at = self.ref(pos)
+        length = self.uint(at, 4)
+        if at + 4 + length > self.n:
+            raise self.fail(f"a string at byte {at} runs past the end.")
+        try:
+            return self.data[at + 4 : at + 4 + length].decode("utf-8")
+        except UnicodeDecodeError:
+            raise self.fail(f"a string at byte {at} is not UTF-8.") from None
+
+    def vector(self, table: tuple[int, int, int], slot: int, item: int) -> list[int]:
+        """Positions of the items of a vector field (empty when absent)."""
+        at = self.field(table, slot)
+        if not at:
+            return []
+        start = self.ref(at)
+        length = self.uint(start, 4)
+        if start + 4 + length * item > self.n:
+            raise self.fail(f"a vector at byte {start} runs past the end.")
+        return [start + 4 + i * item for i in range(length)]
+
+
+def _jax_avals(fb: _Flat, root: tuple[int, int, int], slot: int, idx_slot: int) -> list[str]:
+    def aval(pos: int) -> str:
+        t = fb.table(fb.ref(pos))
+        if fb.scalar(t, 0, 1):
+            return "token"
+        dims = [fb.string(p) for p in fb.vector(t, 1, 4)]
+        dtype = fb.scalar(t, 2, 1)
+        name = _JAX_DTYPES[dtype] if dtype < len(_JAX_DTYPES) else f"dtype {dtype}"
+        return f"{name}[{', '.join(dims)}]"
+
+    direct = fb.vector(root, slot, 4)
+    if direct:
+        return [aval(p) for p in direct]
+    uniques = fb.vector(root, 19, 4)
+    out: list[str] = []
+    for p in fb.vector(root, idx_slot, 4):
+        i = fb.uint(p, 4)
+        if i >= len(uniques):
+            raise fb.fail(f"an aval index {i} is out of range.")
+        out.append(aval(uniques[i]))
+    return out
+
+
+def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) -> Tree:
+    out: list[Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[int, int, str]] = [(pos, 0, "")]
+    leaf = 0
+    while stack:
+        at, depth, key = stack.pop()
+        if at in seen:
+            raise fb.fail(f"the table at byte {at} is reached twice (a cycle or a shared child).")
+        seen.add(at)
+        t = fb.table(at)
+        kind = fb.scalar(t, 0, 1)
+        if kind >= len(_JAX_KINDS):
+            raise fb.fail(f"a PyTreeDef has the unknown kind {kind}.")
+        children = [fb.ref(p) for p in fb.vector(t, 1, 4)]
+        if _JAX_KINDS[kind] == "leaf":
+            out.append(
+                Node(depth, key, True, "leaf", None, avals[leaf] if leaf < len(avals) else "")
+            )
+            leaf += 1
+            continue
+        keys = [f"[{j}]" for j in range(len(children))]
+        shown = _JAX_KINDS[kind]
+        needed: str | None = None
+        detail = ""
+        if shown == "none":
+            shown = "None"
+        elif shown == "dict":
+            names = [fb.string(p) for p in fb.vector(t, 2, 4)]
+            if len(names) == len(children):
+                keys = [f"[{n!r}]" for n in names]
+        elif shown == "custom":
+            name_at = fb.field(t, 3)
+            needed = fb.string(name_at) if name_at else "?"
+            shown = needed
+            aux_items = fb.vector(t, 4, 1)
+            if aux_items:
+                aux = fb.data[aux_items[0] : aux_items[-1] + 1]
+                state: Any = None
+                with contextlib.suppress(ValueError, RecursionError):
+                    state = json.loads(aux.decode("utf-8"))
+                if state.__class__ is dict:
+                    _registered_statics(state, art.static_names)
+                    data = state.get("data", state.get("fields"))
+                    if data.__class__ is list and len(data) == len(children):
+                        keys = [f".{d}" for d in data]
+                    detail = _state_summary(state)
+            art.names.add(needed)
+        out.append(Node(depth, key, False, shown, needed, detail))
+        for k, child in reversed(list(zip(keys, children))):
+            stack.append((child, depth + 1, k))
+    return Tree(label, out)
+
+
+def _jax_blob(data: bytes, source: str) -> Artifact:
+    fb = _Flat(data, source)
+    root = fb.table(fb.uint(0, 4))
+    in_at, out_at = fb.field(root, 2), fb.field(root, 4)
+    if not in_at or not out_at:
+        raise fb.fail("it has no in_tree / out_tree.")
+    art = Artifact("jax.export blob")
+    name_at = fb.field(root, 1)
+    if name_at:
+        art.notes.append(f"function {_short(fb.string(name_at), 80)}")
+    in_avals = _jax_avals(fb, root, 3, 22)
+    out_avals = _jax_avals(fb, root, 5, 23)
+    art.trees.append(_jax_tree(fb, fb.ref(in_at), "inputs", art, in_avals))
+    art.trees.append(_jax_tree(fb, fb.ref(out_at), "outputs", art, out_avals))
+    return art
+
+
+# --- detection --------------------------------------------------------------------------------
+
+
+def _looks_like_safetensors(head: bytes, size: int) -> bool:
+    if len(head) < 9:
+        return False
+    n = int.from_bytes(head[:8], "little")
+    return 0 < n <= size - 8 and head[8:9] == b"{"
+
+
+def read_artifact(path: str) -> Artifact:
+    """Recognise and read the artifact at ``path``.
+
+    Raises:
+        FileLoadError: it is none of the known kinds, or it is malformed.
+        OSError: it cannot be opened.
+    """
+    import os
+
+    source = repr(path)
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(16)
+    if head.startswith(b"PK\x03\x04"):
+        return _pt2(path, source)
+    if _looks_like_safetensors(head, size):
+        return _safetensors(path, source)
+    if size > MAX_READ_BYTES:
+        raise FileLoadError(f"{source} is larger than any treespec document or jax.export blob.")
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.lstrip()[:1] == b"{":
+        art = Artifact("treespec document")
+        try:
+            art.trees.append(_document_tree(data, "structure", art, None))
+        except TreespecLoadError as e:
+            raise FileLoadError(f"{source} is not a readable treespec document: {e}") from None
+        return art
+    try:
+        return _jax_blob(data, source)
+    except FileLoadError as e:
+        raise FileLoadError(
+            f"{source} is not a treeclass file, a safetensors file, a torch.export archive, a "
+            f"treespec document or a jax.export blob ({e})."
+        ) from None
+
+
+def needed_names(art: Artifact) -> Iterator[tuple[str, str]]:
+    """``(kind, name)`` of everything the artifact needs registered, sorted."""
+    for name in sorted(art.names):
+        yield "class", name
+    for name in sorted(art.static_names):
+        yield "static", name

@@ -1,0 +1,154 @@
+"""The flax adapter: treeclass classes in ``flax.serialization``'s state-dict registry.
+
+Activated by :mod:`treeclass._hooks` once ``flax.serialization`` is imported. flax keeps its
+own registry of how an object becomes a *state dict* and back; ``to_state_dict`` /
+``from_state_dict`` / ``to_bytes`` / ``from_bytes`` (flax's msgpack checkpoints) only know the
+classes in it. Each dataclass / attrs class gets the registration ``flax.struct.dataclass``
+gives its classes, so a flax checkpoint keeps loading after a class moves from
+``flax.struct.dataclass`` to ``@tc.pytree_dataclass``: the state dict is ``{data field:
+to_state_dict(value)}`` in field order (a ``None`` field's state is ``None``); static fields
+are not state and come from the target; the restored object is rebuilt by treeclass's
+unflatten, never ``__init__``. A state that does not fit is a treeclass error naming the
+class, the field and flax's path. Namedtuples are flax's own. See ``docs/jax-ecosystem.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import flax.serialization as fs
+
+from .._errors import RegistrationError, StructureMismatchError
+from .._nodes import NodeType
+
+__all__ = ["BACKEND", "CHECKED_FLAX_VERSION", "FlaxBackend"]
+
+#: The flax version the private access in :func:`_state_dict_registry` was checked against.
+CHECKED_FLAX_VERSION: Final = "0.12.8"
+
+_ALREADY: Final = (
+    "{cls} already has a flax.serialization state-dict registration made outside treeclass "
+    "(flax.struct, register_serialization_state), so treeclass cannot register it for flax "
+    "serialization; register it with override=True to replace that registration, or remove it."
+)
+_NOT_A_DICT: Final = (
+    "the flax state for {cls} at path {path!r} is a {type}, not a dict of its data fields "
+    "({fields}); the checkpoint does not hold a {cls} there."
+)
+_MISSING: Final = (
+    "the flax state for {cls} at path {path!r} has no entry for the data field {field!r} "
+    "(it has {got}); the checkpoint was written by a class without that field. Restore into "
+    "a target of the class that wrote it, or add the field to the state dict before "
+    "from_state_dict."
+)
+_UNKNOWN: Final = (
+    "the flax state for {cls} at path {path!r} has entries for {fields}, which are not data "
+    "fields of {cls}{hint}; the checkpoint was written by another version of the class."
+)
+_STATIC_HINT: Final = " ({static} {verb} static in treeclass, so not part of the state)"
+
+
+def _state_dict_registry() -> dict[Any, Any]:
+    """Flax's state-dict registry (private ``_STATE_DICT_REGISTRY``; checked with flax 0.12.8).
+
+    flax has no public way to look a registration up or remove one.
+    """
+    return fs._STATE_DICT_REGISTRY
+
+
+def _functions(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any, Any], Any]]:
+    """``(to_state_dict, from_state_dict)`` for ``node``'s class."""
+    fields = node.data_fields  # a tuple: the closures below must not see later changes
+    field_set = frozenset(fields)
+    statics = frozenset(node.static_fields)
+    label = node.name or node.qualname
+    flatten, unflatten = node.flatten, node.unflatten
+
+    def to_state_dict(obj: Any) -> dict[str, Any]:
+        return {name: fs.to_state_dict(getattr(obj, name)) for name in fields}
+
+    def from_state_dict(target: Any, state: Any) -> Any:
+        path = fs.current_path()
+        if not isinstance(state, Mapping):
+            raise StructureMismatchError(
+                _NOT_A_DICT.format(
+                    cls=label, path=path, type=type(state).__name__, fields=", ".join(fields)
+                )
+            )
+        entries: Mapping[Any, Any] = state  # pyright: ignore[reportUnknownVariableType]
+        extra = [str(k) for k in entries if k not in field_set]
+        if extra:
+            static = sorted(statics.intersection(extra))
+            hint = ""
+            if static:
+                verb = "is" if len(static) == 1 else "are"
+                hint = _STATIC_HINT.format(static=", ".join(map(repr, static)), verb=verb)
+            raise StructureMismatchError(
+                _UNKNOWN.format(cls=label, path=path, fields=sorted(extra), hint=hint)
+            )
+        children, aux = flatten(target)
+        restored: list[Any] = []
+        for name, child in zip(fields, children):
+            if name not in entries:
+                got = sorted(map(str, entries))
+                raise StructureMismatchError(
+                    _MISSING.format(cls=label, path=path, field=name, got=got)
+                )
+            restored.append(fs.from_state_dict(child, entries[name], name=name))
+        return unflatten(aux, restored)  # statics from the target; no __init__
+
+    return to_state_dict, from_state_dict
+
+
+class FlaxBackend:
+    """Mirrors the treeclass registry into ``flax.serialization``."""
+
+    name: str = "flax"
+    can_unregister: bool = True
+
+    def __init__(self) -> None:
+        #: class -> (our functions, the foreign registration replaced with override=True).
+        self._ours: dict[type, tuple[tuple[Any, Any], Any]] = {}
+
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
+        """Refuse a class flax already serializes some other way (unless ``override``).
+
+        Raises:
+            RegistrationError: flax has a registration for the class made elsewhere.
+        """
+        del previous
+        if node.kind == "namedtuple" or override or node.type in self._ours:
+            return
+        if node.type in _state_dict_registry():
+            raise RegistrationError(_ALREADY.format(cls=node.qualname))
+
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
+        """Register ``node``'s class with ``flax.serialization``."""
+        del previous
+        cls = node.type
+        if node.kind == "namedtuple" or cls in self._ours:
+            return
+        foreign = _state_dict_registry().get(cls) if override else None
+        functions = _functions(node)
+        fs.register_serialization_state(cls, *functions, override=override)
+        self._ours[cls] = (functions, foreign)
+
+    def unregister(self, node: NodeType) -> None:
+        """Remove the registration :meth:`register` made, putting back one it replaced."""
+        entry = self._ours.pop(node.type, None)
+        if entry is None:
+            return
+        functions, foreign = entry
+        registry = _state_dict_registry()
+        if registry.get(node.type) == functions:
+            del registry[node.type]
+            if foreign is not None:
+                registry[node.type] = foreign
+
+    def __repr__(self) -> str:
+        return "<treeclass flax backend>"
+
+
+#: The adapter object the registry holds.
+BACKEND: Final = FlaxBackend()

@@ -1,0 +1,413 @@
+"""The ``treeclass`` command line: ``inspect``, ``check``, ``demo`` and ``version``.
+
+``treeclass inspect PATH [--import MODULE ...] [--json]`` shows the structure of a file from
+:func:`treeclass.save`, a safetensors file, a ``torch.export`` archive (``.pt2``), a
+``jax.export`` blob or a treespec document -- key paths, shapes, dtypes -- and every class
+name it needs, registered or not after importing the given modules; it exits with status 1
+naming any that is missing. It never executes anything from the artifact
+(:mod:`treeclass._artifacts`).
+
+``treeclass check MODULE ...`` imports the modules and lists every registered class: its
+name, data and static fields, aliases; it flags classes without a name and static defaults
+that cannot be serialized (status 1).
+
+Colour and the progress line appear only on a terminal (and never with ``NO_COLOR`` set).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Sequence
+    from typing import IO, Any, Final
+
+    from ._artifacts import Artifact
+
+__all__ = ["main"]
+
+#: Exit statuses.
+OK: Final = 0
+MISSING: Final = 1
+ERROR: Final = 2
+
+_DEPTH_SHOWN: Final = 32  # deeper nodes are indented no further
+_PATH_LIMIT: Final = 1000  # longest key path written in --json output
+
+
+class _Style:
+    """ANSI colours, or nothing when the stream is not a terminal."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        import os
+
+        isatty = getattr(stream, "isatty", None)
+        self.on = bool(
+            isatty is not None
+            and isatty()
+            and not os.environ.get("NO_COLOR")
+            and os.environ.get("TERM") != "dumb"
+        )
+
+    def _wrap(self, code: str, text: str) -> str:
+        return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
+
+    def bold(self, text: str) -> str:
+        return self._wrap("1", text)
+
+    def dim(self, text: str) -> str:
+        return self._wrap("2", text)
+
+    def red(self, text: str) -> str:
+        return self._wrap("31;1", text)
+
+    def green(self, text: str) -> str:
+        return self._wrap("32", text)
+
+    def cyan(self, text: str) -> str:
+        return self._wrap("36", text)
+
+
+class _Progress:
+    """A transient status line on stderr, only when stderr is a terminal."""
+
+    def __init__(self, message: str) -> None:
+        isatty = getattr(sys.stderr, "isatty", None)
+        self.on = isatty is not None and isatty()
+        self.message = message
+
+    def __enter__(self) -> _Progress:
+        if self.on:
+            sys.stderr.write(f"{self.message}...")
+            sys.stderr.flush()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.on:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _import_modules(modules: Sequence[str], err: IO[str]) -> bool:
+    """Import the user's modules (found from the current directory too, as ``python -m``)."""
+    import importlib
+    import os
+
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    ok = True
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as e:  # the user's module: report whatever it raised
+            err.write(f"treeclass: cannot import {name!r}: {type(e).__name__}: {e}\n")
+            ok = False
+    return ok
+
+
+# --- inspect ----------------------------------------------------------------------------------
+
+
+def _resolve(kind: str, name: str) -> tuple[bool, str]:
+    """Whether ``name`` is registered here, and where (for messages)."""
+    from . import class_for_name
+
+    if kind == "static":
+        from ._introspect import static_name_registered
+
+        return static_name_registered(name), "static type"
+    cls = class_for_name(name)
+    if cls is not None:
+        return True, f"{cls.__module__}.{cls.__qualname__}"
+    torch_pytree = sys.modules.get("torch.utils._pytree")
+    if torch_pytree is not None:
+        by_name: Any = getattr(torch_pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
+        found = by_name.get(name)
+        if found is not None:
+            return True, f"{getattr(found, '__qualname__', found)} (registered with torch only)"
+    jax_registry = _jax_export_names()
+    if name in jax_registry:
+        return True, "registered with jax.export only"
+    return False, ""
+
+
+def _jax_export_names() -> Any:
+    """jax.export's serialized names, when jax is imported already (never imports jax).
+
+    Private: ``jax._src.export._export.deserialization_registry`` (checked with jax 0.10.2).
+    """
+    module = sys.modules.get("jax._src.export._export")
+    return getattr(module, "deserialization_registry", {}) if module is not None else {}
+
+
+def _elide(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    half = (limit - 3) // 2
+    return f"{text[:half]}...{text[-half:]}"
+
+
+def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
+    from ._artifacts import needed_names
+
+    s = _Style(out)
+    out.write(f"{s.bold(path)}: {art.kind}")
+    if art.notes:
+        out.write(f" ({'; '.join(art.notes)})")
+    out.write("\n")
+    for tree in art.trees:
+        out.write(f"\n{s.bold(tree.label)}:\n")
+        for shown, node in enumerate(tree.nodes):
+            if limit and shown >= limit:
+                out.write(f"  ... {len(tree.nodes) - shown} more nodes (--limit 0 shows all)\n")
+                break
+            indent = "  " * min(node.depth, _DEPTH_SHOWN) + "  "
+            key = s.cyan(_elide(node.key, 120)) if node.key else s.dim("(root)")
+            if node.leaf:
+                out.write(f"{indent}{key}  {node.detail}\n")
+            else:
+                label = s.bold(node.type) if node.name else node.type
+                detail = f"  {s.dim(node.detail)}" if node.detail else ""
+                out.write(f"{indent}{key}  {label}{detail}\n")
+    missing: list[str] = []
+    needed = list(needed_names(art))
+    if needed:
+        out.write(f"\n{s.bold('names needed')}:\n")
+    for kind, name in needed:
+        ok, where = _resolve(kind, name)
+        if ok:
+            out.write(f"  {name}  {s.green('registered')} ({where})\n")
+        else:
+            missing.append(name)
+            what = "class" if kind == "class" else "static type"
+            out.write(f"  {name}  {s.red('MISSING')} ({what}: no registration in this process)\n")
+    if art.metadata:
+        out.write(f"\n{s.bold('metadata')}:\n")
+        for k, v in art.metadata.items():
+            out.write(f"  {k} = {_elide(v, 200)}\n")
+    return missing
+
+
+def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
+    import json
+
+    from ._artifacts import needed_names
+
+    names: list[dict[str, Any]] = []
+    missing: list[str] = []
+    for kind, name in needed_names(art):
+        ok, where = _resolve(kind, name)
+        names.append({"name": name, "kind": kind, "registered": ok, "where": where or None})
+        if not ok:
+            missing.append(name)
+    trees: list[dict[str, Any]] = []
+    for tree in art.trees:
+        nodes: list[dict[str, Any]] = []
+        parts: list[str] = []
+        for node in tree.nodes:
+            del parts[node.depth :]
+            if node.depth:
+                parts.append(node.key)
+            entry: dict[str, Any] = {"depth": node.depth, "key": node.key, "leaf": node.leaf}
+            if node.leaf:
+                entry["path"] = _elide("".join(parts[-200:]), _PATH_LIMIT)
+                entry["detail"] = node.detail
+            else:
+                entry["type"] = node.type
+                entry["name"] = node.name
+                entry["detail"] = node.detail
+            nodes.append(entry)
+        trees.append({"label": tree.label, "nodes": nodes})
+    doc = {
+        "path": path,
+        "kind": art.kind,
+        "notes": art.notes,
+        "trees": trees,
+        "names": names,
+        "missing": missing,
+        "metadata": art.metadata,
+    }
+    out.write(json.dumps(doc, indent=1) + "\n")
+    return missing
+
+
+def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    from ._artifacts import read_artifact
+    from ._errors import TreeclassError
+
+    if not _import_modules(args.modules, err):
+        return ERROR
+    try:
+        with _Progress(f"reading {args.path}"):
+            art = read_artifact(args.path)
+    except (TreeclassError, OSError) as e:
+        err.write(f"treeclass: {e}\n")
+        return ERROR
+    if args.json:
+        missing = _render_json(art, args.path, out)
+    else:
+        missing = _render_text(art, args.path, args.limit, out)
+    if missing:
+        err.write(
+            f"treeclass: {len(missing)} name(s) not registered: {', '.join(missing)}; import the "
+            "module(s) that register them (--import MODULE).\n"
+        )
+        return MISSING
+    return OK
+
+
+# --- check ------------------------------------------------------------------------------------
+
+
+def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    import json
+
+    from ._introspect import registered_classes, static_problem
+
+    if not _import_modules(args.modules, err):
+        return ERROR
+    s = _Style(out)
+    records = registered_classes()
+    problems = 0
+    rows: list[dict[str, Any]] = []
+    for r in records:
+        where = f"{r.cls.__module__}.{r.cls.__qualname__}"
+        flags: list[str] = []
+        if r.name is None:
+            flags.append(
+                "has no name=, so it cannot be serialized (treespec_dumps, tc.save, jax.export, "
+                "torch.export); give it a stable name"
+            )
+        statics: list[dict[str, Any]] = []
+        for field, has_default, value in r.static_defaults:
+            problem = None
+            if has_default:
+                if isinstance(value, Exception):
+                    problem = f"its default factory raised {type(value).__name__}: {value}"
+                else:
+                    problem = static_problem(value)
+                    if problem is None:
+                        try:
+                            hash(value)
+                        except TypeError:
+                            problem = "it is unhashable (JAX caches compiled code by statics)"
+            if problem is not None:
+                flags.append(f"the default of static field {field!r} cannot be used: {problem}")
+            statics.append(
+                {
+                    "field": field,
+                    "default": repr(value) if has_default else None,
+                    "problem": problem,
+                }
+            )
+        problems += len(flags)
+        rows.append(
+            {
+                "name": r.name,
+                "class": where,
+                "kind": r.kind,
+                "data": list(r.data),
+                "static": statics,
+                "aliases": list(r.aliases),
+                "problems": flags,
+            }
+        )
+    if args.json:
+        out.write(json.dumps({"classes": rows, "problems": problems}, indent=1) + "\n")
+    else:
+        out.write(f"{len(rows)} registered class(es)\n")
+        for row in rows:
+            name = s.bold(row["name"]) if row["name"] else s.red("(no name)")
+            out.write(f"\n{name}  {row['class']} ({row['kind']})\n")
+            out.write(f"  data:    {', '.join(row['data']) or '-'}\n")
+            shown = [
+                f"{st['field']}={st['default']}" if st["default"] is not None else st["field"]
+                for st in row["static"]
+            ]
+            out.write(f"  static:  {', '.join(shown) or '-'}\n")
+            out.write(f"  aliases: {', '.join(row['aliases']) or '-'}\n")
+            for flag in row["problems"]:
+                out.write(f"  {s.red('!')} {flag}\n")
+    if problems:
+        err.write(f"treeclass: {problems} problem(s) found.\n")
+        return MISSING
+    return OK
+
+
+# --- entry point ------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    import argparse
+
+    p = argparse.ArgumentParser(
+        prog="python -m treeclass" if sys.argv[0].endswith("__main__.py") else "treeclass",
+        description="Inspect saved pytree artifacts and check treeclass registrations.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    ins = sub.add_parser(
+        "inspect",
+        help="show the structure of a saved file and the class names it needs",
+        description=(
+            "Show the structure of a file from treeclass.save, a safetensors file, a "
+            "torch.export .pt2 archive, a jax.export blob or a treespec JSON document, and "
+            "check that every class name it needs is registered. Nothing in the file is "
+            "executed. Exit status: 0 all registered, 1 a name is missing, 2 unreadable."
+        ),
+    )
+    ins.add_argument("path")
+    ins.add_argument(
+        "--import",
+        dest="modules",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (it registers classes); may be repeated",
+    )
+    ins.add_argument("--json", action="store_true", help="write JSON instead of text")
+    ins.add_argument(
+        "--limit", type=int, default=2000, help="nodes shown per structure (0: all; text only)"
+    )
+    chk = sub.add_parser(
+        "check",
+        help="import modules and list every registered class",
+        description=(
+            "Import the modules and list every class registered with treeclass: name, data "
+            "and static fields, aliases. Flags classes without a name and static defaults that "
+            "cannot be serialized (exit status 1)."
+        ),
+    )
+    chk.add_argument("modules", nargs="+", metavar="MODULE")
+    chk.add_argument("--json", action="store_true", help="write JSON instead of text")
+    sub.add_parser("demo", help="a short demonstration in a fresh interpreter")
+    sub.add_parser("version", help="treeclass's version and the frameworks installed")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m treeclass`` and the ``treeclass`` script."""
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    out, err = sys.stdout, sys.stderr
+    if args.command == "inspect":
+        return _inspect(args, out, err)
+    if args.command == "check":
+        return _check(args, out, err)
+    if args.command == "demo":
+        from ._demo import run
+
+        return run()
+    if args.command == "version":
+        import importlib.util
+
+        import treeclass
+
+        from ._hooks import FRAMEWORKS
+
+        found = [f.name for f in FRAMEWORKS if importlib.util.find_spec(f.module) is not None]
+        names = ", ".join(found) or "none"
+        out.write(f"treeclass {treeclass.__version__}; frameworks installed: {names}\n")
+        return OK
+    _parser().print_usage(err)
+    return ERROR

@@ -1,0 +1,894 @@
+"""Portable pytree files: :func:`save` and :func:`load` (one safetensors file per tree).
+
+A file is an ordinary safetensors file (``docs/files.md``): one tensor per array leaf, named
+by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metadata__``:
+
+- ``"treeclass.treespec"``: the tree's structure, the document of
+  :func:`treeclass.treespec_dumps` (classes by registered name, statics, ``None`` fields);
+- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 1, "leaves": [...]}``, one
+  entry per leaf in leaf order -- ``{"path", "type", "tensor"}`` for an array (``type`` is
+  ``"numpy"``, ``"numpy-scalar"``, ``"jax"`` or ``"torch"``, what it was saved from) or
+  ``{"path", "type", "value"}`` for a Python ``int``, ``float``, ``bool`` or ``str``;
+- the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
+
+Loading never unpickles and never imports: classes are looked up by registered name through
+:func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
+any tensor is read, then the structure, the leaf list and the tensors are checked against each
+other; only the bytes of the selected leaves are read, each straight into a new array of the
+target framework (no memory map, no intermediate copy). Every problem is a
+:class:`~treeclass.FileLoadError` (or, for a name that is not registered,
+:class:`~treeclass.UnregisteredNameError`).
+
+numpy (and ml_dtypes, for bfloat16 and the float8 / float4 types) are needed only for array
+leaves, and imported only then. jax and torch are imported only to make their arrays.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+from ._errors import (
+    FileLoadError,
+    FileSaveError,
+    MissingDependencyError,
+    TreeclassError,
+    TreeclassTypeError,
+    TreespecLoadError,
+    UnregisteredNameError,
+)
+
+if TYPE_CHECKING:
+    import os
+    from collections.abc import Callable, Collection, Mapping, Sequence
+    from io import BufferedReader
+    from typing import Any, Final, Literal, TypeAlias
+
+    from ._safetensors import Header, TensorInfo
+
+    Target: TypeAlias = Literal["numpy", "jax", "torch"]
+    PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
+
+__all__ = ["FILE_FORMAT", "FILE_VERSION", "load", "load_metadata", "save"]
+
+#: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
+FILE_FORMAT: Final = "treeclass.file"
+#: The version of that entry this release writes (and the versions it reads).
+FILE_VERSION: Final = 1
+_READABLE: Final = (1,)
+_FILE_KEY: Final = "treeclass.file"
+_SPEC_KEY: Final = "treeclass.treespec"
+_RESERVED: Final = "treeclass."
+_TARGETS: Final = ("numpy", "jax", "torch")
+_ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
+_VALUE_TYPES: Final = frozenset(("int", "float", "bool", "str"))
+_ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
+_NO_KEYS: Final[frozenset[str]] = frozenset()
+_VALUE_KEYS: Final = frozenset(("path", "type", "value"))
+_FILE_KEYS: Final = frozenset(("format", "version", "leaves"))
+_SAFE_INT: Final = 1 << 53
+_FLOAT_WORDS: Final = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+# A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
+_PLAIN_FORMATS: Final = {
+    "pt": "torch",
+    "torch": "torch",
+    "np": "numpy",
+    "numpy": "numpy",
+    "flax": "jax",
+    "jax": "jax",
+}
+
+# safetensors dtype code -> (numpy / ml_dtypes dtype name, torch dtype name). F4 is packed two
+# values a byte in the file and in torch (float4_e2m1fn_x2), one a byte in ml_dtypes.
+_DTYPES: Final[dict[str, tuple[str, str]]] = {
+    "BOOL": ("bool", "bool"),
+    "U8": ("uint8", "uint8"),
+    "I8": ("int8", "int8"),
+    "U16": ("uint16", "uint16"),
+    "I16": ("int16", "int16"),
+    "U32": ("uint32", "uint32"),
+    "I32": ("int32", "int32"),
+    "U64": ("uint64", "uint64"),
+    "I64": ("int64", "int64"),
+    "F16": ("float16", "float16"),
+    "BF16": ("bfloat16", "bfloat16"),
+    "F32": ("float32", "float32"),
+    "F64": ("float64", "float64"),
+    "C64": ("complex64", "complex64"),
+    "F8_E5M2": ("float8_e5m2", "float8_e5m2"),
+    "F8_E4M3": ("float8_e4m3fn", "float8_e4m3fn"),
+    "F8_E8M0": ("float8_e8m0fnu", "float8_e8m0fnu"),
+    "F8_E4M3FNUZ": ("float8_e4m3fnuz", "float8_e4m3fnuz"),
+    "F8_E5M2FNUZ": ("float8_e5m2fnuz", "float8_e5m2fnuz"),
+    "F4": ("float4_e2m1fn", "float4_e2m1fn_x2"),
+}
+_NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in _DTYPES.items()}
+_TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in _DTYPES.items()}
+_ML_DTYPES: Final = frozenset(
+    name for name, _ in _DTYPES.values() if name.startswith(("bfloat", "float8", "float4"))
+)
+_MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
+
+_EXTRA_HINT: Final = "install it with pip install 'treeclass[files]'"
+
+
+# --- optional dependencies --------------------------------------------------------------------
+
+
+def _module(name: str) -> Any:
+    """Import an optional dependency (typed ``Any``: none of them is needed to type-check)."""
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def _numpy() -> Any:
+    try:
+        return _module("numpy")
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"treeclass.save / treeclass.load need numpy for array leaves; {_EXTRA_HINT}."
+        ) from e
+
+
+_NP_DTYPES: dict[str, Any] = {}  # numpy / ml_dtypes dtype name -> dtype, made on first use
+_CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: none), likewise
+
+
+def _np_dtype(np: Any, name: str) -> Any:
+    dtype = _NP_DTYPES.get(name)
+    if dtype is not None:
+        return dtype
+    if name not in _ML_DTYPES:
+        dtype = np.dtype(name)
+    else:
+        try:
+            ml_dtypes = _module("ml_dtypes")
+        except ImportError as e:
+            raise MissingDependencyError(
+                f"numpy arrays of dtype {name} need the ml_dtypes package; {_EXTRA_HINT}."
+            ) from e
+        dtype = np.dtype(getattr(ml_dtypes, name))
+    _NP_DTYPES[name] = dtype
+    return dtype
+
+
+def _code_of(dtype: Any) -> str | None:
+    try:
+        return _CODES[dtype]
+    except KeyError:
+        code = None if dtype.fields is not None else _NUMPY_CODES.get(dtype.name)
+        _CODES[dtype] = code
+        return code
+
+
+def _framework(name: str) -> Any:
+    try:
+        return _module("torch" if name == "torch" else "jax.numpy")
+    except ImportError as e:
+        raise MissingDependencyError(
+            f'treeclass.load(..., to="{name}") needs {name}, which is not installed.'
+        ) from e
+
+
+def _installed(name: str) -> bool:
+    if name in sys.modules:
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None
+
+
+# --- saving -----------------------------------------------------------------------------------
+
+
+def _leaf_kind(leaf: Any) -> str | None:
+    """``"numpy"``, ``"numpy-scalar"``, ``"jax"``, ``"torch"`` or ``None`` (not an array)."""
+    np = sys.modules.get("numpy")
+    if np is not None:
+        if isinstance(leaf, np.ndarray):
+            return "numpy"
+        if isinstance(leaf, np.generic):
+            return "numpy-scalar"
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(leaf, torch.Tensor):
+        return "torch"
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(leaf, jax.Array):
+        return "jax"
+    return None
+
+
+def _numpy_payload(np: Any, arr: Any, where: str) -> tuple[str, list[int], Any]:
+    """``(dtype code, header shape, bytes as a uint8 array)`` of a numpy array."""
+    if isinstance(arr, np.ma.MaskedArray):
+        raise TreeclassTypeError(
+            f"the leaf at {where} is a numpy masked array, whose mask a safetensors file cannot "
+            "hold; save its .data and .mask as two leaves."
+        )
+    arr = np.asarray(arr)
+    code = _code_of(arr.dtype)
+    if code is None:
+        raise TreeclassTypeError(
+            f"the leaf at {where} is an array of dtype {arr.dtype}, which safetensors cannot "
+            f"hold; it holds {', '.join(sorted(_NUMPY_CODES))}. Convert it first."
+        )
+    shape = list(arr.shape)
+    order = arr.dtype.byteorder
+    if order == ">" or (order == "=" and sys.byteorder == "big"):
+        arr = arr.byteswap()  # safetensors is little-endian; only the bytes are used below
+    flat = np.ascontiguousarray(arr).reshape(-1).view(np.uint8)
+    if code == "F4":
+        if not shape or shape[-1] % 2:
+            raise FileSaveError(
+                f"the leaf at {where} is a float4_e2m1fn array of shape {tuple(shape)}; "
+                "safetensors packs two float4 values a byte along the last axis, so the last "
+                "dimension must be even."
+            )
+        flat = flat[0::2] | (flat[1::2] << 4)  # element 2i in the low nibble (as torch packs)
+    return code, shape, flat
+
+
+def _torch_payload(leaf: Any, where: str) -> tuple[str, list[int], Any]:
+    torch = _module("torch")
+    t = leaf.detach()
+    if t.layout is not torch.strided:
+        raise TreeclassTypeError(
+            f"the leaf at {where} is a {t.layout} tensor; safetensors holds dense tensors only. "
+            "Save t.to_dense() instead."
+        )
+    if t.device.type == "meta":
+        raise TreeclassTypeError(
+            f"the leaf at {where} is a tensor on the meta device, which has no data to save."
+        )
+    code = _TORCH_CODES.get(str(t.dtype))
+    if code is None:
+        raise TreeclassTypeError(
+            f"the leaf at {where} is a tensor of dtype {t.dtype}, which safetensors cannot hold; "
+            "convert it first."
+        )
+    if t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    t = t.cpu().contiguous()
+    shape = list(t.shape)
+    if code == "F4":
+        if not shape:
+            raise FileSaveError(
+                f"the leaf at {where} is a 0-d float4_e2m1fn_x2 tensor, which has no shape in "
+                "safetensors (two values a byte along the last axis); give it one axis."
+            )
+        shape[-1] *= 2  # safetensors records the logical (unpacked) shape
+    return code, shape, t.reshape(-1).view(torch.uint8).numpy()
+
+
+def _encode_value(leaf: Any) -> tuple[str, Any]:
+    cls = leaf.__class__
+    if cls is bool:
+        return "bool", leaf
+    if cls is int:
+        return "int", leaf if -_SAFE_INT < leaf < _SAFE_INT else hex(leaf)
+    if cls is float:
+        import math
+
+        if math.isnan(leaf):
+            return "float", "nan"
+        if math.isinf(leaf):
+            return "float", "inf" if leaf > 0 else "-inf"
+        return "float", leaf
+    return "str", leaf
+
+
+def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, dict) and not hasattr(metadata, "items"):
+        raise TreeclassTypeError(
+            f"metadata= must be a dict of str to str, got {type(metadata).__name__}."
+        )
+    out: dict[str, str] = {}
+    for k, v in metadata.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TreeclassTypeError(
+                f"metadata= must map str to str (as safetensors requires), got the item "
+                f"{k!r:.60}: {v!r:.60}; convert values with str() or json.dumps()."
+            )
+        if k.startswith(_RESERVED):
+            raise FileSaveError(
+                f"the metadata key {k!r:.80} starts with {_RESERVED!r}, which treeclass "
+                "reserves for its own entries; use another key."
+            )
+        out[k] = v
+    return out
+
+
+def _unique_names(paths: Sequence[str]) -> list[str]:
+    """Tensor names: the key path, or ``path#2``, ``path#3``... when it is taken already."""
+    used: set[str] = set()
+    following: dict[str, int] = {}
+    out: list[str] = []
+    for p in paths:
+        name = p
+        if name in used:
+            n = following.get(p, 2)
+            while f"{p}#{n}" in used:
+                n += 1
+            following[p] = n + 1
+            name = f"{p}#{n}"
+        used.add(name)
+        out.append(name)
+    return out
+
+
+def save(
+    path: str | os.PathLike[str], tree: Any, *, metadata: Mapping[str, str] | None = None
+) -> None:
+    """Save ``tree`` -- its arrays, Python scalars and structure -- to one safetensors file.
+
+    Each array leaf (numpy, JAX or torch; any dtype safetensors holds, bfloat16 and the
+    float8 / float4 types included) becomes one tensor named by the leaf's key path
+    (``.encoder.weight``, ``['step']``); the structure (as :func:`treespec_dumps` writes it)
+    and the ``int`` / ``float`` / ``bool`` / ``str`` leaves go into the header's metadata.
+    The file loads with :func:`load` in any process where the classes' names are registered,
+    and with any safetensors reader as a flat dict of tensors. It is written to a temporary
+    file first and renamed over ``path`` once complete.
+
+    Args:
+        path: the file to write (conventionally ``*.safetensors``).
+        tree: the tree; every class in it needs a registered ``name=``.
+        metadata: your own ``str -> str`` entries for the header (keys starting with
+            ``"treeclass."`` are reserved); read them back with :func:`load_metadata`.
+
+    Raises:
+        UnnamedClassError: a class in the tree has no registered name.
+        UnserializableStaticError: a static value has no JSON form.
+        TreeclassTypeError: a leaf is neither an array nor an ``int`` / ``float`` / ``bool`` /
+            ``str`` (``None`` is never a leaf: it is kept in the structure), or an array of a
+            dtype safetensors cannot hold; ``metadata`` is not ``str -> str``.
+        FileSaveError: a reserved metadata key, a key path that is not valid Unicode, a
+            float4 array with an odd last axis, or a header larger than safetensors reads.
+        MissingDependencyError: numpy is not installed and the tree has array leaves.
+
+    Example:
+        >>> import numpy as np, treeclass as tc
+        >>> @tc.pytree_dataclass(name="docs.files.Output")
+        ... class Output:
+        ...     logits: np.ndarray
+        ...     loss: float | None = None
+        ...     step: int = 0
+        >>> tc.save(tmp / "out.safetensors", Output(np.ones((2, 3), np.float32), step=7))
+        >>> tc.load(tmp / "out.safetensors")
+        Output(logits=array([[1., 1., 1.],
+               [1., 1., 1.]], dtype=float32), loss=None, step=7)
+
+    .. versionadded:: 0.1.0
+    """
+    from . import keystr, tree_flatten_with_path, treespec_dumps
+
+    user = _check_metadata(metadata)
+    pairs, spec = tree_flatten_with_path(tree)
+    document = treespec_dumps(spec)
+    paths: list[str] = []
+    for key_path, _ in pairs:
+        try:
+            paths.append(keystr(key_path))
+        except (ValueError, RecursionError) as e:
+            raise FileSaveError(
+                f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
+            ) from None
+    leaves: list[dict[str, Any]] = []
+    arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
+    for i, (p, (_, leaf)) in enumerate(zip(paths, pairs)):
+        if leaf.__class__ in (bool, int, float, str):
+            kind, value = _encode_value(leaf)
+            leaves.append({"path": p, "type": kind, "value": value})
+            continue
+        array_kind = _leaf_kind(leaf)
+        if array_kind is None:
+            raise TreeclassTypeError(
+                f"the leaf at {p or 'the root'} is a {type(leaf).__module__}."
+                f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
+                "and Python int, float, bool and str leaves. Make it a static field "
+                "(tc.field(static=True)) or convert it to one of those."
+            )
+        leaves.append({"path": p, "type": array_kind})
+        arrays.append((i, array_kind, leaf))
+    names = _unique_names([paths[i] for i, _, _ in arrays])
+    tensors: list[tuple[str, str, list[int], Any]] = []
+    np: Any = _numpy() if arrays else None
+    for name, (i, kind, leaf) in zip(names, arrays):
+        leaves[i]["tensor"] = name
+        where = paths[i] or "the root"
+        if kind == "torch":
+            code, shape, data = _torch_payload(leaf, where)
+        elif kind == "jax":
+            try:
+                host = np.asarray(leaf)
+            except Exception as e:
+                raise TreeclassTypeError(
+                    f"the JAX array at {where} could not be copied to the host ({e}); save "
+                    "concrete arrays, not traced values."
+                ) from e
+            code, shape, data = _numpy_payload(np, host, where)
+        else:
+            code, shape, data = _numpy_payload(np, leaf, where)
+        tensors.append((name, code, shape, data))
+    from ._json import dumps_canonical
+
+    ours = dumps_canonical({"format": FILE_FORMAT, "leaves": leaves, "version": FILE_VERSION})
+    from ._safetensors import write_file
+
+    write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def _check_options(to: object, paths: object) -> None:
+    if to is not None and to not in _TARGETS:
+        raise FileLoadError(f'to= must be "numpy", "jax", "torch" or None, got {to!r:.60}.')
+    if isinstance(paths, (str, bytes)):
+        raise TreeclassTypeError(
+            f"paths= takes a collection of key-path strings or a predicate, got the string "
+            f"{paths!r:.80}; write paths=[{paths!r:.80}]."
+        )
+    if paths is not None and not callable(paths):
+        try:
+            bad = [p for p in paths if not isinstance(p, str)]  # type: ignore[attr-defined]
+        except TypeError:
+            raise TreeclassTypeError(
+                f"paths= takes a collection of key-path strings or a predicate, got "
+                f"{type(paths).__name__}."
+            ) from None
+        if bad:
+            raise TreeclassTypeError(
+                f"paths= must hold key-path strings (as treeclass.keystr writes them), got "
+                f"{bad[0]!r:.60}."
+            )
+
+
+def _open_header(f: BufferedReader, source: str) -> Header:
+    from ._safetensors import read_header
+
+    return read_header(f, source)
+
+
+def _bad(source: str, message: str) -> FileLoadError:
+    return FileLoadError(f"{source} is not a loadable treeclass file: {message}")
+
+
+def _is_ours(metadata: dict[str, str]) -> bool:
+    return any(k.startswith(_RESERVED) for k in metadata)
+
+
+def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
+    """The checked leaf list and the treespec document text of a treeclass file."""
+    from ._safetensors import loads_strict
+
+    extra = sorted(
+        k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
+    )
+    if extra or _FILE_KEY not in metadata or _SPEC_KEY not in metadata:
+        found = sorted(k for k in metadata if k.startswith(_RESERVED))
+        raise _bad(
+            source,
+            f"its metadata has the treeclass entries {found!r:.200}; a treeclass file has "
+            f"exactly {_FILE_KEY!r} and {_SPEC_KEY!r} (a newer treeclass may write more: "
+            "upgrade treeclass if this file came from one).",
+        )
+    try:
+        doc = loads_strict(metadata[_FILE_KEY])
+    except (ValueError, RecursionError) as e:
+        raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
+    if doc.__class__ is not dict or doc.get("format") != FILE_FORMAT:
+        raise _bad(
+            source, f'its {_FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
+        )
+    version = doc.get("version")
+    if version.__class__ is not int or version not in _READABLE:
+        raise FileLoadError(
+            f"{source} was written in treeclass file version {version!r:.40}; this release "
+            f"reads version(s) {', '.join(map(str, _READABLE))}. Upgrade treeclass to load it."
+        )
+    if frozenset(doc) != _FILE_KEYS:
+        raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
+    leaves = doc["leaves"]
+    if leaves.__class__ is not list:
+        raise _bad(source, '"leaves" is not a list.')
+    return leaves, metadata[_SPEC_KEY]
+
+
+def _decode_value(source: str, i: int, entry: dict[str, Any]) -> Any:
+    kind = entry["type"]
+    value = entry["value"]
+    cls = value.__class__
+    if kind == "bool" and cls is bool:
+        return value
+    if kind == "str" and cls is str:
+        return value
+    if kind == "int":
+        if cls is int and -_SAFE_INT < value < _SAFE_INT:
+            return value
+        if cls is str and value.lstrip("-").startswith("0x"):
+            try:
+                n = int(value, 16)
+            except ValueError:
+                pass
+            else:
+                if hex(n) == value:
+                    return n
+    if kind == "float":
+        if cls is float:
+            return value
+        if cls is str and value in _FLOAT_WORDS:
+            import math
+
+            return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[value]
+    raise _bad(source, f"leaf {i} is typed {kind!r} but holds {value!r:.60}.")
+
+
+def _check_entry(source: str, i: int, entry: Any) -> dict[str, Any]:
+    if entry.__class__ is not dict or entry.get("path").__class__ is not str:
+        raise _bad(source, f'leaf {i} is not an object with a "path" string: {entry!r:.100}.')
+    kind = entry.get("type")
+    if kind.__class__ is not str:
+        raise _bad(source, f"leaf {i} has a type that is not a string: {kind!r:.60}.")
+    if kind in _ARRAY_TYPES:
+        keys: frozenset[str] = _ARRAY_KEYS if entry.get("tensor").__class__ is str else _NO_KEYS
+    elif kind in _VALUE_TYPES:
+        keys = _VALUE_KEYS
+    else:
+        raise _bad(source, f"leaf {i} has the unknown type {kind!r:.60}.")
+    if frozenset(entry) != keys:
+        raise _bad(source, f"leaf {i} ({kind}) has the keys {sorted(entry)!r:.100}.")
+    return entry
+
+
+class _Selection:
+    """Which leaves ``paths=`` selects, decided while the structure is walked."""
+
+    __slots__ = ("lengths", "matched", "predicate", "selecting", "wanted")
+
+    def __init__(self, paths: PathSelection) -> None:
+        self.predicate: Callable[[str], bool] | None = None
+        self.wanted: frozenset[str] | None = None
+        self.lengths: frozenset[int] = frozenset()
+        self.matched: set[str] = set()
+        self.selecting: int | None = None  # depth of the selected subtree being walked
+        if paths is None:
+            return
+        if callable(paths):
+            self.predicate = paths
+        else:
+            self.wanted = frozenset(paths)
+            self.lengths = frozenset(len(p) for p in self.wanted)
+
+    def visit(self, parts: list[str], length: int) -> None:
+        """Note a node (call for every node, in pre-order)."""
+        if self.wanted is None:
+            return
+        depth = len(parts)
+        if self.selecting is not None and depth <= self.selecting:
+            self.selecting = None
+        if self.selecting is None and length in self.lengths:
+            text = "".join(parts)
+            if text in self.wanted:
+                self.selecting = depth
+                self.matched.add(text)
+
+    def leaf(self, path: str) -> bool:
+        """Whether the leaf just visited (at ``path``) is selected."""
+        if self.predicate is not None:
+            return bool(self.predicate(path))
+        return self.wanted is None or self.selecting is not None
+
+    def check(self, source: str, all_paths: Callable[[], list[str]]) -> None:
+        if self.wanted is None or not self.wanted - self.matched:
+            return
+        missing = sorted(self.wanted - self.matched)
+        known = all_paths()
+        sample = ", ".join(repr(p) for p in known[:5])
+        raise FileLoadError(
+            f"paths= names {', '.join(repr(p) for p in missing[:5])}, which is not the key path "
+            f"of any node in {source}; key paths look like {sample} (as treeclass.keystr "
+            "writes them; a node's path selects all the leaves under it)."
+        )
+
+
+def _target_of(kind: str, to: Target | None) -> str:
+    if to is not None:
+        return to
+    if kind in ("numpy", "numpy-scalar"):
+        return "numpy"
+    return kind if _installed(kind) else "numpy"
+
+
+def _check_loadable(source: str, info: TensorInfo, target: str) -> None:
+    if info.dtype not in _DTYPES:
+        raise FileLoadError(
+            f"tensor {info.name!r:.200} of {source} has dtype {info.dtype}, which neither numpy "
+            "(ml_dtypes), JAX nor torch can hold; it cannot be loaded."
+        )
+    if any(d > _MAX_SHAPE_DIM for d in info.shape):
+        raise _bad(source, f"tensor {info.name!r:.200} has a dimension larger than 2**63 - 1.")
+    if info.dtype == "F4" and target == "torch" and (not info.shape or info.shape[-1] % 2):
+        raise FileLoadError(
+            f"tensor {info.name!r:.200} of {source} is float4 with shape {list(info.shape)}; "
+            "torch's float4_e2m1fn_x2 packs two values a byte along the last axis, so it needs "
+            'an even last dimension. Load it with to="numpy" or to="jax".'
+        )
+
+
+def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
+    view = memoryview(buf).cast("B")
+    f.seek(offset)
+    got = 0
+    total = view.nbytes
+    while got < total:
+        n = f.readinto(view[got:])
+        if not n:
+            raise _bad(source, "the file ended early (it changed while it was being read).")
+        got += n
+
+
+def _read_array(
+    f: BufferedReader, header: Header, info: TensorInfo, target: str, source: str
+) -> Any:
+    """The tensor ``info`` read into a new array of ``target`` (bytes read: its own only)."""
+    np = _numpy()
+    np_name, torch_name = _DTYPES[info.dtype]
+    offset = header.data_start + info.begin
+    if target == "torch":
+        torch = _framework("torch")
+        shape = list(info.shape)
+        if info.dtype == "F4":
+            shape[-1] //= 2
+        try:
+            t = torch.empty(shape, dtype=getattr(torch, torch_name))
+        except (RuntimeError, ValueError, OverflowError) as e:
+            raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
+        if info.nbytes:
+            _read_exact(f, offset, t.reshape(-1).view(torch.uint8).numpy(), source)
+        if sys.byteorder == "big":  # pragma: no cover - no big-endian machine in CI
+            t = torch.from_numpy(t.numpy().byteswap())
+        return t
+    dtype = _np_dtype(np, np_name)
+    try:
+        if info.dtype == "F4":
+            packed = np.empty(info.nbytes, np.uint8)
+            _read_exact(f, offset, packed, source)
+            codes = np.empty(info.nbytes * 2, np.uint8)
+            codes[0::2] = packed & 0x0F
+            codes[1::2] = packed >> 4
+            arr = codes.view(dtype).reshape(info.shape)
+        else:
+            arr = np.empty(info.shape, dtype)
+            if arr.nbytes:
+                _read_exact(f, offset, arr.reshape(-1).view(np.uint8), source)
+    except (ValueError, OverflowError) as e:
+        raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
+    if sys.byteorder == "big" and arr.dtype.itemsize > 1:  # pragma: no cover
+        arr = arr.byteswap()
+    if target == "jax":
+        return _to_jax(np, arr, info, source)
+    return arr
+
+
+def _to_jax(np: Any, arr: Any, info: TensorInfo, source: str) -> Any:
+    """A JAX array of ``arr``, saying so when JAX (without x64) narrows a 64-bit dtype."""
+    jnp = _framework("jax")
+    kind = arr.dtype.kind
+    if arr.dtype.itemsize == 8 and kind in "iuf" and not _module("jax").config.jax_enable_x64:
+        narrow = np.dtype(f"{kind}4")
+        if kind in "iu" and arr.size:
+            limits = np.iinfo(narrow)
+            if arr.min() < limits.min or arr.max() > limits.max:
+                raise FileLoadError(
+                    f"tensor {info.name!r:.200} of {source} is {arr.dtype} with values outside "
+                    f"{narrow}, and JAX holds 64-bit integers only with jax_enable_x64; enable it "
+                    '(jax.config.update("jax_enable_x64", True)) or load with to="numpy".'
+                )
+        import warnings
+
+        warnings.warn(
+            f"tensor {info.name!r:.200} of {source} is {arr.dtype}; JAX without "
+            f"jax_enable_x64 holds it as {narrow} (enable jax_enable_x64 to keep 64 bits).",
+            UserWarning,
+            stacklevel=4,
+        )
+        arr = arr.astype(narrow)
+    return jnp.asarray(arr)
+
+
+def _load_plain(
+    f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
+) -> dict[str, Any]:
+    """A file without treeclass metadata: a dict of arrays keyed by tensor name."""
+    target = to or _PLAIN_FORMATS.get(header.metadata.get("format", ""), "numpy")
+    if target != "numpy" and to is None and not _installed(target):
+        target = "numpy"
+    names = sorted(header.tensors)
+    for name in names:
+        _check_loadable(source, header.tensors[name], target)
+    selection = _Selection(paths)
+    keys = [f"[{name!r}]" for name in names]
+    chosen: list[bool] = []
+    selection.visit([], 0)
+    for key in keys:
+        selection.visit([key], len(key))
+        chosen.append(selection.leaf(key))
+    selection.check(source, lambda: keys)
+    return {
+        name: _read_array(f, header, header.tensors[name], target, source) if keep else None
+        for name, keep in zip(names, chosen)
+    }
+
+
+def _load_tree(
+    f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
+) -> Any:
+    import json
+
+    from . import treespec_loads
+    from ._treedoc import child_entries, walk
+
+    leaves, document = _parse_ours(source, header.metadata)
+    try:
+        spec = treespec_loads(document)
+    except UnregisteredNameError as e:
+        raise UnregisteredNameError(f"{source}: {e}") from None
+    except TreespecLoadError as e:
+        raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
+    if len(leaves) != spec.num_leaves:
+        raise _bad(
+            source,
+            f"its structure has {spec.num_leaves} leaves but its leaf list has {len(leaves)}.",
+        )
+    entries = [_check_entry(source, i, e) for i, e in enumerate(leaves)]
+    parsed = json.loads(document)  # loaded above, so well-formed
+    nodes = parsed["nodes"]
+    try:
+        children = child_entries(nodes, parsed["version"])
+    except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
+        raise _bad(source, f"its dict keys do not decode: {e}") from None
+    selection = _Selection(paths)
+    chosen: list[bool] = []
+    j = 0
+    for i, parts, length in walk(nodes, children):
+        selection.visit(parts, length)
+        if nodes[i] is not None:
+            continue
+        stored: str = entries[j]["path"]
+        if length != len(stored) or "".join(parts) != stored:
+            raise _bad(
+                source,
+                f"leaf {j} is stored under the key path {stored!r:.200}, but the structure puts "
+                f"it at {''.join(parts)[:200]!r}; the key paths disagree with the structure.",
+            )
+        chosen.append(selection.leaf(stored))
+        j += 1
+    selection.check(source, lambda: [entry["path"] for entry in entries])
+
+    decoded: list[Any] = [
+        _decode_value(source, i, entry) if entry["type"] in _VALUE_TYPES else None
+        for i, entry in enumerate(entries)
+    ]
+    array_entries = [entry for entry in entries if entry["type"] in _ARRAY_TYPES]
+    expected = _unique_names([entry["path"] for entry in array_entries])
+    for entry, name in zip(array_entries, expected):
+        where = entry["path"]
+        if entry["tensor"] != name:
+            raise _bad(
+                source,
+                f"the leaf at {where!r:.200} names the tensor {entry['tensor']!r:.200}; by its "
+                f"key path it must be {name!r:.200}.",
+            )
+        info = header.tensors.get(name)
+        if info is None:
+            raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
+        if entry["type"] == "numpy-scalar" and info.shape:
+            raise _bad(
+                source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}."
+            )
+        _check_loadable(source, info, _target_of(entry["type"], to))
+    if len(array_entries) != len(header.tensors):
+        extra = sorted(set(header.tensors) - set(expected))
+        raise _bad(
+            source,
+            f"it holds {len(header.tensors)} tensors but its structure has "
+            f"{len(array_entries)} array leaves (not in the structure: {extra[:5]!r:.200}).",
+        )
+
+    values: list[Any] = []
+    for entry, value, keep in zip(entries, decoded, chosen):
+        kind = entry["type"]
+        if not keep:
+            values.append(None)
+        elif kind in _VALUE_TYPES:
+            values.append(value)
+        else:
+            target = _target_of(kind, to)
+            arr = _read_array(f, header, header.tensors[entry["tensor"]], target, source)
+            if kind == "numpy-scalar" and target == "numpy":
+                arr = arr[()]
+            values.append(arr)
+    return spec.unflatten(values)
+
+
+def load(
+    path: str | os.PathLike[str],
+    *,
+    to: Target | None = None,
+    paths: PathSelection = None,
+) -> Any:
+    """Load a tree saved by :func:`save`, in its own classes; never unpickles or imports.
+
+    Classes are found by their registered names (import the modules that define them
+    first). A safetensors file written by anything else (a flat ``dict`` of tensors) loads
+    as a ``dict`` of arrays keyed by tensor name.
+
+    Args:
+        path: the file.
+        to: the array type of the array leaves: ``"numpy"``, ``"jax"``, ``"torch"``, or
+            ``None`` for what each leaf was saved as (numpy where that framework is not
+            installed; for a plain safetensors file, its ``"format"`` metadata ``"pt"`` /
+            ``"np"`` / ``"flax"``). Python scalar leaves stay Python scalars.
+        paths: load only some leaves: key-path strings as :func:`keystr` writes them (a
+            node's path selects every leaf under it; an unknown path is an error), or a
+            predicate called with each leaf's key-path string. Only the selected leaves'
+            bytes are read; the others come back as ``None``, in the same classes.
+
+    Returns:
+        The tree.
+
+    Raises:
+        UnregisteredNameError: the file names a class that is not registered here.
+        FileLoadError: the file is malformed or hostile (truncated, a header that lies about
+            sizes, offsets, dtypes or shapes, key paths that disagree with the structure,
+            metadata that is not treeclass's...), ``paths`` names no node, ``to`` is unknown.
+        MissingDependencyError: numpy (or the framework ``to`` names) is not installed.
+
+    Example:
+        >>> import numpy as np, treeclass as tc
+        >>> tc.save(tmp / "pair.safetensors", {"w": np.zeros(3), "b": np.ones(1), "n": 2})
+        >>> tc.load(tmp / "pair.safetensors", paths=["['w']"])
+        {'b': None, 'n': None, 'w': array([0., 0., 0.])}
+
+    .. versionadded:: 0.1.0
+    """
+    _check_options(to, paths)
+    source = repr(str(path))
+    with open(path, "rb") as f:
+        header = _open_header(f, source)
+        if _is_ours(header.metadata):
+            return _load_tree(f, header, source, to, paths)
+        return _load_plain(f, header, source, to, paths)
+
+
+def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The user's ``metadata`` of a file from :func:`save` (any safetensors file's metadata).
+
+    Only the header is read (and checked); treeclass's own entries are left out.
+
+    Raises:
+        FileLoadError: the file is not a well-formed safetensors file.
+
+    Example:
+        >>> import treeclass as tc
+        >>> tc.save(tmp / "meta.safetensors", {"x": 1}, metadata={"run": "a1"})
+        >>> tc.load_metadata(tmp / "meta.safetensors")
+        {'run': 'a1'}
+
+    .. versionadded:: 0.1.0
+    """
+    source = repr(str(path))
+    with open(path, "rb") as f:
+        header = _open_header(f, source)
+    return {k: v for k, v in header.metadata.items() if not k.startswith(_RESERVED)}
+
+
+# Public under the package name, where users find them.
+save.__module__ = "treeclass"
+load.__module__ = "treeclass"
+load_metadata.__module__ = "treeclass"

@@ -1,0 +1,564 @@
+"""Node types: how one type of node is taken apart, put back together, named and serialized.
+
+A :class:`NodeType` is the single description of a node type that every part of treeclass
+uses: the embedded registry's walkers, the treespec format, the framework adapters. The
+built-in containers (``tuple``, ``list``, ``dict``, ``OrderedDict``, ``defaultdict``, ``None``)
+are instances like any other; namedtuple classes get one when first seen; registered classes
+get one made from their generated code (:func:`class_node`).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Final, Literal
+
+from ._codegen import Family, Generated, generate
+from ._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticError, brief
+from ._fields import ClassInfo, describe
+from ._keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
+from ._names import Origin
+from ._state import StateCodec, decode_for, encode_for, make_state_codec
+from ._statics import BadStatic, check_hash_spread
+
+__all__ = [
+    "BUILTIN_NODE_TYPES",
+    "LEAF_TYPES",
+    "NodeKind",
+    "NodeType",
+    "class_node",
+    "namedtuple_node",
+]
+
+NodeKind = Literal["builtin", "namedtuple", "dataclass", "attrs"]
+
+#: Types seen to be leaves by the embedded registry's walkers (filled as trees are flattened,
+#: emptied of a type when it becomes a node), so that the common case -- a node whose
+#: children are all leaves -- is checked with one C-level set operation.
+LEAF_TYPES: set[type] = set()
+
+
+class NodeType:
+    """Everything treeclass knows about one type of node.
+
+    Attributes:
+        type: the Python type.
+        name: the serialized name (built-in names for containers), or ``None``.
+        kind: ``"builtin"``, ``"namedtuple"``, ``"dataclass"`` or ``"attrs"``.
+        info: the class's description (``None`` for built-in containers).
+        return_none_fields: whether ``None``-valued data fields are children.
+        flatten: ``obj -> (children, aux)``.
+        unflatten: ``(aux, children) -> obj``.
+        flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
+        flatten_into: the embedded registry's fast path, or ``None``.
+        getstate: ``aux -> JSON-safe state``.
+        load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
+            each data field whether the document holds it as a child (the others become
+            ``None`` children: the document was written before the class had them).
+        arity_of: the number of children ``aux`` implies (``None``: any number).
+        codec: the class's state codec, torch's form included (``None`` for containers).
+        generated: the class's generated source (registered classes), to bind per registry.
+        origin: where the class was registered (``None`` until it is).
+        superseded: a re-run of the class statement took the name over.
+    """
+
+    __slots__ = (
+        "_show",
+        "arity_of",
+        "codec",
+        "flatten",
+        "flatten_into",
+        "flatten_with_keys",
+        "generated",
+        "getstate",
+        "info",
+        "kind",
+        "load_state",
+        "name",
+        "origin",
+        "pickle_by_name",
+        "return_none_fields",
+        "superseded",
+        "type",
+        "unflatten",
+    )
+
+    def __init__(
+        self,
+        type_: type,
+        name: str | None,
+        kind: NodeKind,
+        *,
+        flatten: Callable[[Any], tuple[Sequence[Any], Any]],
+        unflatten: Callable[[Any, Sequence[Any]], Any],
+        flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Any]],
+        getstate: Callable[[Any], Any],
+        load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | None]],
+        arity_of: Callable[[Any], int | None],
+        show: Callable[[Any, list[str]], str],
+        info: ClassInfo | None = None,
+        codec: StateCodec | None = None,
+        return_none_fields: bool = False,
+        flatten_into: Callable[[Any, list[Any], list[Any]], bool] | None = None,
+        generated: Generated | None = None,
+    ) -> None:
+        self.type = type_
+        self.name = name
+        self.kind = kind
+        self.info = info
+        self.return_none_fields = return_none_fields
+        self.flatten = flatten
+        self.unflatten = unflatten
+        self.flatten_with_keys = flatten_with_keys
+        self.flatten_into = flatten_into
+        self.getstate = getstate
+        self.load_state = load_state
+        self.codec = codec
+        self.arity_of = arity_of
+        self._show = show
+        self.generated = generated
+        self.origin: Origin | None = None
+        self.superseded = False
+        #: Whether instances pickle by the serialized name (see treeclass._pickle).
+        self.pickle_by_name = True
+
+    @property
+    def qualname(self) -> str:
+        """``module.QualName`` of the type, for messages."""
+        return f"{self.type.__module__}.{self.type.__qualname__}"
+
+    @property
+    def data_fields(self) -> tuple[str, ...]:
+        """The names of the children's fields (``()`` for built-in containers)."""
+        return () if self.info is None else self.info.data_fields
+
+    @property
+    def static_fields(self) -> tuple[str, ...]:
+        """The names of the static fields (``()`` unless a registered class has some)."""
+        return () if self.info is None else self.info.static_fields
+
+    def show(self, aux: Any, parts: list[str]) -> str:
+        """Readable form of one node whose children read ``parts``: ``Point(x=*, tag='a')``."""
+        return self._show(aux, parts)
+
+    def require_name(self) -> str:
+        """The serialized name; raise :class:`UnnamedClassError` saying how to give one.
+
+        Raises:
+            UnnamedClassError: the class has no name, or its definition was re-run since
+                (the name belongs to the new class).
+        """
+        if self.superseded:
+            raise UnnamedClassError(
+                f"{self.qualname} was defined again (its class statement ran a second time, as "
+                f"in a notebook or after importlib.reload), and the name {self.name!r} now "
+                "belongs to the new class; this object is an instance of the old class, so "
+                "rebuild the object from the current class before serializing it."
+            )
+        if self.name is None:
+            short = self.type.__qualname__
+            if self.kind == "namedtuple":
+                raise UnnamedClassError(
+                    f"namedtuple {self.qualname} has no registered name, so a structure holding "
+                    "it cannot be serialized; give it one with treeclass.register_namedtuple("
+                    f'{short}, name="pkg.{short}").'
+                )
+            raise UnnamedClassError(
+                f"{self.qualname} was registered without a name, so it cannot be serialized; "
+                f'register it with name="pkg.{short}" (a stable name that does not change when '
+                "the module moves)."
+            )
+        return self.name
+
+    def bind(
+        self, tag: str, key: Callable[[str], Any], family: Family = "core", **extra: Any
+    ) -> dict[str, Any]:
+        """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
+        if self.generated is None:
+            raise TypeError(f"{self.qualname} has no generated functions")  # pragma: no cover
+        return self.generated.bind(tag, key=key, family=family, **extra)
+
+    def __repr__(self) -> str:
+        return f"<treeclass node type {self.type.__qualname__} name={self.name!r}>"
+
+    def __reduce__(self) -> Any:
+        # Specs pickle by name (see treeclass._format); a NodeType is never pickled alone.
+        from ._errors import TreeclassTypeError
+
+        raise TreeclassTypeError(
+            f"a treeclass NodeType ({self.type.__qualname__}) cannot be pickled by itself; "
+            "pickle the TreeSpec that holds it."
+        )
+
+
+# --- built-in containers --------------------------------------------------------------------------
+
+
+def _tuple_flatten(t: tuple[Any, ...]) -> tuple[tuple[Any, ...], None]:
+    return t, None
+
+
+def _seq_flatten_keys(t: Sequence[Any]) -> tuple[list[tuple[KeyEntry, Any]], None]:
+    return [(SequenceKey(i), c) for i, c in enumerate(t)], None
+
+
+def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        return tuple(d)
+
+
+def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    keys = _sorted_keys(d)
+    return [d[k] for k in keys], keys
+
+
+def _dict_flatten_keys(d: dict[Any, Any]) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
+    keys = _sorted_keys(d)
+    return [(DictKey(k), d[k]) for k in keys], keys
+
+
+def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    return list(d.values()), tuple(d)
+
+
+def _odict_flatten_keys(
+    d: OrderedDict[Any, Any],
+) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
+    return [(DictKey(k), v) for k, v in d.items()], tuple(d)
+
+
+def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
+    keys = _sorted_keys(d)
+    return [d[k] for k in keys], (d.default_factory, keys)
+
+
+def _ddict_flatten_keys(
+    d: defaultdict[Any, Any],
+) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, tuple[Any, ...]]]:
+    keys = _sorted_keys(d)
+    return [(DictKey(k), d[k]) for k in keys], (d.default_factory, keys)
+
+
+def _none_flatten(_: None) -> tuple[tuple[()], None]:
+    return (), None
+
+
+# defaultdict factories that have a fixed name (anything else cannot be serialized).
+_FACTORY_NAMES: Final[dict[Any, str | None]] = {
+    None: None,
+    list: "list",
+    dict: "dict",
+    set: "set",
+    frozenset: "frozenset",
+    tuple: "tuple",
+    int: "int",
+    float: "float",
+    str: "str",
+    bytes: "bytes",
+    bool: "bool",
+}
+_FACTORIES: Final[dict[str | None, Any]] = {v: k for k, v in _FACTORY_NAMES.items()}
+
+
+def _no_state(aux: Any) -> None:
+    return None
+
+
+def _keys_state(label: str, keys: Iterable[Any]) -> list[Any]:
+    return [k if k.__class__ is str else encode_for(label, f"key {brief(k, 60)}", k) for k in keys]
+
+
+def _ddict_state(aux: tuple[Any, tuple[Any, ...]]) -> dict[str, Any]:
+    factory, keys = aux
+    try:
+        name = _FACTORY_NAMES[factory]
+    except (KeyError, TypeError):
+        names = ", ".join(n for n in _FACTORY_NAMES.values() if n)
+        raise UnserializableStaticError(
+            f"a defaultdict with default_factory={brief(factory, 80)} cannot be serialized; only "
+            f"None and the built-in types {names} can be named in a treespec. Convert it to a "
+            "dict first."
+        ) from None
+    return {"factory": name, "keys": _keys_state("a defaultdict", keys)}
+
+
+def _null_state(name: str) -> Callable[[Any], None]:
+    def setstate(state: Any) -> None:
+        if state is not None:
+            raise TreespecLoadError(f"a {name!r} node has no state (null), got {brief(state, 60)}.")
+
+    return setstate
+
+
+def _load_keys(name: str, state: Any, *, sorted_order: bool) -> tuple[Any, ...]:
+    if state.__class__ is not list:
+        raise TreespecLoadError(
+            f"the state of a {name!r} node must be the list of its keys, got {brief(state, 60)}."
+        )
+    keys = tuple(
+        k if k.__class__ is str else decode_for(f"a {name!r} node", f"key {i}", k)
+        for i, k in enumerate(state)
+    )
+    try:
+        check_hash_spread(keys, f"the keys of a {name!r} node")
+    except BadStatic as e:
+        if "unhashable" in e.problem:
+            raise TreespecLoadError(f"a {name!r} node has an unhashable key.") from None
+        raise TreespecLoadError(f"{e.problem}.") from None
+    if len(set(keys)) != len(keys):
+        raise TreespecLoadError(f"a {name!r} node has the same key twice: {brief(state, 80)}.")
+    if sorted_order:
+        try:
+            in_order = sorted(keys)
+        except TypeError:
+            pass  # keys that cannot be sorted keep their order, as in tree_flatten
+        else:
+            if list(keys) != in_order:
+                raise TreespecLoadError(
+                    f"the keys of a {name!r} node must be in sorted order (as tree_flatten "
+                    f"writes them), got {brief(state, 80)}."
+                )
+    return keys
+
+
+def _dict_setstate(state: Any) -> tuple[Any, ...]:
+    return _load_keys("dict", state, sorted_order=True)
+
+
+def _odict_setstate(state: Any) -> tuple[Any, ...]:
+    return _load_keys("collections.OrderedDict", state, sorted_order=False)
+
+
+def _ddict_setstate(state: Any) -> tuple[Any, tuple[Any, ...]]:
+    name = "collections.defaultdict"
+    if state.__class__ is not dict or set(state) != {"factory", "keys"}:
+        raise TreespecLoadError(
+            f'the state of a {name!r} node must be {{"factory": ..., "keys": [...]}}, got '
+            f"{brief(state, 60)}."
+        )
+    factory = state["factory"]
+    if (factory is not None and factory.__class__ is not str) or factory not in _FACTORIES:
+        raise TreespecLoadError(
+            f"the default_factory {brief(factory, 40)} of a {name!r} node is not one of "
+            f"{sorted(n for n in _FACTORIES if n)!r} or null."
+        )
+    return _FACTORIES[factory], _load_keys(name, state["keys"], sorted_order=True)
+
+
+def _plain(setstate: Callable[[Any], Any]) -> Callable[[Any], tuple[Any, None]]:
+    """``load_state`` of a node type whose state never leaves children out."""
+
+    def load_state(state: Any) -> tuple[Any, None]:
+        return setstate(state), None
+
+    return load_state
+
+
+def _any_arity(aux: Any) -> None:
+    return None
+
+
+def _show_tuple(aux: Any, parts: list[str]) -> str:
+    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+
+
+def _show_list(aux: Any, parts: list[str]) -> str:
+    return "[" + ", ".join(parts) + "]"
+
+
+def _items(keys: Iterable[Any], parts: list[str]) -> str:
+    return ", ".join(f"{brief(k, 200)}: {p}" for k, p in zip(keys, parts))
+
+
+def _show_dict(aux: Any, parts: list[str]) -> str:
+    return "{" + _items(aux, parts) + "}"
+
+
+def _show_odict(aux: Any, parts: list[str]) -> str:
+    return f"OrderedDict({{{_items(aux, parts)}}})"
+
+
+def _show_ddict(aux: Any, parts: list[str]) -> str:
+    return f"defaultdict({aux[0]!r}, {{{_items(aux[1], parts)}}})"
+
+
+def _builtins() -> dict[type, NodeType]:
+    def keys_state(label: str) -> Callable[[tuple[Any, ...]], list[Any]]:
+        def getstate(aux: tuple[Any, ...]) -> list[Any]:
+            return _keys_state(label, aux)
+
+        return getstate
+
+    return {
+        tuple: NodeType(
+            tuple,
+            "tuple",
+            "builtin",
+            flatten=_tuple_flatten,
+            unflatten=lambda aux, children: tuple(children),
+            flatten_with_keys=_seq_flatten_keys,
+            getstate=_no_state,
+            load_state=_plain(_null_state("tuple")),
+            arity_of=_any_arity,
+            show=_show_tuple,
+        ),
+        list: NodeType(
+            list,
+            "list",
+            "builtin",
+            flatten=lambda t: (t, None),
+            unflatten=lambda aux, children: list(children),
+            flatten_with_keys=_seq_flatten_keys,
+            getstate=_no_state,
+            load_state=_plain(_null_state("list")),
+            arity_of=_any_arity,
+            show=_show_list,
+        ),
+        dict: NodeType(
+            dict,
+            "dict",
+            "builtin",
+            flatten=_dict_flatten,
+            unflatten=lambda aux, children: dict(zip(aux, children)),
+            flatten_with_keys=_dict_flatten_keys,
+            getstate=keys_state("a dict"),
+            load_state=_plain(_dict_setstate),
+            arity_of=len,
+            show=_show_dict,
+        ),
+        OrderedDict: NodeType(
+            OrderedDict,
+            "collections.OrderedDict",
+            "builtin",
+            flatten=_odict_flatten,
+            unflatten=lambda aux, children: OrderedDict(zip(aux, children)),
+            flatten_with_keys=_odict_flatten_keys,
+            getstate=keys_state("an OrderedDict"),
+            load_state=_plain(_odict_setstate),
+            arity_of=len,
+            show=_show_odict,
+        ),
+        defaultdict: NodeType(
+            defaultdict,
+            "collections.defaultdict",
+            "builtin",
+            flatten=_ddict_flatten,
+            unflatten=lambda aux, children: defaultdict(aux[0], zip(aux[1], children)),
+            flatten_with_keys=_ddict_flatten_keys,
+            getstate=_ddict_state,
+            load_state=_plain(_ddict_setstate),
+            arity_of=lambda aux: len(aux[1]),
+            show=_show_ddict,
+        ),
+        type(None): NodeType(
+            type(None),
+            "None",
+            "builtin",
+            flatten=_none_flatten,
+            unflatten=lambda aux, children: None,
+            flatten_with_keys=_none_flatten,
+            getstate=_no_state,
+            load_state=_plain(_null_state("None")),
+            arity_of=lambda aux: 0,
+            show=lambda aux, parts: "None",
+        ),
+    }
+
+
+#: The built-in container node types, by type.
+BUILTIN_NODE_TYPES: Final[dict[type, NodeType]] = _builtins()
+
+
+# --- namedtuples and registered classes -----------------------------------------------------------
+
+
+def _show_fields(label: str, fields: Sequence[str], parts: list[str]) -> str:
+    if len(fields) == len(parts):
+        return f"{label}(" + ", ".join(f"{f}={p}" for f, p in zip(fields, parts)) + ")"
+    return f"{label}(" + ", ".join(parts) + ")"  # pragma: no cover - a spec always fits
+
+
+def namedtuple_node(cls: type) -> NodeType:
+    """The node type of a namedtuple class (every namedtuple is a node, named or not)."""
+    info = describe(cls)
+    new: Callable[[type, Iterable[Any]], Any] = getattr(tuple, "__new__")  # noqa: B009
+    fields = info.data_fields
+    keys = tuple(GetAttrKey(f) for f in fields)
+    n_fields = len(fields)
+    label = cls.__name__
+
+    def unflatten(aux: None, children: Iterable[Any]) -> Any:
+        return new(cls, children)
+
+    def flatten_with_keys(t: tuple[Any, ...]) -> tuple[tuple[tuple[KeyEntry, Any], ...], None]:
+        return tuple(zip(keys, t)), None
+
+    unflatten.__qualname__ = f"{cls.__qualname__}.<treeclass unflatten>"
+    codec = make_state_codec(info, False)
+    return NodeType(
+        cls,
+        None,
+        "namedtuple",
+        flatten=_tuple_flatten,
+        unflatten=unflatten,
+        flatten_with_keys=flatten_with_keys,
+        getstate=codec.getstate,
+        load_state=codec.load,
+        arity_of=lambda aux: n_fields,
+        show=lambda aux, parts: _show_fields(label, fields, parts),
+        info=info,
+        codec=codec,
+    )
+
+
+def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> NodeType:
+    """The node type of a dataclass or attrs class, with its generated functions.
+
+    Its source is compiled once (see :mod:`treeclass._codegen`); the embedded registry's
+    functions are bound here, the frameworks' by their adapters with :meth:`NodeType.bind`.
+    """
+    if info.kind == "namedtuple":
+        raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
+    generated = generate(info, skip_none=not return_none_fields)
+    codec = make_state_codec(info, return_none_fields)
+    n_data = len(info.data_fields)
+    label = info.cls.__name__
+    fields = info.fields
+
+    def show(aux: Any, parts: list[str]) -> str:
+        children = iter(parts)
+        statics = iter(aux)
+        shown = [
+            f"{f.name}={brief(next(statics), 200) if f.static else next(children, '?')}"
+            for f in fields
+        ]
+        return f"{label}(" + ", ".join(shown) + ")"
+
+    node = NodeType(
+        info.cls,
+        name,
+        info.kind,
+        flatten=_placeholder,
+        unflatten=_placeholder,
+        flatten_with_keys=_placeholder,
+        getstate=codec.getstate,
+        load_state=codec.load,
+        arity_of=lambda aux: n_data,
+        show=show,
+        info=info,
+        return_none_fields=return_none_fields,
+        generated=generated,
+        codec=codec,
+    )
+    functions = generated.bind("", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES)
+    node.flatten = functions["flatten"]
+    node.unflatten = functions["unflatten"]
+    node.flatten_with_keys = functions["flatten_with_keys"]
+    node.flatten_into = functions["flatten_into"]
+    return node
+
+
+def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
+    raise TypeError("not bound yet")

@@ -1,0 +1,350 @@
+r"""Pickling instances of named classes by their stable treeclass name (``copyreg``).
+
+pickle stores an instance by its class's module path, so an object pickled where its class
+lives in ``mylib.models`` cannot be unpickled where the same class is defined in
+``mylib.v2.models`` -- which breaks ``torch.export.save`` / ``load`` (torch pickles the example
+inputs), ``multiprocessing`` with spawn, and ``torch.distributed`` object collectives between
+programs that define the class in modules of different names.
+
+:func:`install` puts a reducer for one class in :data:`copyreg.dispatch_table` (never touching
+the class itself). pickle, ``copy`` and ``multiprocessing`` consult that table before the
+class's own ``__reduce_ex__``. An instance then reduces to ``(rebuilder, (fields,))``:
+
+- ``fields`` is a ``dict`` of every field by name, static fields included, pickled by pickle
+  itself;
+- ``rebuilder`` is one object per class. pickle stores it once per stream as
+  ``treeclass._pickle.rebuilder_for_name(name, module, qualname)``; when unpickling, that
+  looks the class up by ``name`` (:func:`treeclass.class_for_name`), falls back to ``module`` +
+  ``qualname`` (what pickle would have done) when no class has the name, and raises
+  :class:`~treeclass.UnregisteredNameError` naming both when that fails too. ``copy`` and
+  ``copy.deepcopy`` call the rebuilder directly.
+
+Rebuilding restores the fields the way unflatten does -- without ``__init__`` (unless the class
+was registered with ``unflatten_calls_init=True``), through the class's own ``__setattr__``
+for classes that wrote one (HuggingFace ``ModelOutput``), with attrs' hash cache reset.
+
+An instance of a *superseded* class (its class statement ran again, in a notebook or after
+``importlib.reload``, and the name now belongs to the new class) is never pickled as the new
+class: pickling it raises :class:`~treeclass.UnnamedClassError` saying to rebuild it from the
+current class. ``copy.deepcopy`` of it still works: the rebuilder refuses to be *pickled*
+(its ``__reduce__`` raises), but ``copy`` only *calls* it.
+
+Limits: an instance that refers to itself through its fields (a reference cycle) cannot be
+pickled by name (pickle raises ``RecursionError``); pytrees never do. Items that were added to
+a mapping-based instance (``ModelOutput``) under keys that are not fields are not kept.
+
+The reducer is installed when a named class is registered (a backend of the registry that
+is always active), unless the class is registered with ``pickle_by_name=False``; pickles
+refer to :func:`rebuilder_for_name` at this module path, which is part of the pickle format.
+
+Example:
+    >>> import pickle
+    >>> import treeclass as tc
+    >>> @tc.pytree_dataclass(name="docs.pickle.Point", frozen=True)
+    ... class Point:
+    ...     x: float
+    ...     unit: str = tc.field(static=True, default="m")
+    >>> data = pickle.dumps(Point(1.0))
+    >>> b"docs.pickle.Point" in data
+    True
+    >>> pickle.loads(data)
+    Point(x=1.0, unit='m')
+"""
+
+from __future__ import annotations
+
+import copyreg
+from _thread import RLock
+from collections.abc import Callable
+from typing import Any, Final
+
+from ._codegen import compile_function
+from ._errors import StructureMismatchError, UnnamedClassError, UnregisteredNameError
+from ._fields import is_namedtuple_class
+from ._nodes import NodeType
+from ._registry import class_for_name, registered_node
+
+__all__ = ["BACKEND", "PickleBackend", "install", "is_installed", "rebuilder_for_name", "uninstall"]
+
+_LOCK = RLock()
+
+
+class _Plan:
+    """How to take one class's instances apart into fields and put them back together."""
+
+    __slots__ = ("fields", "rebuild")
+
+    def __init__(self, fields: tuple[str, ...], rebuild: Callable[[dict[str, Any]], Any]):
+        self.fields = fields
+        self.rebuild = rebuild
+
+
+def _plan(cls: type) -> _Plan:
+    """The fields of ``cls`` and a function rebuilding an instance from them, as unflatten does.
+
+    A class that is not registered with treeclass (one found by module path that lost its
+    registration) is rebuilt field by field with ``object.__setattr__`` on an instance made
+    without ``__init__``.
+    """
+    node = registered_node(cls)
+    if node is None or node.info is None:
+        if is_namedtuple_class(cls):
+            names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
+            new_tuple: Callable[[type, Any], Any] = getattr(tuple, "__new__")  # noqa: B009
+            return _Plan(names, lambda state: new_tuple(cls, [state[n] for n in names]))
+        import dataclasses
+
+        if "__dataclass_fields__" in dir(cls):
+            names = tuple(f.name for f in dataclasses.fields(cls))
+        else:
+            attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__", ())
+            names = tuple([str(a.name) for a in attributes])
+        return _Plan(names, _setattr_rebuild(cls))
+    unflatten = node.unflatten
+    if node.kind == "namedtuple":
+        fields = node.data_fields
+        return _Plan(fields, lambda state: unflatten(None, [state[n] for n in fields]))
+    data, statics = node.data_fields, node.static_fields
+
+    def rebuild(state: dict[str, Any]) -> Any:
+        return unflatten(tuple([state[s] for s in statics]), [state[d] for d in data])
+
+    return _Plan(tuple(f.name for f in node.info.fields), rebuild)
+
+
+def _setattr_rebuild(cls: type[object]) -> Callable[[dict[str, Any]], Any]:
+    """Rebuild an instance of ``cls`` field by field, without ``__init__``."""
+
+    def rebuild(state: dict[str, Any]) -> object:
+        obj: object = object.__new__(cls)
+        for k, v in state.items():
+            object.__setattr__(obj, k, v)
+        return obj
+
+    return rebuild
+
+
+def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Generate ``rebuild(state)`` for the common case, deferring to ``slow`` otherwise.
+
+    The common case: exactly the class's fields, read by literal name; then the generated
+    unflatten is called with the children and auxdata built inline. Anything else goes to
+    ``slow``, which checks the fields and raises if they differ.
+    """
+    node = registered_node(cls)
+    if node is None or node.kind == "namedtuple" or node.info is None:
+        return slow
+    data, statics = node.data_fields, node.static_fields
+    ind = "    "
+    lines = ["def rebuild(state):", f"{ind}try:"]
+    lines.append(f"{ind * 2}if len(state) != {len(plan.fields)}:")
+    lines.append(f"{ind * 3}return _slow(state)")
+    lines += [f"{ind * 2}v{i} = state[{d!r}]" for i, d in enumerate(data)]
+    lines += [f"{ind * 2}s{i} = state[{st!r}]" for i, st in enumerate(statics)]
+    lines.append(f"{ind}except (KeyError, TypeError):")
+    lines.append(f"{ind * 2}return _slow(state)")
+    aux = "(" + "".join(f"s{i}, " for i in range(len(statics))) + ")"
+    children = "[" + ", ".join(f"v{i}" for i in range(len(data))) + "]"
+    lines.append(f"{ind}return _unflatten({aux}, {children})")
+    namespace = {"_slow": slow, "_unflatten": node.unflatten}
+    source = "\n".join(lines) + "\n"
+    return compile_function(cls, "unpickle", source, namespace, "rebuild")
+
+
+class _Rebuilder:
+    """Rebuilds instances of one class from their fields; pickles as the class's name."""
+
+    __slots__ = ("_plan", "_rebuild", "cls", "name")
+
+    def __init__(self, cls: type, name: str) -> None:
+        self.cls = cls
+        self.name = name
+        self._plan: _Plan | None = None
+        self._rebuild: Callable[[Any], Any] | None = None
+
+    def plan(self) -> _Plan:
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = _plan(self.cls)
+        return plan
+
+    def __call__(self, state: dict[str, Any]) -> Any:
+        rebuild = self._rebuild
+        if rebuild is None:
+            rebuild = self._rebuild = _fast_rebuild(self.cls, self.plan(), self._checked)
+        return rebuild(state)
+
+    def _checked(self, state: dict[str, Any]) -> Any:
+        plan = self.plan()
+        if not isinstance(state, dict) or tuple(state) != plan.fields:
+            self._check_fields(state, plan)
+        return plan.rebuild(state)
+
+    def _check_fields(self, state: object, plan: _Plan) -> None:
+        """Accept the same fields in another order (the class's were reordered); else raise."""
+        got: object = type(state).__name__
+        if isinstance(state, dict):
+            keys: list[object] = list(state)  # pyright: ignore[reportUnknownArgumentType]
+            if set(keys) == set(plan.fields):
+                return
+            got = sorted(map(str, keys))
+        label = f"{self.cls.__module__}.{self.cls.__qualname__}"
+        raise StructureMismatchError(
+            f"the pickled object registered as {self.name!r} has the fields {got!r}, but "
+            f"{label} has {sorted(plan.fields)!r}; the class changed since the object was "
+            "pickled, so rebuild the object with the current class instead of unpickling it."
+        )
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[str, str, str]]:
+        cls = self.cls
+        holder = class_for_name(self.name)
+        if holder is not None and holder is not cls:
+            raise UnnamedClassError(
+                f"{cls.__module__}.{cls.__qualname__} was defined again (its class statement "
+                "ran a second time, as in a notebook or after importlib.reload), and the name "
+                f"{self.name!r} now belongs to the new class; this object is an instance of "
+                "the old class, so rebuild it from the new class before pickling it "
+                "(copy.deepcopy still works)."
+            )
+        return rebuilder_for_name, (self.name, cls.__module__, cls.__qualname__)
+
+    def __repr__(self) -> str:
+        return f"<treeclass rebuilder for {self.name!r}>"
+
+
+_REBUILDER_ATTR: Final = "__treeclass_rebuilder__"
+
+
+def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
+    """Generate the ``copyreg`` reducer of one class: ``obj -> (rebuilder, (fields,))``.
+
+    The fields are read by literal name into a dict literal (no loop): as fast as pickle's own
+    ``__reduce_ex__`` (see ``benchmarks/bench_pickle.py``). The reducer carries its rebuilder
+    as an attribute, which is how :func:`uninstall` recognises it.
+    """
+    cls = rebuilder.cls
+    fields = rebuilder.plan().fields
+    if is_namedtuple_class(cls):  # by position
+        items = ", ".join(f"{f!r}: obj[{i}]" for i, f in enumerate(fields))
+    else:
+        items = ", ".join(f"{f!r}: obj.{f}" for f in fields)
+    source = f"def reduce(obj):\n    return _rebuilder, ({{{items}}},)\n"
+    reduce = compile_function(cls, "pickle", source, {"_rebuilder": rebuilder}, "reduce")
+    setattr(reduce, _REBUILDER_ATTR, rebuilder)
+    return reduce
+
+
+def _ours(reducer: object) -> _Rebuilder | None:
+    """The rebuilder of a reducer :func:`install` made, or ``None`` for any other object."""
+    rebuilder = getattr(reducer, _REBUILDER_ATTR, None)
+    return rebuilder if isinstance(rebuilder, _Rebuilder) else None
+
+
+def install(cls: type, name: str) -> bool:
+    """Make pickle, ``copy`` and ``multiprocessing`` reduce instances of ``cls`` by ``name``.
+
+    Idempotent. A reducer that someone else put in :data:`copyreg.dispatch_table` for
+    ``cls`` is kept (it was an explicit choice); the function then returns ``False``.
+
+    Args:
+        cls: a class registered with treeclass under ``name``.
+        name: its stable serialized name.
+
+    Returns:
+        Whether instances of ``cls`` now pickle by ``name``.
+    """
+    with _LOCK:
+        existing = copyreg.dispatch_table.get(cls)
+        mine = _ours(existing)
+        if mine is not None:
+            if mine.name == name:
+                return True
+        elif existing is not None:
+            return False
+        copyreg.pickle(cls, _make_reducer(_Rebuilder(cls, name)))
+        return True
+
+
+def uninstall(cls: type) -> None:
+    """Undo :func:`install`: ``cls``'s instances pickle by module path again (the opt-out).
+
+    A reducer installed by someone else is left alone.
+    """
+    with _LOCK:
+        if _ours(copyreg.dispatch_table.get(cls)) is not None:
+            del copyreg.dispatch_table[cls]
+
+
+def is_installed(cls: type) -> bool:
+    """Whether instances of ``cls`` pickle by their treeclass name."""
+    return _ours(copyreg.dispatch_table.get(cls)) is not None
+
+
+def _find_by_path(module: str, qualname: str) -> type:
+    """The class at ``module`` + ``qualname``, imported the way pickle would (may raise)."""
+    import importlib
+
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        if part == "<locals>":
+            raise AttributeError(f"{qualname} is local to a function")
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise TypeError(f"{module}.{qualname} is a {type(obj).__name__}, not a class")
+    return obj
+
+
+def rebuilder_for_name(name: str, module: str, qualname: str) -> Callable[[Any], Any]:
+    """What a pickled rebuilder turns into when unpickled (pickles refer to this function).
+
+    Looks the class up by its treeclass ``name``; when no class has the name, falls back to
+    ``module`` + ``qualname``, as pickle itself would have done.
+
+    Raises:
+        UnregisteredNameError: no class is registered under ``name`` and none can be imported
+            from ``module`` + ``qualname``; the message names both.
+    """
+    cls = class_for_name(name)
+    if cls is None:
+        try:
+            cls = _find_by_path(module, qualname)
+        except Exception as e:
+            raise UnregisteredNameError(
+                f"this pickle holds an instance of the class registered as {name!r} (pickled "
+                f"from {module}.{qualname}), but no class is registered under {name!r} in this "
+                f"process and {module}.{qualname} cannot be imported ({type(e).__name__}: {e}); "
+                f"import the module that defines the class registered as {name!r} before "
+                "unpickling."
+            ) from e
+    mine = _ours(copyreg.dispatch_table.get(cls))
+    return mine if mine is not None else _Rebuilder(cls, name)
+
+
+class PickleBackend:
+    """Installs the pickle reducer of every named class as it is registered (always active).
+
+    A class registered with ``pickle_by_name=False`` keeps pickle's own behaviour (by module
+    path); so does a class without a name.
+    """
+
+    name: str = "pickle"
+    can_unregister: bool = True
+
+    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
+        """Nothing to check: a reducer someone else installed is kept (see :func:`install`)."""
+
+    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
+        """Install ``node``'s class's reducer (``previous`` keeps its own, which now refuses)."""
+        if node.name is not None and node.pickle_by_name:
+            install(node.type, node.name)
+
+    def unregister(self, node: NodeType) -> None:
+        """Remove the reducer :meth:`register` installed."""
+        uninstall(node.type)
+
+    def __repr__(self) -> str:
+        return "<treeclass pickle backend>"
+
+
+#: The backend the registry holds (activated when the decorators are first used).
+BACKEND: Final = PickleBackend()

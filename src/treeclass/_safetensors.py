@@ -1,0 +1,339 @@
+"""The safetensors file format, read and written in pure Python (nothing imported here).
+
+A safetensors file is an 8-byte little-endian header length ``N``, ``N`` bytes of UTF-8 JSON,
+then the tensor data. The header maps each tensor name to ``{"dtype", "shape",
+"data_offsets"}`` (offsets relative to the end of the header) and may hold ``"__metadata__"``,
+a ``str -> str`` map.
+
+:func:`read_header` treats the file as hostile and checks everything before anything else
+looks at it, in an order that bounds memory and time by the file's size: the header length
+against the file size and a cap before reading it; then strict JSON (no duplicate keys, no
+``NaN``, no huge numbers); then each tensor's dtype, shape and byte count; then that the
+tensors tile the data section exactly, with no gap and no overlap (as safetensors itself
+requires). Every problem is a :class:`~treeclass.FileLoadError` naming the file.
+
+:func:`write_file` writes what safetensors' own writer writes: tensors ordered by descending
+dtype alignment, then name (so every tensor starts at a multiple of its item size), the header
+padded with spaces to a multiple of 8 bytes, into a temporary file renamed over the target
+only once complete.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ._errors import FileLoadError, FileSaveError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from typing import Any, BinaryIO, Final
+
+    from typing_extensions import Buffer
+
+__all__ = [
+    "DTYPE_BITS",
+    "MAX_HEADER_BYTES",
+    "Header",
+    "TensorInfo",
+    "read_header",
+    "write_file",
+]
+
+#: Element size in bits of every dtype safetensors (0.8) knows, in its alignment order.
+DTYPE_BITS: Final[dict[str, int]] = {
+    "BOOL": 8,
+    "F4": 4,
+    "F6_E2M3": 6,
+    "F6_E3M2": 6,
+    "U8": 8,
+    "I8": 8,
+    "F8_E5M2": 8,
+    "F8_E4M3": 8,
+    "F8_E8M0": 8,
+    "F8_E4M3FNUZ": 8,
+    "F8_E5M2FNUZ": 8,
+    "I16": 16,
+    "U16": 16,
+    "F16": 16,
+    "BF16": 16,
+    "I32": 32,
+    "U32": 32,
+    "F32": 32,
+    "C64": 64,
+    "F64": 64,
+    "I64": 64,
+    "U64": 64,
+}
+_RANK: Final[dict[str, int]] = {code: i for i, code in enumerate(DTYPE_BITS)}
+
+#: The largest header safetensors reads (its own ``MAX_HEADER_SIZE``).
+MAX_HEADER_BYTES: Final = 100_000_000
+_MAX_DIM: Final = 1 << 64
+_INFO_KEYS: Final = frozenset(("dtype", "shape", "data_offsets"))
+
+
+class TensorInfo:
+    """One tensor of a header: its name, dtype code, shape and byte range in the data."""
+
+    __slots__ = ("begin", "dtype", "end", "name", "shape")
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], begin: int, end: int) -> None:
+        self.name = name
+        self.dtype = dtype
+        self.shape = shape
+        self.begin = begin
+        self.end = end
+
+    @property
+    def nbytes(self) -> int:
+        """The tensor's size in bytes."""
+        return self.end - self.begin
+
+    def __repr__(self) -> str:
+        return (
+            f"TensorInfo({self.name!r}, {self.dtype}, {list(self.shape)}, {self.begin}:{self.end})"
+        )
+
+
+class Header:
+    """A checked header: tensors in file order, metadata, and where the data starts."""
+
+    __slots__ = ("data_start", "file_size", "metadata", "tensors")
+
+    tensors: dict[str, TensorInfo]
+    metadata: dict[str, str]
+    data_start: int
+    file_size: int
+
+    def __init__(
+        self, tensors: dict[str, TensorInfo], metadata: dict[str, str], data_start: int, size: int
+    ) -> None:
+        self.tensors = tensors
+        self.metadata = metadata
+        self.data_start = data_start
+        self.file_size = size
+
+
+def _bad(source: str, message: str) -> FileLoadError:
+    return FileLoadError(f"{source} is not a loadable safetensors file: {message}")
+
+
+def _reject(text: str) -> Any:
+    raise ValueError(f"{text} is not valid JSON")
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise ValueError(f"the key {k[:80]!r} appears twice in one object")
+            seen.add(k)
+    return out
+
+
+def loads_strict(text: str) -> Any:
+    """Strict JSON: no duplicate keys, no ``NaN``/``Infinity``.
+
+    Integer literals are bounded by Python's own limit (4300 digits by default); sizes and
+    offsets are then checked against 2**64. Raises ``ValueError`` or ``RecursionError``;
+    callers turn them into treeclass errors.
+    """
+    import json
+
+    return json.loads(text, object_pairs_hook=_pairs, parse_constant=_reject)
+
+
+def _count(value: Any) -> bool:
+    return value.__class__ is int and 0 <= value < _MAX_DIM
+
+
+def _check_tensor(source: str, name: str, info: Any, data_size: int) -> TensorInfo:
+    where = f"tensor {name[:200]!r}"
+    if info.__class__ is not dict or info.keys() != _INFO_KEYS:
+        raise _bad(
+            source,
+            f'{where} must be described by exactly "dtype", "shape" and "data_offsets".',
+        )
+    dtype = info["dtype"]
+    shape = info["shape"]
+    offsets = info["data_offsets"]
+    if dtype.__class__ is not str or dtype not in DTYPE_BITS:
+        raise _bad(source, f"{where} has the unknown dtype {str(dtype)[:40]!r}.")
+    if shape.__class__ is not list or not all(_count(d) for d in shape):
+        raise _bad(source, f"{where} has a shape that is not a list of sizes: {str(shape)[:80]}.")
+    if (
+        offsets.__class__ is not list
+        or len(offsets) != 2
+        or not _count(offsets[0])
+        or not _count(offsets[1])
+        or offsets[0] > offsets[1]
+    ):
+        raise _bad(source, f"{where} has data_offsets that are not [begin, end]: {offsets!r:.80}.")
+    begin, end = offsets
+    if end > data_size:
+        raise _bad(
+            source,
+            f"{where} ends at byte {end} of a data section of {data_size} bytes (the file is "
+            "truncated or its header lies about offsets).",
+        )
+    bits = DTYPE_BITS[dtype]
+    # The element count, given up as soon as it exceeds what the byte range can hold.
+    limit = (end - begin) * 8 // bits + 1
+    numel = 0 if 0 in shape else 1
+    for d in shape if numel else ():
+        numel *= d
+        if numel > limit:
+            break
+    if numel * bits != (end - begin) * 8:
+        raise _bad(
+            source,
+            f"{where} is {dtype} with shape {shape!r:.80} but its data_offsets give "
+            f"{end - begin} bytes.",
+        )
+    return TensorInfo(name, dtype, tuple(shape), begin, end)
+
+
+def read_header(f: BinaryIO, source: str) -> Header:
+    """Read and check the header of the safetensors file open as ``f`` (at its start).
+
+    Args:
+        f: the file, opened for binary reading.
+        source: how to name the file in messages.
+
+    Returns:
+        The header; its tensors tile the data section exactly.
+
+    Raises:
+        FileLoadError: anything at all is wrong with the header.
+    """
+    try:
+        size = os.fstat(f.fileno()).st_size
+    except (OSError, AttributeError, ValueError):
+        size = f.seek(0, os.SEEK_END)
+        f.seek(0)
+    first = f.read(8)
+    if len(first) < 8:
+        raise _bad(source, f"it is {size} bytes long; a safetensors file starts with 8 bytes.")
+    n = int.from_bytes(first, "little")
+    if n > MAX_HEADER_BYTES:
+        raise _bad(
+            source,
+            f"its header length field says {n} bytes, more than the {MAX_HEADER_BYTES} bytes "
+            "safetensors allows.",
+        )
+    if n > size - 8:
+        raise _bad(
+            source,
+            f"its header length field says {n} bytes but only {size - 8} bytes follow (the file "
+            "is truncated, or it is not a safetensors file).",
+        )
+    raw = f.read(n)
+    if len(raw) != n:
+        raise _bad(source, "the file changed size while it was being read.")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _bad(
+            source, f"its header is not UTF-8 text ({e.reason} at byte {e.start})."
+        ) from None
+    del raw
+    if not text.startswith("{"):
+        raise _bad(source, "its header does not start with '{'.")
+    try:
+        doc: Any = loads_strict(text)
+    except (ValueError, RecursionError) as e:
+        reason = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
+        raise _bad(source, f"its header is not valid JSON ({reason:.200}).") from None
+    del text
+    if doc.__class__ is not dict:
+        raise _bad(source, "its header is not a JSON object.")
+    raw_metadata: Any = doc.pop("__metadata__", None)
+    metadata: dict[str, str] = {} if raw_metadata is None else raw_metadata
+    if metadata.__class__ is not dict or not all(v.__class__ is str for v in metadata.values()):
+        raise _bad(source, '"__metadata__" must map strings to strings.')
+    data_size = size - 8 - n
+    tensors = [_check_tensor(source, name, info, data_size) for name, info in doc.items()]
+    tensors.sort(key=lambda t: (t.begin, t.end))
+    at = 0
+    for t in tensors:
+        if t.begin != at:
+            what = "overlaps the one before it" if t.begin < at else "leaves a gap before it"
+            raise _bad(
+                source,
+                f"tensor {t.name[:200]!r} starts at byte {t.begin} and {what} (which ends at "
+                f"byte {at}); tensors must tile the data section.",
+            )
+        at = t.end
+    if at != data_size:
+        raise _bad(
+            source,
+            f"its tensors cover {at} bytes but the data section has {data_size} bytes (the "
+            "header lies about offsets, or the file has trailing data).",
+        )
+    return Header({t.name: t for t in tensors}, metadata, 8 + n, size)
+
+
+def write_file(
+    path: str | os.PathLike[str],
+    tensors: Iterable[tuple[str, str, Sequence[int], Buffer]],
+    metadata: dict[str, str],
+) -> None:
+    """Write a safetensors file, atomically (a temporary file renamed over ``path``).
+
+    Args:
+        path: where to write.
+        tensors: ``(name, dtype code, shape, data)`` for each tensor; ``data`` is a
+            C-contiguous little-endian buffer of exactly the tensor's bytes; names are unique.
+        metadata: the header's ``"__metadata__"``.
+
+    Raises:
+        FileSaveError: a name or metadata value cannot be written as UTF-8, or the header
+            would exceed what safetensors reads.
+    """
+    import json
+
+    items = sorted(tensors, key=lambda t: (-_RANK[t[1]], t[0]))
+    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
+    at = 0
+    for name, dtype, shape, data in items:
+        n = memoryview(data).nbytes
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + n]}
+        at += n
+    try:
+        raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise FileSaveError(
+            f"a key path or metadata string holds {e.object[e.start : e.end]!r}, which is not "
+            "valid Unicode text (a lone surrogate), so it cannot be written; use another key."
+        ) from None
+    raw += b" " * (-len(raw) % 8)
+    if len(raw) > MAX_HEADER_BYTES:
+        raise FileSaveError(
+            f"the file's header would be {len(raw)} bytes, more than the {MAX_HEADER_BYTES} "
+            "bytes safetensors reads; save fewer leaves per file (or shorter metadata)."
+        )
+    target = os.fspath(path)
+    folder, base = os.path.split(target)
+    tmp = os.path.join(folder, f".{base}.{os.getpid()}.{id(items):x}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            out.write(len(raw).to_bytes(8, "little"))
+            out.write(raw)
+            for _, _, _, data in items:
+                out.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        import contextlib  # here: importing contextlib costs ~1 ms at ``import treeclass``
+
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,174 @@
+"""Key paths read straight from a treespec document's node list, building no class.
+
+A document (``docs/format.md``, format version 1) says everything a key path needs: a
+``tuple`` or ``list`` node's children are ``[0]``, ``[1]``, ...; a ``dict``-like node's are its
+keys (``['k']``, ``[1]``); a registered class's are its ``data`` fields (``.logits``) and a
+namedtuple's its ``fields``. So the key paths :func:`treeclass.keystr` gives for a tree's
+leaves can be computed from its document alone, without unflattening anything (no
+``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders).
+
+Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded
+in one batch through :func:`treeclass.treespec_loads` of a small document holding only those
+dicts, so they print exactly as ``keystr`` prints them.
+
+The walk is iterative (any depth) and yields each node's path as a live list of entries plus
+its length, so a caller can compare a path with a stored one without joining every prefix:
+time stays linear in the size of what is compared.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any, Final
+
+__all__ = ["child_entries", "walk"]
+
+_DICTS: Final = frozenset(("dict", "collections.OrderedDict"))
+_SEQUENCES: Final = frozenset(("tuple", "list"))
+_FORMAT_ID: Final = "treeclass.treespec"  # the "format" of every treespec document
+
+
+def _scalar_key(key: Any) -> str | None:
+    """``repr`` of a key stored as a JSON scalar (a str, bool, null, int or float)."""
+    cls = key.__class__
+    if cls is str or cls is bool or cls is float or key is None:
+        return repr(key)
+    if cls is int:
+        try:
+            return repr(key)
+        except ValueError:  # more digits than int -> str allows
+            return None
+    return None
+
+
+def _entry(key_repr: str) -> str:
+    return f"[{key_repr}]"
+
+
+def _decode_batch(batch: list[tuple[int, list[Any]]], version: int) -> dict[int, list[str]]:
+    """Decode the keys of several dict nodes with one :func:`treespec_loads`."""
+    import json
+
+    from . import treespec_loads
+
+    nodes: list[Any] = [["list", None, len(batch)]]
+    total = 0
+    for _, keys in batch:
+        nodes.append(["collections.OrderedDict", keys, len(keys)])
+        nodes.extend([None] * len(keys))
+        total += len(keys)
+    doc = {"format": _FORMAT_ID, "leaves": total, "nodes": nodes, "version": version}
+    dicts: list[dict[Any, int]] = treespec_loads(json.dumps(doc)).unflatten(range(total))
+    out: dict[int, list[str]] = {}
+    for (index, _), d in zip(batch, dicts):
+        ordered = sorted(d.items(), key=lambda kv: kv[1])
+        out[index] = [_entry(repr(k)) for k, _ in ordered]
+    return out
+
+
+def _dict_keys(name: str, state: Any) -> Any:
+    if name in _DICTS:
+        return state
+    if name == "collections.defaultdict" and state.__class__ is dict:
+        return state.get("keys")
+    return None
+
+
+def child_entries(
+    nodes: Sequence[Any], version: int, *, strict: bool = True
+) -> list[list[str] | None]:
+    """For each node of a document's node list, the key entries of its children.
+
+    ``None`` for a leaf. With ``strict``, a dict key that cannot be decoded raises (the
+    caller loaded the document already, so that cannot happen); otherwise such keys show as
+    their JSON form (``[<{"registered":[...]}>]``), for a document whose names may not be
+    registered here.
+
+    Raises:
+        TreeclassError: with ``strict``, a dict key could not be decoded.
+    """
+    from ._errors import TreeclassError
+
+    out: list[list[str] | None] = []
+    pending: list[tuple[int, list[Any]]] = []
+    for i, item in enumerate(nodes):
+        if item is None:
+            out.append(None)
+            continue
+        name, state, arity = item
+        keys = _dict_keys(name, state)
+        entries: list[str] | None = None
+        if name in _SEQUENCES:
+            entries = [f"[{j}]" for j in range(arity)]
+        elif keys is not None:
+            if keys.__class__ is list and len(keys) == arity:
+                reprs = [_scalar_key(k) for k in keys]
+                if all(r is not None for r in reprs):
+                    entries = [_entry(r) for r in reprs if r is not None]
+                else:
+                    pending.append((i, keys))
+                    entries = []  # filled in below
+        elif state.__class__ is dict:
+            fields = state.get("data", state.get("fields"))
+            if (
+                fields.__class__ is list
+                and len(fields) == arity
+                and all(f.__class__ is str for f in fields)
+            ):
+                entries = [f".{f}" for f in fields]
+        if entries is None:
+            entries = [f"[{j}]" for j in range(arity)]
+        out.append(entries)
+    if pending:
+        try:
+            decoded = _decode_batch(pending, version)
+        except TreeclassError:
+            if strict:
+                raise
+            import json
+
+            for i, keys in pending:
+                out[i] = [f"[<{json.dumps(k)}>]" for k in keys]
+        else:
+            for i, entries in decoded.items():
+                out[i] = entries
+    return out
+
+
+def walk(
+    nodes: Sequence[Any], entries: Sequence[list[str] | None]
+) -> Iterator[tuple[int, list[str], int]]:
+    """Yield ``(index, parts, length)`` for every node, in pre-order.
+
+    ``parts`` is the node's key path as a list of entries (a live list: read it before the
+    next step), ``length`` the length of ``"".join(parts)``. ``nodes`` must be one complete
+    tree (as a document's node list is once loaded) and ``entries`` from
+    :func:`child_entries`.
+    """
+    parts: list[str] = []
+    lengths: list[int] = [0]
+    stack: list[list[Any]] = []  # [child entries, index of the next child]
+    for i in range(len(nodes)):
+        if stack:
+            top = stack[-1]
+            key: str = top[0][top[1]]
+            top[1] += 1
+            parts.append(key)
+            lengths.append(lengths[-1] + len(key))
+        yield i, parts, lengths[-1]
+        children = entries[i]
+        if children:
+            stack.append([children, 0])
+            continue
+        # A leaf, or a node without children: close it and every ancestor it completes.
+        if stack:
+            parts.pop()
+            lengths.pop()
+        while stack and stack[-1][1] == len(stack[-1][0]):
+            stack.pop()
+            if stack:
+                parts.pop()
+                lengths.pop()

@@ -1,1 +1,0 @@
-"""Framework adapters. Each is imported only once its framework has been imported."""

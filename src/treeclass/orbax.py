@@ -1,0 +1,594 @@
+"""Orbax checkpoints of treeclass trees that restore without a target object.
+
+Importing this module imports orbax-checkpoint (and so jax); ``import treeclass`` never does.
+Nothing here is needed to checkpoint treeclass classes with orbax's own API
+(``ocp.StandardCheckpointer().save(path, state)`` and ``restore(path, target)`` work on them
+as on any JAX pytree). What orbax cannot do is restore *without* a target: it then returns
+nested dicts (tuples become lists, statics are lost). :func:`save` writes the tree's structure
+next to its arrays, and :func:`restore` rebuilds the tree in its own classes, in a fresh process
+where only the modules defining the classes are imported.
+
+The checkpoint is an ordinary orbax composite checkpoint (``CompositeCheckpointHandler``,
+written atomically by orbax) with two items:
+
+* ``treeclass``: a JSON document (orbax ``JsonSave``)::
+
+      {"format": "treeclass.orbax", "version": 1,
+       "treespec": "<tc.treespec_dumps of the tree's structure>",
+       "leaves": [<one description per leaf, in leaf order>]}
+
+  A leaf is described as ``{"array": "jax" | "numpy" | "numpy-scalar", "dtype": "float32",
+  "shape": [2, 3], "key": "0"}`` (an array, stored in the ``arrays`` item under ``key``;
+  ``key`` is ``null`` for an array with no elements, which orbax refuses to store), or by its
+  value: ``{"bool": true}``, ``{"int": 3}``, ``{"float": "0x1.8p+0"}`` (``float.hex``, exact,
+  ``inf``/``nan`` included), ``{"complex": [re, im]}`` or ``{"str": "..."}``.
+* ``arrays``: an orbax PyTree checkpoint (``PyTreeSave``) of a flat dict ``{key: array}``,
+  readable with orbax alone.
+
+Restoring treats the directory as hostile input. The structure item is read first, as JSON
+(orbax's ``JsonRestore``: ``json.loads``), and its ``treespec`` goes through
+:func:`treeclass.treespec_loads`, which imports and runs nothing by name: a class name that is
+not registered raises :class:`~treeclass.UnregisteredNameError` (naming every missing name)
+before any array is read. Every leaf description is checked (dtype names against a fixed list
+of numeric dtypes, shapes, keys); the arrays item's orbax metadata must then match them
+before orbax reads the arrays, so an edited document cannot make orbax cast or reshape what
+it reads. Nothing is unpickled.
+
+Example:
+    >>> import numpy as np
+    >>> import treeclass as tc
+    >>> import treeclass.orbax as tco
+    >>> @tc.pytree_dataclass(name="docs.orbax.State")
+    ... class State:
+    ...     params: dict[str, np.ndarray]
+    ...     step: int
+    ...     note: str | None = None
+    ...     run: str = tc.field(static=True, default="r1")
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+    >>> tco.save(path, State({"w": np.ones((2, 2), np.float32)}, step=3))
+    >>> tco.restore(path)  # no target: the classes come from the registered names
+    State(params={'w': array([[1., 1.],
+           [1., 1.]], dtype=float32)}, step=3, note=None, run='r1')
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import os
+from collections.abc import Mapping
+from typing import Any, Final, cast
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+import treeclass as tc
+
+from ._errors import TreeclassTypeError, TreespecLoadError, UnregisteredNameError
+
+__all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
+
+#: The ``format`` of the structure document.
+FORMAT: Final = "treeclass.orbax"
+#: The structure document's version. History: 1 (treeclass 0.1.0), the first.
+VERSION: Final = 1
+#: The composite checkpoint's item holding the structure document (JSON).
+STRUCTURE_ITEM: Final = "treeclass"
+#: The composite checkpoint's item holding the array leaves (an orbax PyTree checkpoint).
+ARRAYS_ITEM: Final = "arrays"
+
+# The dtypes an array leaf may have: numeric only (no object, string, void, structured or
+# datetime dtypes, which orbax cannot store or which could hold Python objects). Names as
+# numpy (``np.dtype(x).name``) spells them; the second set comes from ml_dtypes, which jax
+# depends on.
+_NUMPY_DTYPES: Final = frozenset(
+    {
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    }
+)
+_ML_DTYPES: Final = frozenset(
+    {
+        "bfloat16",
+        "float4_e2m1fn",
+        "float8_e3m4",
+        "float8_e4m3",
+        "float8_e4m3b11fnuz",
+        "float8_e4m3fn",
+        "float8_e4m3fnuz",
+        "float8_e5m2",
+        "float8_e5m2fnuz",
+        "float8_e8m0fnu",
+        "int2",
+        "int4",
+        "uint2",
+        "uint4",
+    }
+)
+_ARRAY_KINDS: Final = frozenset({"jax", "numpy", "numpy-scalar"})
+_MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
+_MAX_ELEMENTS: Final = 2**62
+_MAX_FLOAT_TEXT: Final = 40
+_MAX_NAMES_SHOWN: Final = 20
+
+_UNSUPPORTED_LEAF: Final = (
+    "the leaf at {path} is a {type}, which treeclass.orbax cannot save; it saves jax and numpy "
+    "arrays (numeric dtypes) and numpy scalars, and Python bool, int, float, complex and str "
+    "leaves. Convert it to an array, or make the class that holds it a treeclass class "
+    "(with name=) so that it is structure, not a leaf."
+)
+_UNSUPPORTED_DTYPE: Final = (
+    "the array at {path} has dtype {dtype}, which treeclass.orbax cannot save; it saves "
+    "arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, complex). "
+    "For a typed PRNG key use jax.random.key_data(key)."
+)
+_NOT_A_CHECKPOINT: Final = (
+    "{path} holds no {item!r} item, so it is not a checkpoint written by treeclass.orbax.save; "
+    "a checkpoint written with orbax's own API restores with orbax and a target object."
+)
+_BAD_DOCUMENT: Final = (
+    "the treeclass structure of the checkpoint at {path} is not valid: {problem}. The "
+    "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
+)
+_UNREGISTERED: Final = (
+    "the checkpoint at {path} uses the serialized name(s) {names}, which no class is "
+    "registered under in this process; import the module(s) that define those classes "
+    "(registered with these name=) before restoring. Only the structure was read; loading "
+    "never imports anything by itself."
+)
+
+
+def _checkpointer() -> Any:
+    """A synchronous orbax checkpointer for the two items, with their handlers named here.
+
+    Naming the handlers (rather than letting orbax find them from the checkpoint's own
+    metadata) keeps what reads the directory fixed by this code, not by the directory.
+    """
+    handler = ocp.CompositeCheckpointHandler(
+        **{STRUCTURE_ITEM: ocp.JsonCheckpointHandler(), ARRAYS_ITEM: ocp.PyTreeCheckpointHandler()}
+    )
+    return ocp.Checkpointer(handler)
+
+
+# --- save -------------------------------------------------------------------------------------
+
+
+def _dtype_name(leaf: Any) -> str | None:
+    try:
+        dtype: Any = np.dtype(leaf.dtype)
+    except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
+        return None
+    name = str(dtype.name)
+    if name in _NUMPY_DTYPES or name in _ML_DTYPES:
+        return name
+    return None
+
+
+def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[str, Any]:
+    """The JSON description of one leaf; arrays with elements go into ``arrays``."""
+    kind: type = leaf.__class__
+    if kind is bool:
+        return {"bool": leaf}
+    if kind is int:
+        return {"int": leaf}
+    if kind is float:
+        return {"float": float.hex(leaf)}
+    if kind is complex:
+        return {"complex": [float.hex(leaf.real), float.hex(leaf.imag)]}
+    if kind is str:
+        return {"str": leaf}
+    if isinstance(leaf, jax.Array):
+        array_kind = "jax"
+    elif kind is np.ndarray:
+        array_kind = "numpy"
+    elif issubclass(kind, np.generic):
+        array_kind = "numpy-scalar"
+    else:
+        raise TreeclassTypeError(
+            _UNSUPPORTED_LEAF.format(path=path, type=f"{kind.__module__}.{kind.__qualname__}")
+        )
+    dtype = _dtype_name(leaf)
+    if dtype is None:
+        shown: str = str(leaf.dtype)
+        raise TreeclassTypeError(_UNSUPPORTED_DTYPE.format(path=path, dtype=shown))
+    shape: list[int] = [int(n) for n in leaf.shape]
+    key: str | None = None
+    if math.prod(shape) > 0:  # orbax refuses arrays without elements; their shape is enough
+        key = str(index)
+        arrays[key] = np.asarray(leaf) if array_kind == "numpy-scalar" else leaf
+    return {"array": array_kind, "dtype": dtype, "shape": shape, "key": key}
+
+
+def _path_text(path: tc.KeyPath) -> str:
+    return tc.keystr(path) or "the root"
+
+
+def save_args(tree: Any) -> ocp.args.Composite:
+    """The orbax arguments that write ``tree`` in :func:`save`'s layout.
+
+    For an orbax ``CheckpointManager`` (which names, keeps and deletes step directories):
+    ``manager.save(step, args=treeclass.orbax.save_args(tree))``, then
+    ``treeclass.orbax.restore(manager.directory / str(step))``. Every check of :func:`save`
+    happens here, before anything is written.
+
+    Args:
+        tree: as for :func:`save`.
+
+    Returns:
+        An ``ocp.args.Composite`` with the items ``treeclass`` and (if the tree has array
+        leaves with elements) ``arrays``.
+
+    Raises:
+        UnnamedClassError, UnserializableStaticError, TreeclassTypeError: as :func:`save`.
+
+    Example:
+        >>> import numpy as np, tempfile
+        >>> import orbax.checkpoint as ocp
+        >>> import treeclass.orbax as tco
+        >>> manager = ocp.CheckpointManager(tempfile.mkdtemp())
+        >>> manager.save(1, args=tco.save_args({"w": np.ones(2, np.float32), "step": 1}))
+        True
+        >>> manager.wait_until_finished()
+        >>> tco.restore(manager.directory / "1")
+        {'step': 1, 'w': array([1., 1.], dtype=float32)}
+        >>> manager.close()
+    """
+    pairs, spec = tc.tree_flatten_with_path(tree)
+    treespec = tc.treespec_dumps(spec)  # refuses unnamed classes before anything is written
+    arrays: dict[str, Any] = {}
+    leaves = [_describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)]
+    document = {"format": FORMAT, "version": VERSION, "treespec": treespec, "leaves": leaves}
+    items: dict[str, Any] = {STRUCTURE_ITEM: ocp.args.JsonSave(document)}
+    if arrays:
+        items[ARRAYS_ITEM] = ocp.args.PyTreeSave(arrays)
+    return ocp.args.Composite(**items)
+
+
+def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -> None:
+    """Write ``tree`` as an orbax checkpoint that :func:`restore` reads without a target.
+
+    Every class in the tree must be registered with a ``name=`` (the structure is stored by
+    name, never by module path). Nothing is written if the structure or a leaf cannot be
+    saved. With an orbax ``CheckpointManager``, use :func:`save_args` instead.
+
+    Args:
+        directory: the checkpoint directory to create (orbax writes it atomically).
+        tree: any tree of treeclass classes, namedtuples and built-in containers whose leaves
+            are jax or numpy arrays (numeric dtypes), numpy scalars, or Python ``bool``,
+            ``int``, ``float``, ``complex`` and ``str`` values.
+        force: replace an existing checkpoint at ``directory`` (as orbax's ``force=``).
+
+    Raises:
+        UnnamedClassError: a class in the tree has no ``name=``.
+        UnserializableStaticError: a static field's value has no JSON form.
+        TreeclassTypeError: a leaf of another type, or an array of a non-numeric dtype; the
+            message names its key path.
+        ValueError: orbax refused (for example, ``directory`` exists and ``force`` is off).
+
+    Example:
+        >>> import numpy as np, os, tempfile
+        >>> import treeclass.orbax as tco
+        >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> tco.save(path, {"w": np.zeros(3, np.float32), "lr": 0.1, "dims": (3,)})
+        >>> {"arrays", "treeclass"} <= set(os.listdir(path))
+        True
+    """
+    args = save_args(tree)
+    checkpointer = _checkpointer()
+    try:
+        checkpointer.save(os.path.abspath(os.fspath(directory)), args=args, force=force)
+    finally:
+        checkpointer.close()
+
+
+# --- restore ----------------------------------------------------------------------------------
+
+
+def _builtin_names() -> frozenset[str]:
+    """The names the treespec format gives built-in containers (read from a dumped sample)."""
+    import collections
+
+    odict: collections.OrderedDict[str, int] = collections.OrderedDict()
+    ddict: collections.defaultdict[str, list[int]] = collections.defaultdict(list)
+    sample: tuple[Any, ...] = ((), [], {}, None, odict, ddict)
+    nodes: list[Any] = json.loads(tc.treespec_dumps(tc.tree_structure(sample)))["nodes"]
+    return frozenset(str(node[0]) for node in nodes if node.__class__ is list)
+
+
+def _unregistered_names(treespec: str) -> list[str]:
+    """Every node name of a treespec document that no class is registered under."""
+    try:
+        doc: Any = json.loads(treespec)
+    except ValueError:
+        return []
+    nodes: Any = doc.get("nodes") if doc.__class__ is dict else None
+    if nodes.__class__ is not list:
+        return []
+    builtin = _builtin_names()
+    missing: dict[str, None] = {}
+    for node in nodes:
+        if node.__class__ is list and node and node[0].__class__ is str:
+            name: str = node[0]
+            if name not in builtin and name not in missing and tc.class_for_name(name) is None:
+                missing[name] = None
+    return list(missing)
+
+
+def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
+    try:
+        return tc.treespec_loads(treespec)
+    except UnregisteredNameError as e:
+        missing = _unregistered_names(treespec)
+        if not missing:
+            raise
+        shown = ", ".join(repr(n[:200]) for n in missing[:_MAX_NAMES_SHOWN])
+        if len(missing) > _MAX_NAMES_SHOWN:
+            shown += f" and {len(missing) - _MAX_NAMES_SHOWN} more"
+        raise UnregisteredNameError(_UNREGISTERED.format(path=where, names=shown)) from e
+
+
+def _bad(where: str, problem: str) -> TreespecLoadError:
+    return TreespecLoadError(_BAD_DOCUMENT.format(path=where, problem=problem))
+
+
+def _dtype(name: Any, where: str, label: str) -> np.dtype[Any]:
+    if isinstance(name, str) and name in _NUMPY_DTYPES:
+        return np.dtype(name)
+    if isinstance(name, str) and name in _ML_DTYPES:
+        ml_dtypes: Any = importlib.import_module("ml_dtypes")  # a jax dependency, untyped
+        found = getattr(ml_dtypes, name, None)
+        if found is None:
+            raise _bad(where, f"{label} has dtype {name!r}, which this ml_dtypes lacks")
+        dtype: np.dtype[Any] = np.dtype(found)
+        return dtype
+    raise _bad(where, f"{label} has dtype {str(name)[:40]!r}, not a numeric dtype")
+
+
+class _Array:
+    """A checked array description."""
+
+    __slots__ = ("dtype", "key", "kind", "label", "shape")
+
+    def __init__(
+        self, kind: str, dtype: np.dtype[Any], shape: tuple[int, ...], key: str | None, label: str
+    ) -> None:
+        self.kind = kind
+        self.dtype = dtype
+        self.shape = shape
+        self.key = key
+        self.label = label
+
+
+def _float(text: Any) -> float | None:
+    if text.__class__ is not str or len(text) > _MAX_FLOAT_TEXT:
+        return None
+    try:
+        return float.fromhex(text)
+    except ValueError:
+        return None
+
+
+def _scalar(tag: str, value: Any) -> tuple[bool, Any]:
+    """``(True, value)`` for a valid scalar description ``{tag: value}``, else ``(False, None)``."""
+    if tag in ("bool", "int", "str"):
+        return value.__class__ is {"bool": bool, "int": int, "str": str}[tag], value
+    if tag == "float":
+        number = _float(value)
+        return number is not None, number
+    if tag == "complex" and value.__class__ is list and len(value) == 2:
+        real, imag = _float(value[0]), _float(value[1])
+        if real is not None and imag is not None:
+            return True, complex(real, imag)
+    return False, None
+
+
+def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
+    """The value a leaf description stands for, or an :class:`_Array` to read."""
+    if desc.__class__ is not dict or not desc:
+        raise _bad(where, f"{label} is described by {desc.__class__.__name__}, not an object")
+    keys: set[str] = set(desc)
+    if len(keys) == 1:
+        (tag,) = keys
+        ok, value = _scalar(tag, desc[tag])
+        if not ok:
+            raise _bad(where, f"{label} has an invalid {tag[:40]!r} description")
+        return value
+    if keys != {"array", "dtype", "shape", "key"}:
+        raise _bad(where, f"{label} has the fields {sorted(keys)[:8]}")
+    kind: Any = desc["array"]
+    if kind.__class__ is not str or kind not in _ARRAY_KINDS:
+        raise _bad(where, f"{label} is an array of the unknown kind {str(kind)[:40]!r}")
+    dtype = _dtype(desc["dtype"], where, label)
+    shape: Any = desc["shape"]
+    if (
+        shape.__class__ is not list
+        or len(shape) > _MAX_DIMS
+        or not all(n.__class__ is int and 0 <= n <= _MAX_ELEMENTS for n in shape)
+        or (kind == "numpy-scalar" and shape)
+    ):
+        raise _bad(where, f"{label} has an invalid shape")
+    dims: tuple[int, ...] = tuple(shape)
+    size = math.prod(dims)
+    if size > _MAX_ELEMENTS:
+        raise _bad(where, f"{label} has more than 2**62 elements")
+    key: Any = desc["key"]
+    expected = str(index) if size else None
+    if key != expected:
+        raise _bad(where, f"{label} has the key {str(key)[:40]!r} instead of {expected!r}")
+    return _Array(kind, dtype, dims, expected, label)
+
+
+def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
+    if raw.__class__ is not dict:
+        raise _bad(where, f"the {STRUCTURE_ITEM!r} item holds a {raw.__class__.__name__}")
+    if raw.get("format") != FORMAT:
+        raise _bad(where, f"its format is not {FORMAT!r}")
+    version: Any = raw.get("version")
+    if version.__class__ is not int:
+        raise _bad(where, "it has no integer version")
+    if version > VERSION:
+        raise TreespecLoadError(
+            f"the checkpoint at {where} was written by a newer treeclass (structure version "
+            f"{version}; this treeclass reads version {VERSION}); upgrade treeclass to restore it."
+        )
+    if version != VERSION or set(raw) != {"format", "version", "treespec", "leaves"}:
+        raise _bad(where, "it does not have the fields of version 1")
+    treespec: Any = raw["treespec"]
+    leaves: Any = raw["leaves"]
+    if treespec.__class__ is not str or leaves.__class__ is not list:
+        raise _bad(where, "its treespec is not a string or its leaves not a list")
+    return treespec, leaves
+
+
+def _leaf_labels(spec: tc.TreeSpec) -> list[str]:
+    """The key path of every leaf of ``spec``, for messages."""
+    skeleton = spec.unflatten(range(spec.num_leaves))
+    return [f"the leaf at {_path_text(p)}" for p, _ in tc.tree_flatten_with_path(skeleton)[0]]
+
+
+def _metadata_tree(checkpointer: Any, path: str) -> Mapping[str, Any]:
+    """The orbax metadata of the arrays item: ``{key: ArrayMetadata}`` (orbax 0.12)."""
+    metadata: Any = checkpointer.metadata(path)
+    item: Any = getattr(metadata, "item_metadata", metadata)[ARRAYS_ITEM]
+    tree: Any = getattr(item, "tree", item)
+    if not isinstance(tree, Mapping):
+        raise TypeError(f"orbax metadata of {ARRAYS_ITEM!r} is a {tree.__class__.__name__}")
+    return cast("Mapping[str, Any]", tree)
+
+
+def _check_against_metadata(tree: Mapping[str, Any], wanted: dict[str, _Array], where: str) -> None:
+    if set(tree) != set(wanted):
+        raise _bad(where, f"its {ARRAYS_ITEM!r} item holds other arrays than it describes")
+    for key, array in wanted.items():
+        meta = tree[key]
+        shape = tuple(getattr(meta, "shape", ()) or ())
+        dtype: Any = getattr(meta, "dtype", None)
+        if shape != array.shape or dtype is None or np.dtype(dtype) != array.dtype:
+            described = str(array.dtype)
+            raise _bad(
+                where,
+                f"{array.label} is described as {described}{list(array.shape)} but "
+                f"stored as {dtype}{list(shape)}",
+            )
+
+
+def _restore_args(wanted: dict[str, _Array], sharding: Any) -> tuple[dict[str, Any], ...]:
+    item: dict[str, Any] = {}
+    args: dict[str, Any] = {}
+    for key, array in wanted.items():
+        if array.kind == "jax":
+            item[key] = jax.ShapeDtypeStruct(array.shape, array.dtype, sharding=sharding)
+            args[key] = ocp.ArrayRestoreArgs(
+                sharding=sharding, global_shape=array.shape, dtype=array.dtype
+            )
+        else:
+            item[key] = jax.ShapeDtypeStruct(array.shape, array.dtype)
+            args[key] = ocp.RestoreArgs(restore_type=np.ndarray, dtype=array.dtype)
+    return item, args
+
+
+def _leaf_value(value: Any, array: _Array, where: str, sharding: Any) -> Any:
+    if array.key is None:  # no elements: rebuilt from the description alone
+        empty = np.zeros(array.shape, array.dtype)
+        return jax.device_put(empty, sharding) if array.kind == "jax" else empty
+    if tuple(value.shape) != array.shape or np.dtype(value.dtype) != array.dtype:
+        raise _bad(where, f"orbax restored {array.label} with another shape or dtype")
+    if array.kind == "numpy-scalar":
+        return np.asarray(value)[()]
+    return value
+
+
+def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
+    """Read a checkpoint written by :func:`save` back into its own classes, without a target.
+
+    Only the modules that define the tree's classes need to be imported (in any order, under
+    any module name: classes are found by their registered names). Statics, ``None`` fields,
+    tuples and lists, array shapes and dtypes, jax vs numpy arrays and Python scalar leaves
+    come back as saved. The classes are rebuilt the way unflatten rebuilds them (``__init__``
+    does not run).
+
+    Args:
+        directory: the checkpoint directory.
+        sharding: where jax arrays are placed (a ``jax.sharding.Sharding``); default: the
+            first device, ``jax.devices()[0]``. numpy arrays stay numpy arrays.
+
+    Returns:
+        The tree.
+
+    Raises:
+        UnregisteredNameError: the structure names classes not registered in this process
+            (the message names them all); raised before any array is read.
+        TreespecLoadError: the directory is not a treeclass.orbax checkpoint, or its
+            structure is invalid, from a newer treeclass, or does not match the stored arrays.
+
+    Example:
+        >>> import numpy as np, os, tempfile
+        >>> import treeclass.orbax as tco
+        >>> path = os.path.join(tempfile.mkdtemp(), "ckpt")
+        >>> tco.save(path, {"w": np.zeros(2, np.float32), "dims": (2,), "lr": 0.5})
+        >>> tco.restore(path)
+        {'dims': (2,), 'lr': 0.5, 'w': array([0., 0.], dtype=float32)}
+    """
+    path: str = os.path.abspath(os.fspath(directory))
+    where = repr(path)
+    if not os.path.isdir(os.path.join(path, STRUCTURE_ITEM)):
+        raise TreespecLoadError(_NOT_A_CHECKPOINT.format(path=where, item=STRUCTURE_ITEM))
+    checkpointer = _checkpointer()
+    try:
+        try:
+            restored = checkpointer.restore(
+                path, args=ocp.args.Composite(**{STRUCTURE_ITEM: ocp.args.JsonRestore()})
+            )
+            raw = restored[STRUCTURE_ITEM]
+        except (ValueError, OSError, KeyError, TypeError) as e:
+            raise _bad(where, f"orbax could not read it ({type(e).__name__}: {e})") from e
+        treespec, descriptions = _check_document(raw, where)
+        spec = _load_spec(treespec, where)
+        if len(descriptions) != spec.num_leaves:
+            raise _bad(
+                where,
+                f"it describes {len(descriptions)} leaves for a structure of {spec.num_leaves}",
+            )
+        labels = _leaf_labels(spec)
+        checked = [_check_leaf(d, i, labels[i], where) for i, d in enumerate(descriptions)]
+        wanted = {a.key: a for a in checked if isinstance(a, _Array) and a.key is not None}
+        if sharding is None:
+            sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+        stored: dict[str, Any] = {}
+        if wanted:
+            if not os.path.isdir(os.path.join(path, ARRAYS_ITEM)):
+                raise _bad(where, f"its {ARRAYS_ITEM!r} item is missing")
+            try:
+                tree = _metadata_tree(checkpointer, path)
+            except (ValueError, OSError, KeyError, TypeError) as e:
+                raise _bad(where, f"orbax could not read the array metadata ({e})") from e
+            _check_against_metadata(tree, wanted, where)
+            item, args = _restore_args(wanted, sharding)
+            composite = ocp.args.Composite(
+                **{ARRAYS_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=args)}
+            )
+            stored = checkpointer.restore(path, args=composite)[ARRAYS_ITEM]
+    finally:
+        checkpointer.close()
+    leaves = [
+        _leaf_value(stored.get(leaf.key) if leaf.key else None, leaf, where, sharding)
+        if isinstance(leaf, _Array)
+        else leaf
+        for leaf in checked
+    ]
+    return spec.unflatten(leaves)

@@ -1,0 +1,451 @@
+"""The ``treeclass`` command line: ``inspect`` (tc.save files, safetensors, .pt2, jax.export,
+treespec documents) and ``check``; nothing from an artifact is ever executed or imported."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import random
+import struct
+import subprocess
+import sys
+import textwrap
+import typing
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import treeclass as tc
+from treeclass._artifacts import read_artifact
+from treeclass._cli import main
+
+np = pytest.importorskip("numpy")
+
+
+@tc.pytree_dataclass(name="tests.cli.Batch")
+class Batch:
+    x: Any
+    mask: Any = None
+    scale: float = tc.field(static=True, default=2.0)
+
+
+@tc.pytree_dataclass(name="tests.cli.Out")
+class Out:
+    y: Any
+    extra: Any = None
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+MODELS = """
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.cli.fresh.Batch")
+class Batch:
+    x: typing.Any
+    mask: typing.Any = None
+    scale: float = tc.field(static=True, default=2.0)
+"""
+
+
+def cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "treeclass", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
+        check=False,
+    )
+
+
+# --- inspect: treeclass files and safetensors -------------------------------------------------
+
+
+def test_inspect_a_treeclass_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "f.safetensors"
+    tree = {"b": Batch(np.ones((2, 4), np.float32)), "step": 3, "tags": ["a", np.int8(1)]}
+    tc.save(path, tree, metadata={"run": "r1"})
+    code, out, err = run(["inspect", str(path)], capsys)
+    assert code == 0, err
+    assert "treeclass file (safetensors)" in out
+    assert "['b']  tests.cli.Batch  scale=2.0" in out
+    assert ".mask  None" in out
+    assert ".x  float32[2, 4] (numpy)" in out
+    assert "['step']  int 3" in out
+    assert "[1]  int8[] (numpy-scalar)" in out
+    assert "tests.cli.Batch  registered (test_cli.Batch)" in out
+    assert "run = r1" in out
+    assert "\x1b[" not in out  # not a terminal: no colour
+
+
+def test_inspect_names_what_is_missing_and_import_fixes_it(tmp_path: Path) -> None:
+    (tmp_path / "fresh_models.py").write_text(MODELS)
+    script = textwrap.dedent(
+        """
+        import numpy as np, treeclass as tc
+        from fresh_models import Batch
+        tc.save("f.safetensors", [Batch(np.zeros(3))])
+        """
+    )
+    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True)
+    missing = cli("inspect", "f.safetensors", cwd=tmp_path)
+    assert missing.returncode == 1
+    assert "tests.cli.fresh.Batch  MISSING" in missing.stdout
+    assert "1 name(s) not registered: tests.cli.fresh.Batch" in missing.stderr
+    found = cli("inspect", "f.safetensors", "--import", "fresh_models", cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert "tests.cli.fresh.Batch  registered (fresh_models.Batch)" in found.stdout
+    broken = cli("inspect", "f.safetensors", "--import", "no_such_module", cwd=tmp_path)
+    assert broken.returncode == 2 and "cannot import 'no_such_module'" in broken.stderr
+
+
+def test_inspect_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "f.safetensors"
+    tc.save(path, {"b": Batch(np.ones(2, np.float16))})
+    code, out, _ = run(["inspect", str(path), "--json"], capsys)
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["kind"] == "treeclass file (safetensors)" and doc["missing"] == []
+    assert doc["names"] == [
+        {"name": "tests.cli.Batch", "kind": "class", "registered": True, "where": "test_cli.Batch"}
+    ]
+    leaves = [n for n in doc["trees"][0]["nodes"] if n["leaf"]]
+    assert leaves == [
+        {"depth": 2, "key": ".x", "leaf": True, "path": "['b'].x", "detail": "float16[2] (numpy)"}
+    ]
+
+
+def test_inspect_a_plain_safetensors_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    st_numpy = pytest.importorskip("safetensors.numpy")
+    st_numpy.save_file(
+        {"w": np.zeros((3, 2), np.int32)}, tmp_path / "p.safetensors", {"format": "np"}
+    )
+    code, out, _ = run(["inspect", str(tmp_path / "p.safetensors")], capsys)
+    assert code == 0
+    assert "safetensors file (1 tensors, 24 bytes of data)" in out
+    assert "['w']  int32[3, 2]" in out and "format = np" in out
+
+
+def test_inspect_a_treespec_document_with_registered_statics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Mode(typing.NamedTuple):
+        n: int
+
+    import enum
+
+    class Kind(enum.Enum):
+        A = "a"
+
+    tc.register_static(Kind, name="tests.cli.Kind")
+    doc = tc.treespec_dumps(tc.tree_structure({"b": Batch(1.0, scale=Kind.A), 1: (2, 3)}))
+    (tmp_path / "doc.json").write_text(doc)
+    code, out, _ = run(["inspect", str(tmp_path / "doc.json")], capsys)
+    assert code == 0
+    assert "treespec document" in out
+    assert "['b']  tests.cli.Batch" in out and "[1]  tuple" in out
+    assert "tests.cli.Kind  registered (static type)" in out
+    (tmp_path / "doc2.json").write_text(doc.replace("tests.cli.Kind", "tests.cli.Gone"))
+    code, out, _ = run(["inspect", str(tmp_path / "doc2.json")], capsys)
+    assert code == 1 and "tests.cli.Gone  MISSING (static type" in out
+
+
+def test_limit_and_deep_trees(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep: Any = 1
+    for _ in range(3000):
+        deep = [deep]
+    (tmp_path / "deep.json").write_text(tc.treespec_dumps(tc.tree_structure(deep)))
+    code, out, _ = run(["inspect", str(tmp_path / "deep.json"), "--limit", "10"], capsys)
+    assert code == 0 and "... 2991 more nodes (--limit 0 shows all)" in out
+    code, out, _ = run(["inspect", str(tmp_path / "deep.json"), "--json"], capsys)
+    leaf = next(n for n in json.loads(out)["trees"][0]["nodes"] if n["leaf"])
+    assert leaf["depth"] == 3000 and len(leaf["path"]) <= 1000
+
+
+# --- inspect: torch.export and jax.export -----------------------------------------------------
+
+
+def test_inspect_a_pt2_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, b: Batch) -> Out:
+            return Out(b.x * b.scale)
+
+    ep = torch.export.export(M(), (Batch(torch.ones(2, 4, dtype=torch.bfloat16)),))
+    torch.export.save(ep, tmp_path / "m.pt2")
+    code, out, err = run(["inspect", str(tmp_path / "m.pt2")], capsys)
+    assert code == 0, err
+    assert "torch.export archive (.pt2) (saved by torch 2.13" in out
+    assert "model inputs:" in out and "model outputs:" in out
+    # torch's own form: the None field is in the context, not a child
+    assert "[0]  tests.cli.Batch  scale=2.0; None: mask" in out
+    assert ".x  bfloat16[2, 4]" in out and ".y  bfloat16[2, 4]" in out
+    assert "tests.cli.Out  registered (test_cli.Out)" in out
+
+
+def test_inspect_never_unpickles_a_pt2_archive(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, b: Batch) -> Out:
+            return Out(b.x + 1)
+
+    ep = torch.export.export(M(), (Batch(torch.ones(2)),))
+    torch.export.save(ep, tmp_path / "m.pt2")
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self) -> Any:
+            return (os.system, (f"touch {marker}",))
+
+    # Replace every pickle in the archive with one that would run a command when unpickled.
+    src = zipfile.ZipFile(tmp_path / "m.pt2")
+    with zipfile.ZipFile(tmp_path / "evil.pt2", "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename.endswith((".pt", ".pkl")) or "sample_inputs" in info.filename:
+                data = pickle.dumps(Evil())
+            dst.writestr(info, data)
+    proc = cli("inspect", str(tmp_path / "evil.pt2"), cwd=tmp_path)
+    assert proc.returncode == 1  # the classes are not registered in that process
+    assert "tests.cli.Batch  MISSING" in proc.stdout
+    assert not marker.exists()
+
+
+def test_inspect_a_jax_export_blob_agrees_with_jax(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+
+    @tc.register_namedtuple(name="tests.cli.Pair")
+    class Pair(typing.NamedTuple):
+        a: Any
+        b: Any
+
+    f = jax.jit(lambda b, p: (Out(b.x * b.scale, extra=p.a), {"k": p.b}))
+    exported = jax.export.export(f)(
+        Batch(jnp.ones((2, 3), jnp.bfloat16)), Pair(jnp.zeros(4, jnp.int32), jnp.ones(()))
+    )
+    blob = exported.serialize()
+    (tmp_path / "f.bin").write_bytes(blob)
+    art = read_artifact(str(tmp_path / "f.bin"))
+    assert art.kind == "jax.export blob"
+    assert art.names == {"tests.cli.Batch", "tests.cli.Out", "tests.cli.Pair"}
+    back = jax.export.deserialize(blob)
+    for tree, avals in zip(art.trees, (back.in_avals, back.out_avals)):
+        leaves = [n.detail for n in tree.nodes if n.leaf]
+        assert leaves == [f"{a.dtype}[{', '.join(map(str, a.shape))}]" for a in avals]
+    code, out, _ = run(["inspect", str(tmp_path / "f.bin")], capsys)
+    assert code == 0
+    assert "[0]  tests.cli.Batch  scale=2.0" in out
+    assert ".mask  None" in out
+    assert ".x  bfloat16[2, 3]" in out and "['k']  float32[]" in out
+
+
+def test_hostile_jax_blobs_are_errors(tmp_path: Path) -> None:
+    (tmp_path / "shared.bin").write_bytes(shared_child_blob())
+    with pytest.raises(tc.FileLoadError, match="reached twice"):
+        read_artifact(str(tmp_path / "shared.bin"))
+    (tmp_path / "junk.bin").write_bytes(b"\x07" * 40)
+    with pytest.raises(tc.FileLoadError, match="is not a treeclass file, a safetensors file"):
+        read_artifact(str(tmp_path / "junk.bin"))
+    (tmp_path / "cut.bin").write_bytes(shared_child_blob()[:50])
+    with pytest.raises(tc.FileLoadError, match="table at byte 36 has a malformed vtable"):
+        read_artifact(str(tmp_path / "cut.bin"))
+
+
+def shared_child_blob() -> bytes:
+    """An Exported whose in_tree is a tuple listing the same child table twice.
+
+    A chain of such nodes makes a reader that follows every reference do 2**depth work (jax's
+    own deserializer would); the bounded reader visits each table once and refuses this.
+    """
+    buf = bytearray(76)
+    struct.pack_into("<I", buf, 0, 8)  # root -> Exported table at 8
+    struct.pack_into("<i", buf, 8, 8 - 20)  # its vtable at 20
+    struct.pack_into("<I", buf, 12, 36 - 12)  # in_tree -> A at 36
+    struct.pack_into("<I", buf, 16, 36 - 16)  # out_tree -> A
+    struct.pack_into("<8H", buf, 20, 16, 12, 0, 0, 4, 0, 8, 0)  # in_tree +4, out_tree +8
+    struct.pack_into("<i", buf, 36, 36 - 48)  # A's vtable at 48
+    buf[40] = 2  # A.kind = tuple
+    struct.pack_into("<I", buf, 44, 56 - 44)  # A.children -> vector at 56
+    struct.pack_into("<4H", buf, 48, 8, 12, 4, 8)  # kind +4, children +8
+    struct.pack_into("<3I", buf, 56, 2, 68 - 60, 68 - 64)  # two children, both B at 68
+    struct.pack_into("<i", buf, 68, 68 - 72)  # B's vtable at 72: no fields (a leaf)
+    struct.pack_into("<2H", buf, 72, 4, 4)
+    return bytes(buf)
+
+
+# --- nothing is ever imported from an artifact ------------------------------------------------
+
+
+def test_inspect_never_imports_a_module_a_name_points_to(tmp_path: Path) -> None:
+    (tmp_path / "evil_module.py").write_text(f"open({str(tmp_path / 'imported')!r}, 'w').close()\n")
+    doc = tc.treespec_dumps(tc.tree_structure(Batch(1.0)))
+    (tmp_path / "doc.json").write_text(doc.replace("tests.cli.Batch", "evil_module.Batch"))
+    proc = cli("inspect", "doc.json", cwd=tmp_path)
+    assert proc.returncode == 1 and "evil_module.Batch  MISSING" in proc.stdout
+    assert not (tmp_path / "imported").exists()
+
+
+# --- terminal behaviour ---------------------------------------------------------------------
+
+
+class Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_colour_and_progress_only_on_a_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "doc.json").write_text(tc.treespec_dumps(tc.tree_structure(Batch(1.0))))
+    out, err = Tty(), Tty()
+    monkeypatch.setattr(sys, "stdout", out)
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert main(["inspect", str(tmp_path / "doc.json")]) == 0
+    assert "\x1b[32mregistered\x1b[0m" in out.getvalue()
+    assert err.getvalue().startswith("reading ") and err.getvalue().endswith("\r\x1b[K")
+    out2 = Tty()
+    monkeypatch.setattr(sys, "stdout", out2)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert main(["inspect", str(tmp_path / "doc.json")]) == 0
+    assert "\x1b[" not in out2.getvalue()
+    plain = cli("inspect", "doc.json", "--import", "test_cli", cwd=tmp_path)
+    assert "\x1b[" not in plain.stdout + plain.stderr
+
+
+# --- check ------------------------------------------------------------------------------------
+
+CHECKED = """
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.cli.check.Good")
+class Good:
+    x: typing.Any
+    mode: str = tc.field(static=True, default="eval")
+
+@tc.pytree_dataclass
+class NoName:
+    x: typing.Any
+
+@tc.pytree_dataclass(name="tests.cli.check.BadDefaults")
+class BadDefaults:
+    x: typing.Any
+    fn: typing.Any = tc.field(static=True, default=print)
+    lst: list = tc.field(static=True, default_factory=lambda: [1])
+    ok: tuple = tc.field(static=True, default=(1, 2))
+"""
+
+
+def test_check_lists_classes_and_flags_problems(tmp_path: Path) -> None:
+    (tmp_path / "good_models.py").write_text(CHECKED.split("@tc.pytree_dataclass\n", 1)[0])
+    (tmp_path / "all_models.py").write_text(CHECKED)
+    good = cli("check", "good_models", cwd=tmp_path)
+    assert good.returncode == 0, good.stderr
+    assert "tests.cli.check.Good  good_models.Good (dataclass)" in good.stdout
+    assert "data:    x" in good.stdout and "static:  mode='eval'" in good.stdout
+    assert "aliases: -" in good.stdout
+    bad = cli("check", "all_models", "--json", cwd=tmp_path)
+    assert bad.returncode == 1 and "problem(s) found" in bad.stderr
+    rows = {r["class"]: r for r in json.loads(bad.stdout)["classes"]}
+    assert rows["all_models.NoName"]["name"] is None
+    assert "has no name=" in rows["all_models.NoName"]["problems"][0]
+    problems = rows["all_models.BadDefaults"]["problems"]
+    assert any("'fn' cannot be used: it holds a value of type builtin" in p for p in problems)
+    assert any("'lst' cannot be used: it is unhashable" in p for p in problems)
+    assert not any("'ok'" in p for p in problems)
+    assert rows["all_models.BadDefaults"]["data"] == ["x"]
+    assert cli("check", "no_such_module", cwd=tmp_path).returncode == 2
+
+
+def test_usage_and_version_still_work(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["version"]) == 0
+    assert capsys.readouterr().out.startswith("treeclass 0.1.0; frameworks installed:")
+    with pytest.raises(SystemExit) as e:
+        main(["nope"])
+    assert e.value.code == 2
+
+
+# --- fuzzing the readers ----------------------------------------------------------------------
+
+READER_CASES = 3000
+
+
+def reader_corpus(tmp: Path) -> list[bytes]:
+    out: list[bytes] = []
+    tc.save(tmp / "a.safetensors", {"b": Batch(np.ones(3, np.float32)), "n": 1})
+    out.append((tmp / "a.safetensors").read_bytes())
+    out.append(tc.treespec_dumps(tc.tree_structure({"b": Batch(1.0), 2: (3, [4])})).encode())
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        pass
+    else:
+        f = jax.jit(lambda b: Out(b.x + 1))
+        out.append(bytes(jax.export.export(f)(Batch(jnp.ones(2))).serialize()))
+    return out
+
+
+@pytest.mark.slow
+def test_fuzz_the_artifact_readers(
+    tmp_path: Path, record_property: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rng = random.Random(1212)
+    corpus = reader_corpus(tmp_path)
+    path = tmp_path / "case"
+    failures: list[str] = []
+    cases = rejected = 0
+    while cases < READER_CASES:
+        data = bytearray(rng.choice(corpus))
+        for _ in range(rng.randrange(1, 4)):
+            op = rng.randrange(4)
+            i = rng.randrange(len(data) + 1)
+            if op == 0:
+                del data[i:]
+            elif op == 1 and data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+            elif op == 2:
+                data[i:i] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 5)))
+            elif data:
+                j = rng.randrange(len(data))
+                data[j : j + 4] = struct.pack("<I", rng.choice((0, 4, 8, 12, 2**31, 2**32 - 4)))
+        if not data:
+            continue
+        path.write_bytes(bytes(data))
+        cases += 1
+        try:
+            read_artifact(str(path))
+        except tc.TreeclassError as e:
+            rejected += 1
+            if not isinstance(e, ValueError):
+                failures.append(repr(e))
+        except Exception as e:
+            failures.append(f"{bytes(data[:200])!r}: {type(e).__name__}: {e}")
+    with capsys.disabled():
+        print(
+            f"\n[fuzz] artifact readers: {cases} cases, {rejected} rejected with a TreeclassError"
+        )
+    record_property("fuzz_cases_artifacts", cases)
+    assert not failures, "\n".join(failures[:5])

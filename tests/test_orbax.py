@@ -1,0 +1,490 @@
+"""orbax-checkpoint on treeclass trees, and ``treeclass.orbax`` (restore without a target).
+
+Part 1, orbax's own API with default arguments: ``StandardCheckpointer`` and
+``CheckpointManager`` save a training state and restore it with a target (concrete or abstract).
+``StandardCheckpointer.save`` builds ``save_args = jax.tree.map(lambda x: None, item)`` and maps
+it against the item, so it needs a node's data to stay the same when leaves become ``None``
+(issue 10): a ``step`` field holding one array is exactly such a leaf.
+
+Part 2, ``treeclass.orbax.save`` / ``restore``: the tree comes back in its own classes without a
+target, in this process and in a fresh one whose classes live in a module of another name;
+unregistered names are reported before any array is read; an edited directory is refused.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import pathlib
+import shutil
+import textwrap
+import typing
+from typing import Any
+
+import pytest
+
+jax = pytest.importorskip("jax")
+ocp = pytest.importorskip("orbax.checkpoint")
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from _fresh import run_fresh  # noqa: E402
+
+import treeclass as tc  # noqa: E402
+import treeclass.orbax as tco  # noqa: E402
+
+pytestmark = pytest.mark.jax
+
+
+@tc.pytree_dataclass(name="tests.orbax.Params", frozen=True)
+class Params:
+    w: Any
+    b: Any
+    norm: Any = None  # optional: None here
+    act: str = tc.field(static=True, default="relu")
+
+
+@tc.register_namedtuple(name="tests.orbax.Moments")
+class Moments(typing.NamedTuple):
+    mu: Any
+    nu: Any
+
+
+@tc.pytree_dataclass(name="tests.orbax.TrainState")
+class TrainState:
+    params: Params
+    opt: Moments
+    step: Any  # one array: jax.tree.map(lambda x: None, state) makes it None
+    ema: Any = None  # optional: None here
+    run: str = tc.field(static=True, default="run-1")
+    dims: tuple[int, ...] = tc.field(static=True, default=(3, 2))
+
+
+def _state(step: int = 7) -> TrainState:
+    params = Params(jnp.arange(6.0).reshape(3, 2), jnp.ones(2))
+    zeros = jax.tree.map(jnp.zeros_like, params)
+    return TrainState(params, Moments(zeros, zeros), jnp.int32(step), run="run-2")
+
+
+def _assert_same(got: Any, want: Any) -> None:
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(want)
+    for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        assert type(g) is type(w) or (isinstance(g, jax.Array) and isinstance(w, jax.Array))
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+
+
+# --- part 1: orbax's own API --------------------------------------------------------------------
+
+
+def test_standard_checkpointer_default_save_and_restore_with_target(tmp_path: pathlib.Path) -> None:
+    state = _state()
+    ckptr = ocp.StandardCheckpointer()
+    ckptr.save(tmp_path / "ckpt", state)
+    ckptr.wait_until_finished()
+    got = ckptr.restore(tmp_path / "ckpt", state)
+    assert type(got) is TrainState and type(got.opt) is Moments
+    assert (got.run, got.dims, got.params.act) == ("run-2", (3, 2), "relu")
+    assert got.ema is None and got.params.norm is None
+    _assert_same(got, state)
+    # The usual abstract target: shapes and dtypes only.
+    abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, state)
+    got2 = ckptr.restore(tmp_path / "ckpt", abstract)
+    _assert_same(got2, state)
+    ckptr.close()
+
+
+def test_standard_checkpointer_with_a_set_optional_field(tmp_path: pathlib.Path) -> None:
+    state = _state()
+    state = TrainState(state.params, state.opt, state.step, ema=jnp.float32(0.5), run="r")
+    ckptr = ocp.StandardCheckpointer()
+    ckptr.save(tmp_path / "ckpt", state)
+    ckptr.wait_until_finished()
+    got = ckptr.restore(tmp_path / "ckpt", state)
+    assert float(got.ema) == 0.5
+    ckptr.close()
+
+
+def test_checkpoint_manager_default_save_and_restore_with_target(tmp_path: pathlib.Path) -> None:
+    mngr = ocp.CheckpointManager(tmp_path / "run")
+    for step in (1, 2):
+        mngr.save(step, args=ocp.args.StandardSave(_state(step)))
+    mngr.wait_until_finished()
+    assert mngr.latest_step() == 2
+    target = jax.tree.map(ocp.utils.to_shape_dtype_struct, _state())
+    got = mngr.restore(2, args=ocp.args.StandardRestore(target))
+    assert type(got) is TrainState and int(got.step) == 2
+    _assert_same(got, _state(2))
+    mngr.close()
+
+
+def test_pytree_checkpointer_save_and_restore_with_target(tmp_path: pathlib.Path) -> None:
+    state = _state()
+    ckptr = ocp.PyTreeCheckpointer()
+    ckptr.save(tmp_path / "ckpt", state)
+    restore_args = ocp.checkpoint_utils.construct_restore_args(state)
+    got = ckptr.restore(tmp_path / "ckpt", item=state, restore_args=restore_args)
+    assert type(got) is TrainState
+    _assert_same(got, state)
+
+
+# --- part 2: treeclass.orbax --------------------------------------------------------------------
+
+
+def _mixed() -> dict[str, Any]:
+    """Every kind of leaf treeclass.orbax saves, in tuples, lists and classes."""
+    return {
+        "state": _state(),
+        "np": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "np_scalar": np.float64(2.5),
+        "bf16": jnp.ones(3, jnp.bfloat16),
+        "empty": np.zeros((0, 4), np.float32),
+        "empty_jax": jnp.zeros((2, 0), jnp.int32),
+        "py": (1, 2.5, True, "text", 1 + 2j, float("inf")),
+        "lst": [np.float32(1.0), [3, None]],
+        "od": collections.OrderedDict([("z", 1), ("a", 2)]),
+    }
+
+
+def test_save_restore_without_a_target(tmp_path: pathlib.Path) -> None:
+    tree = _mixed()
+    tco.save(tmp_path / "ckpt", tree)
+    got = tco.restore(tmp_path / "ckpt")
+    assert tc.tree_structure(got) == tc.tree_structure(tree)
+    state = got["state"]
+    assert type(state) is TrainState and type(state.params) is Params
+    assert type(state.opt) is Moments
+    assert (state.run, state.dims, state.params.act) == ("run-2", (3, 2), "relu")
+    assert type(state.dims) is tuple
+    assert state.ema is None and state.params.norm is None
+    assert isinstance(state.step, jax.Array) and state.step.dtype == jnp.int32
+    assert int(state.step) == 7
+    np.testing.assert_array_equal(state.params.w, np.arange(6.0).reshape(3, 2))
+    assert type(got["np"]) is np.ndarray and got["np"].dtype == np.int16
+    np.testing.assert_array_equal(got["np"], tree["np"])
+    assert type(got["np_scalar"]) is np.float64 and got["np_scalar"] == 2.5
+    assert isinstance(got["bf16"], jax.Array) and got["bf16"].dtype == jnp.bfloat16
+    assert type(got["empty"]) is np.ndarray and got["empty"].shape == (0, 4)
+    assert got["empty"].dtype == np.float32
+    assert isinstance(got["empty_jax"], jax.Array) and got["empty_jax"].shape == (2, 0)
+    py = got["py"]
+    assert type(py) is tuple
+    assert [type(v) for v in py] == [int, float, bool, str, complex, float]
+    assert py == (1, 2.5, True, "text", 1 + 2j, float("inf"))
+    assert type(got["lst"]) is list and type(got["lst"][1]) is list
+    assert got["lst"][1] == [3, None]
+    assert type(got["lst"][0]) is np.float32
+    assert list(got["od"]) == ["z", "a"]
+
+
+def test_nan_and_negative_zero_round_trip(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "ckpt", [float("nan"), -0.0, complex(float("-inf"), 1e-310)])
+    nan, zero, c = tco.restore(tmp_path / "ckpt")
+    assert nan != nan
+    assert str(zero) == "-0.0"
+    assert c == complex(float("-inf"), 1e-310)
+
+
+def test_tree_of_scalars_only_has_no_arrays_item(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "ckpt", {"lr": 0.1, "name": "x"})
+    assert not (tmp_path / "ckpt" / tco.ARRAYS_ITEM).exists()
+    assert tco.restore(tmp_path / "ckpt") == {"lr": 0.1, "name": "x"}
+
+
+def test_sharding_argument_places_jax_arrays(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "ckpt", {"a": jnp.ones(2)})
+    device = jax.devices()[-1]
+    got = tco.restore(tmp_path / "ckpt", sharding=jax.sharding.SingleDeviceSharding(device))
+    assert got["a"].devices() == {device}
+
+
+def test_unnamed_class_is_refused_before_anything_is_written(tmp_path: pathlib.Path) -> None:
+    @tc.pytree_dataclass
+    class Unnamed:
+        x: Any
+
+    with pytest.raises(tc.UnnamedClassError, match="Unnamed"):
+        tco.save(tmp_path / "ckpt", {"u": Unnamed(np.ones(2))})
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_unsupported_leaves_are_refused_with_their_path(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(
+        tc.TreeclassTypeError, match=r"the leaf at \['b'\]\[1\] is a builtins.object"
+    ):
+        tco.save(tmp_path / "a", {"a": 1, "b": [2, object()]})
+    with pytest.raises(tc.TreeclassTypeError, match=r"array at \['s'\] has dtype <U1"):
+        tco.save(tmp_path / "b", {"s": np.array(["x"])})
+    with pytest.raises(tc.TreeclassTypeError, match=r"dtype object"):
+        tco.save(tmp_path / "c", {"o": np.array([None, 1], dtype=object)})
+    with pytest.raises(tc.TreeclassTypeError, match=r"key_data"):
+        tco.save(tmp_path / "d", {"k": jax.random.key(0)})
+    assert not any((tmp_path / n).exists() for n in "abcd")
+    assert issubclass(tc.TreeclassTypeError, TypeError)
+
+
+def test_existing_directory_needs_force(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "ckpt", {"a": np.ones(2)})
+    with pytest.raises(ValueError):
+        tco.save(tmp_path / "ckpt", {"a": np.zeros(2)})
+    tco.save(tmp_path / "ckpt", {"a": np.zeros(2)}, force=True)
+    np.testing.assert_array_equal(tco.restore(tmp_path / "ckpt")["a"], np.zeros(2))
+
+
+def test_checkpoint_manager_with_save_args_restores_without_a_target(
+    tmp_path: pathlib.Path,
+) -> None:
+    options = ocp.CheckpointManagerOptions(max_to_keep=2)
+    mngr = ocp.CheckpointManager(tmp_path / "run", options=options)
+    for step in (1, 2, 3):
+        mngr.save(step, args=tco.save_args({"state": _state(step), "lr": 0.1 * step}))
+    mngr.wait_until_finished()
+    assert mngr.all_steps() == [2, 3]
+    got = tco.restore(mngr.directory / str(mngr.latest_step()))
+    assert type(got["state"]) is TrainState and int(got["state"].step) == 3
+    assert got["state"].run == "run-2" and got["lr"] == pytest.approx(0.3)
+    mngr.close()
+
+
+def test_save_args_checks_before_anything_is_written(tmp_path: pathlib.Path) -> None:
+    mngr = ocp.CheckpointManager(tmp_path / "run")
+    with pytest.raises(tc.TreeclassTypeError, match=r"the leaf at \['x'\]"):
+        mngr.save(1, args=tco.save_args({"x": object()}))
+    assert mngr.all_steps() == []
+    mngr.close()
+
+
+def test_a_single_leaf_tree(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "a", np.arange(3))
+    np.testing.assert_array_equal(tco.restore(tmp_path / "a"), np.arange(3))
+    tco.save(tmp_path / "b", 2.5)
+    assert tco.restore(tmp_path / "b") == 2.5
+    with pytest.raises(tc.TreeclassTypeError, match=r"the leaf at the root is a builtins\.object"):
+        tco.save(tmp_path / "c", object())
+
+
+# --- part 2: hostile or foreign directories -----------------------------------------------------
+
+
+def _document_path(ckpt: pathlib.Path) -> pathlib.Path:
+    return ckpt / tco.STRUCTURE_ITEM / "metadata"
+
+
+def _edit(ckpt: pathlib.Path, change: Any) -> None:
+    path = _document_path(ckpt)
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.fixture
+def saved(tmp_path: pathlib.Path) -> pathlib.Path:
+    ckpt = tmp_path / "ckpt"
+    tco.save(ckpt, {"state": _state(), "x": np.ones((2, 2), np.float32), "n": 3})
+    assert _document_path(ckpt).exists()
+    return ckpt
+
+
+def test_a_plain_orbax_checkpoint_is_not_a_treeclass_one(tmp_path: pathlib.Path) -> None:
+    ckptr = ocp.StandardCheckpointer()
+    ckptr.save(tmp_path / "plain", {"a": np.ones(2)})
+    ckptr.wait_until_finished()
+    ckptr.close()
+    with pytest.raises(tc.TreespecLoadError, match="not a checkpoint written by treeclass"):
+        tco.restore(tmp_path / "plain")
+    with pytest.raises(tc.TreespecLoadError, match="not a checkpoint written by treeclass"):
+        tco.restore(tmp_path / "nowhere")
+
+
+def _set_leaf(index: int, **fields: Any) -> Any:
+    def change(doc: dict[str, Any]) -> None:
+        doc["leaves"][index].update(fields)
+
+    return change
+
+
+def _x_index(ckpt: pathlib.Path) -> int:
+    doc = json.loads(_document_path(ckpt).read_text())
+    return next(i for i, d in enumerate(doc["leaves"]) if d.get("shape") == [2, 2])
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda doc: doc.update(version=2), "written by a newer treeclass"),
+        (lambda doc: doc.update(format="other"), "format is not"),
+        (lambda doc: doc["leaves"].pop(), "describes 8 leaves for a structure of 9"),
+        (lambda doc: doc.update(treespec="{}"), "TreespecLoadError|not valid|treespec"),
+        (lambda doc: doc.update(extra=1), "fields of version 1"),
+        (lambda doc: doc["leaves"].__setitem__(-1, {"int": "3"}), "invalid 'int'"),
+        (lambda doc: doc["leaves"].__setitem__(-1, {"float": "nonsense"}), "invalid 'float'"),
+        (lambda doc: doc["leaves"].__setitem__(-1, {"pickle": "x"}), "invalid 'pickle'"),
+    ],
+)
+def test_edited_documents_are_refused(saved: pathlib.Path, edit: Any, match: str) -> None:
+    _edit(saved, edit)
+    with pytest.raises(tc.TreespecLoadError, match=match):
+        tco.restore(saved)
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [
+        ({"dtype": "float16"}, r"described as float16\[2, 2\] but stored as float32"),
+        ({"dtype": "object"}, "not a numeric dtype"),
+        ({"dtype": "O"}, "not a numeric dtype"),
+        ({"shape": [4]}, r"described as float32\[4\]"),
+        ({"shape": [-1, 2]}, "invalid shape"),
+        ({"shape": [2] * 65}, "invalid shape"),
+        ({"shape": [2**40, 2**40]}, "more than 2\\*\\*62 elements"),
+        ({"key": "0"}, "has the key '0' instead of"),
+        ({"array": "pickle"}, "unknown kind"),
+    ],
+)
+def test_edited_array_descriptions_are_refused(
+    saved: pathlib.Path, fields: dict[str, Any], match: str
+) -> None:
+    _edit(saved, _set_leaf(_x_index(saved), **fields))
+    with pytest.raises(tc.TreespecLoadError, match=match) as info:
+        tco.restore(saved)
+    assert "the leaf at ['x']" in str(info.value) or "leaf" not in match
+
+
+def test_missing_arrays_item_is_reported(saved: pathlib.Path) -> None:
+    shutil.rmtree(saved / tco.ARRAYS_ITEM)
+    with pytest.raises(tc.TreespecLoadError, match="'arrays' item is missing"):
+        tco.restore(saved)
+
+
+def test_damaged_structure_item_is_reported(saved: pathlib.Path) -> None:
+    _document_path(saved).write_text("{not json")
+    with pytest.raises(tc.TreespecLoadError, match="orbax could not read it"):
+        tco.restore(saved)
+
+
+# --- part 2: fresh processes --------------------------------------------------------------------
+
+_MODELS = textwrap.dedent(
+    """
+    import typing
+    from typing import Any
+
+    import treeclass as tc
+
+
+    @tc.pytree_dataclass(name="tests.orbax_fresh.Params", frozen=True)
+    class Params:
+        w: Any
+        b: Any
+        norm: Any = None
+        act: str = tc.field(static=True, default="relu")
+
+
+    @tc.register_namedtuple(name="tests.orbax_fresh.Pair")
+    class Pair(typing.NamedTuple):
+        first: Any
+        second: Any
+
+
+    @tc.pytree_dataclass(name="tests.orbax_fresh.State")
+    class State:
+        params: Params
+        pair: Pair
+        step: Any
+        ema: Any = None
+        run: str = tc.field(static=True, default="run")
+        dims: tuple[int, ...] = tc.field(static=True, default=(1,))
+    """
+)
+
+_SAVE = """
+import json, sys
+import numpy as np
+import models_v1 as m
+import jax.numpy as jnp
+import treeclass.orbax as tco
+
+state = m.State(
+    m.Params(jnp.arange(6.0).reshape(3, 2), np.ones(2, np.float32)),
+    m.Pair(np.int64(4), [1.5, (2, "two")]),
+    jnp.int32(11),
+    run="fresh",
+    dims=(3, 2),
+)
+tco.save(sys.argv[1], state)
+print(json.dumps({"saved": True}))
+"""
+
+_RESTORE = """
+import json, sys
+import numpy as np
+import renamed_models as m   # the same classes, under another module name
+import treeclass.orbax as tco
+
+s = tco.restore(sys.argv[1])
+print(json.dumps({
+    "types": [type(s).__name__, type(s.params).__name__, type(s.pair).__name__],
+    "module": type(s).__module__,
+    "same_classes": [type(s) is m.State, type(s.params) is m.Params, type(s.pair) is m.Pair],
+    "statics": [s.run, list(s.dims), type(s.dims).__name__, s.params.act],
+    "nones": [s.ema is None, s.params.norm is None],
+    "w": [type(s.params.w).__module__.split(".")[0], str(s.params.w.dtype),
+          list(s.params.w.shape), np.asarray(s.params.w).tolist()],
+    "b": [type(s.params.b).__name__, str(s.params.b.dtype)],
+    "step": [str(s.step.dtype), int(s.step)],
+    "pair": [type(s.pair.first).__name__, int(s.pair.first), type(s.pair.second).__name__,
+             s.pair.second[0], type(s.pair.second[1]).__name__, list(s.pair.second[1])],
+    "imported_v1": "models_v1" in sys.modules,
+}))
+"""
+
+_RESTORE_UNREGISTERED = """
+import json, sys
+import treeclass as tc
+import treeclass.orbax as tco
+try:
+    tco.restore(sys.argv[1])
+except tc.UnregisteredNameError as e:
+    print(json.dumps({"error": str(e), "imported_v1": "models_v1" in sys.modules}))
+"""
+
+
+@pytest.mark.slow
+def test_restore_in_a_fresh_process_with_renamed_module(tmp_path: pathlib.Path) -> None:
+    (tmp_path / "models_v1.py").write_text(_MODELS)
+    ckpt = str(tmp_path / "ckpt")
+    assert run_fresh(_SAVE, ckpt, cwd=tmp_path) == {"saved": True}
+    (tmp_path / "models_v1.py").rename(tmp_path / "renamed_models.py")
+    got = run_fresh(_RESTORE, ckpt, cwd=tmp_path)
+    assert got == {
+        "types": ["State", "Params", "Pair"],
+        "module": "renamed_models",
+        "same_classes": [True, True, True],
+        "statics": ["fresh", [3, 2], "tuple", "relu"],
+        "nones": [True, True],
+        "w": ["jaxlib", "float32", [3, 2], [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]]],
+        "b": ["ndarray", "float32"],
+        "step": ["int32", 11],
+        "pair": ["int64", 4, "list", 1.5, "tuple", [2, "two"]],
+        "imported_v1": False,
+    }
+
+
+@pytest.mark.slow
+def test_unregistered_names_are_reported_before_any_array_is_read(
+    tmp_path: pathlib.Path,
+) -> None:
+    (tmp_path / "models_v1.py").write_text(_MODELS)
+    ckpt = tmp_path / "ckpt"
+    run_fresh(_SAVE, str(ckpt), cwd=tmp_path)
+    os.remove(tmp_path / "models_v1.py")
+    # No array can be read any more: the error must come from the structure alone.
+    shutil.rmtree(ckpt / tco.ARRAYS_ITEM)
+    got = run_fresh(_RESTORE_UNREGISTERED, str(ckpt), cwd=tmp_path)
+    assert got["imported_v1"] is False
+    message = got["error"]
+    for name in ("tests.orbax_fresh.State", "tests.orbax_fresh.Params", "tests.orbax_fresh.Pair"):
+        assert repr(name) in message
+    assert "import the module(s) that define those classes" in message
+    assert "Only the structure was read" in message

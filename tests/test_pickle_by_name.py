@@ -1,0 +1,449 @@
+"""Instances of named classes pickle by their treeclass name (``copyreg``), not module path.
+
+Registration installs the reducer of every named class (``pickle_by_name=True``, the
+default); ``treeclass._pickle.install`` / ``uninstall`` do it by hand.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import copyreg
+import dataclasses
+import pickle
+import pickletools
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import attrs
+import pytest
+from _fresh import run_fresh
+
+import treeclass as tc
+from treeclass import _pickle
+
+POST_INIT: list[str] = []
+
+
+def named(cls: Any) -> Any:
+    """Check that registration made ``cls`` pickle by name."""
+    name = tc.name_of(cls)
+    assert name is not None
+    assert _pickle.is_installed(cls)
+    assert _pickle.install(cls, name)  # idempotent
+    return cls
+
+
+@named
+@tc.pytree_dataclass(name="tests.pbn.Plain")
+class Plain:
+    x: Any
+    y: Any = None
+    tag: str = tc.field(static=True, default="t")
+
+    def __post_init__(self) -> None:
+        POST_INIT.append("Plain")
+
+
+@named
+@tc.pytree_dataclass(name="tests.pbn.Frozen", frozen=True)
+class Frozen:
+    x: Any
+    cfg: tuple[int, ...] = tc.field(static=True, default=(1, 2))
+
+    def __post_init__(self) -> None:
+        POST_INIT.append("Frozen")
+
+
+@named
+@tc.pytree_dataclass(name="tests.pbn.FrozenSlots", frozen=True, slots=True)
+class FrozenSlots:
+    x: Any
+    y: Any = None
+    label: str = tc.field(static=True, default="fs")
+
+
+@named
+@tc.pytree_dataclass(name="tests.pbn.Nones", return_none_fields=True)
+class Nones:
+    x: Any
+    y: Any = None
+
+
+@named
+@tc.pytree_dataclass(name="tests.pbn.ByInit", unflatten_calls_init=True)
+class ByInit:
+    x: Any
+    doubled: Any = dataclasses.field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        POST_INIT.append("ByInit")
+
+
+@attrs.frozen
+class AttrsSlots:
+    a: Any
+    b: int = attrs.field(default=1, metadata={"static": True})
+
+
+@attrs.frozen(cache_hash=True, slots=False)
+class AttrsCacheHash:
+    a: Any
+    b: Any = None
+
+
+class NT(NamedTuple):
+    p: Any
+    q: Any
+
+
+@tc.pytree_dataclass(name="tests.pbn.Mapping")
+class Mapping(collections.OrderedDict):  # type: ignore[type-arg]
+    """Shaped like HuggingFace's ModelOutput: a mapping with its own ``__setattr__``."""
+
+    x: Any = None
+    y: Any = None
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if v is not None:
+                self[f.name] = v
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in self.keys() and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+
+tc.register_dataclass(AttrsSlots, name="tests.pbn.AttrsSlots")
+tc.register_dataclass(AttrsCacheHash, name="tests.pbn.AttrsCacheHash")
+tc.register_namedtuple(NT, name="tests.pbn.NT")
+for _cls in (AttrsSlots, AttrsCacheHash, NT, Mapping):
+    named(_cls)
+
+INSTANCES: dict[str, Any] = {
+    "plain": Plain(1.0, [2.0], "u"),
+    "plain-none": Plain(1.0),
+    "frozen": Frozen({"k": 1.0}, (3, (4,))),
+    "frozen-slots": FrozenSlots(1.0, None, "z"),
+    "return-none-fields": Nones(None, 2),
+    "attrs-slots": AttrsSlots((1, 2), 7),
+    "attrs-cache-hash": AttrsCacheHash(1, (2,)),
+    "namedtuple": NT(Plain(1), FrozenSlots(2)),
+    "mapping": Mapping(x=1, y=None),
+    "nested": {"a": [Frozen(FrozenSlots(1)), NT(1, 2)], "b": (Plain(Nones(3)),)},
+}
+
+
+def assert_same(back: Any, tree: Any) -> None:
+    assert back == tree
+    assert type(back) is type(tree)
+    assert tc.tree_structure(back) == tc.tree_structure(tree)
+    assert tc.tree_leaves(back) == tc.tree_leaves(tree)
+
+
+@pytest.mark.parametrize("tree", INSTANCES.values(), ids=INSTANCES.keys())
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_roundtrip_by_name_without_init(tree: Any, protocol: int) -> None:
+    POST_INIT.clear()
+    data = pickle.dumps(tree, protocol=protocol)
+    assert b"rebuilder_for_name" in data  # by name ...
+    back = pickle.loads(data)
+    assert_same(back, tree)
+    assert POST_INIT == []  # ... and without __init__ / __post_init__
+
+
+def test_unflatten_calls_init_classes_are_rebuilt_through_init() -> None:
+    obj = ByInit(3)
+    POST_INIT.clear()
+    back = pickle.loads(pickle.dumps(obj))
+    assert back == obj
+    assert POST_INIT == ["ByInit"]  # as unflatten does for this class
+
+
+def test_the_pickled_state_is_exactly_the_fields_pickled_by_pickle() -> None:
+    obj = Frozen(x={"k": 1.0}, cfg=(3, (4,)))
+    rebuilder, args = copyreg.dispatch_table[Frozen](obj)
+    assert args == ({"x": {"k": 1.0}, "cfg": (3, (4,))},)
+    assert args[0]["x"] is obj.x  # the values themselves, not a converted form
+    assert rebuilder(*args) == obj
+    # The static tuple is pickled as a tuple by pickle (no JSON text anywhere in the stream).
+    ops = [op.name for op, _, _ in pickletools.genops(pickle.dumps(obj, protocol=4))]
+    assert "TUPLE2" in ops
+    assert b'"tuple"' not in pickle.dumps(obj)
+    # A static value with no JSON form pickles too.
+    weird = Plain(1, tag=frozenset({1j}))  # type: ignore[arg-type]
+    assert pickle.loads(pickle.dumps(weird)).tag == frozenset({1j})
+
+
+def test_rebuilder_is_stored_once_per_stream() -> None:
+    data = pickle.dumps([Plain(i) for i in range(50)], protocol=4)
+    assert data.count(b"tests.pbn.Plain") == 1
+    assert data.count(b"rebuilder_for_name") == 1
+
+
+def test_attrs_hash_cache_is_reset() -> None:
+    obj = AttrsCacheHash(1, (2,))
+    h = hash(obj)
+    back = pickle.loads(pickle.dumps(obj))
+    assert back._attrs_cached_hash is None
+    assert hash(back) == h
+
+
+def test_mapping_outputs_roundtrip_with_their_items() -> None:
+    back = pickle.loads(pickle.dumps(Mapping(x=1, y=None)))
+    assert list(back.keys()) == ["x"]
+    assert back["x"] == 1 and back.y is None
+
+
+def test_transformers_model_output_roundtrips() -> None:
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_outputs import BaseModelOutputWithPooling
+
+    tc.register_dataclass(
+        BaseModelOutputWithPooling, name="tests.pbn.BaseModelOutputWithPooling", override=True
+    )
+    named(BaseModelOutputWithPooling)
+    try:
+        out = BaseModelOutputWithPooling(last_hidden_state=torch.ones(2), pooler_output=None)
+        data = pickle.dumps(out)
+        assert b"tests.pbn.BaseModelOutputWithPooling" in data
+        back = pickle.loads(data)
+        assert type(back) is BaseModelOutputWithPooling
+        assert isinstance(back, transformers.utils.ModelOutput)
+        assert list(back.keys()) == ["last_hidden_state"]
+        assert back.pooler_output is None and back.hidden_states is None
+        assert torch.equal(back[0], out[0]) and torch.equal(back.to_tuple()[0], torch.ones(2))
+    finally:
+        _pickle.uninstall(BaseModelOutputWithPooling)
+
+
+# --- copy -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tree", INSTANCES.values(), ids=INSTANCES.keys())
+def test_copy_and_deepcopy(tree: Any) -> None:
+    POST_INIT.clear()
+    assert_same(copy.copy(tree), tree)
+    deep = copy.deepcopy(tree)
+    assert_same(deep, tree)
+    assert POST_INIT == []
+
+
+def test_copy_is_shallow_and_deepcopy_is_deep() -> None:
+    obj = Plain([1], [2])
+    shallow = copy.copy(obj)
+    assert shallow is not obj and shallow.x is obj.x
+    deep = copy.deepcopy(obj)
+    assert deep.x == obj.x and deep.x is not obj.x
+    shared = [0]
+    pair = copy.deepcopy(Plain(shared, shared))
+    assert pair.x is pair.y  # the memo is honoured
+
+
+# --- superseded classes ---------------------------------------------------------------------
+
+
+def define_again(name: str) -> type:
+    @tc.pytree_dataclass(name=name, frozen=True)
+    class Rerun:
+        x: Any
+        tag: str = tc.field(static=True, default="r")
+
+    return named(Rerun)
+
+
+def test_superseded_instances_refuse_pickling_but_deepcopy(uname: str) -> None:
+    Old = define_again(uname)
+    old = Old(1)
+    assert pickle.loads(pickle.dumps(old)) == old
+    New = define_again(uname)
+    assert New is not Old and tc.class_for_name(uname) is New
+    with pytest.raises(
+        tc.UnnamedClassError,
+        match=rf"Rerun was defined again .* the name '{uname}' now belongs to the new class; "
+        r"this object is an instance of the old class, so rebuild it from the new class",
+    ):
+        pickle.dumps(old)
+    with pytest.raises(tc.UnnamedClassError, match="defined again"):
+        pickle.dumps([New(2), old])
+    deep = copy.deepcopy(old)
+    assert type(deep) is Old and deep == old
+    assert type(copy.copy(old)) is Old
+    assert type(pickle.loads(pickle.dumps(New(2)))) is New
+
+
+# --- loading where the name is not registered -----------------------------------------------
+
+
+@named
+@tc.pytree_dataclass(name="tests.pbn.Fallback")
+class Fallback:
+    x: Any
+    tag: str = tc.field(static=True, default="f")
+
+
+def test_unregistered_name_falls_back_to_the_module_path() -> None:
+    data = pickle.dumps(Fallback(1, "g"))
+    renamed = data.replace(b"tests.pbn.Fallback", b"tests.pbn.Fxllback")  # same length
+    assert tc.class_for_name("tests.pbn.Fxllback") is None
+    back = pickle.loads(renamed)
+    assert type(back) is Fallback and back == Fallback(1, "g")
+
+
+def test_unregistered_name_and_missing_module_is_a_clear_error() -> None:
+    data = pickle.dumps(Fallback(1))
+    module = __name__.encode()
+    gone = b"x" * len(module)
+    tampered = data.replace(b"tests.pbn.Fallback", b"tests.pbn.Fxllback").replace(module, gone)
+    with pytest.raises(
+        tc.UnregisteredNameError,
+        match=r"registered as 'tests\.pbn\.Fxllback' \(pickled from x+\.Fallback\), but no "
+        r"class is registered under 'tests\.pbn\.Fxllback' in this process and x+\.Fallback "
+        r"cannot be imported \(ModuleNotFoundError",
+    ):
+        pickle.loads(tampered)
+
+
+def test_fields_that_changed_are_a_clear_error() -> None:
+    data = pickle.dumps(Fallback(1))
+    tampered = data.replace(b"\x8c\x01x", b"\x8c\x01z")  # the field name 'x' -> 'z'
+    assert tampered != data
+    with pytest.raises(
+        tc.StructureMismatchError,
+        match=r"registered as 'tests\.pbn\.Fallback' has the fields \['tag', 'z'\], but "
+        r".*Fallback has \['tag', 'x'\]; the class changed",
+    ):
+        pickle.loads(tampered)
+
+
+# --- install / uninstall --------------------------------------------------------------------
+
+
+def test_pickle_by_name_false_is_the_opt_out(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname, pickle_by_name=False)
+    class OptOut:
+        x: Any
+
+    assert not _pickle.is_installed(OptOut)
+    with pytest.raises(AttributeError, match="Can't pickle local object"):
+        pickle.dumps(OptOut(1))  # pickle's own behaviour: by module path
+    assert _pickle.install(OptOut, uname)
+    assert _pickle.install(OptOut, uname)  # idempotent
+    assert _pickle.is_installed(OptOut)
+    assert b"rebuilder_for_name" in pickle.dumps(OptOut(1))
+    _pickle.uninstall(OptOut)
+    assert not _pickle.is_installed(OptOut)
+    assert OptOut not in copyreg.dispatch_table
+    _pickle.uninstall(OptOut)  # nothing to do
+
+
+def test_a_reducer_set_by_someone_else_is_kept(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname)
+    class Theirs:
+        x: Any
+
+    def reducer(obj: Any) -> Any:
+        return (Theirs, (obj.x,))
+
+    copyreg.pickle(Theirs, reducer)
+    try:
+        assert not _pickle.install(Theirs, uname)
+        assert copyreg.dispatch_table[Theirs] is reducer
+        _pickle.uninstall(Theirs)
+        assert copyreg.dispatch_table[Theirs] is reducer
+    finally:
+        del copyreg.dispatch_table[Theirs]
+
+
+# --- fresh processes: the class lives in a module of another name ---------------------------
+
+DEFS = """
+import typing
+from typing import Any, NamedTuple
+import treeclass as tc
+from treeclass import _pickle
+
+@tc.pytree_dataclass(name="{prefix}.Point", frozen=True, slots=True)
+class Point:
+    x: Any
+    y: Any = None
+    unit: str = tc.field(static=True, default="m")
+
+@tc.register_namedtuple(name="{prefix}.Pair")
+class Pair(NamedTuple):
+    first: Any
+    second: Any
+
+for cls in (Point, Pair):  # registration did it
+    assert _pickle.is_installed(cls)
+"""
+
+LOAD = """
+import json, pickle, sys
+folder_a, folder_b, module_b, data_file, mode = sys.argv[1:]
+sys.path[:0] = [folder_a, folder_b]
+if mode == "renamed":
+    defs = __import__(module_b)
+obj = pickle.load(open(data_file, "rb"))
+point, pair = obj
+print(json.dumps({
+    "point_module": type(point).__module__,
+    "pair_module": type(pair).__module__,
+    "values": [point.x, point.y, point.unit, pair.first, pair.second],
+    "modules": sorted(m for m in sys.modules if m.startswith("pbn_")),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_fresh_process_where_the_class_lives_in_another_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uname: str
+) -> None:
+    tag = uname.rsplit(".", 1)[1]
+    module_a, module_b = f"pbn_a_{tag}", f"pbn_b_{tag}"
+    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
+    folder_a.mkdir()
+    folder_b.mkdir()
+    (folder_a / f"{module_a}.py").write_text(textwrap.dedent(DEFS.format(prefix=uname)))
+    (folder_b / f"{module_b}.py").write_text(textwrap.dedent(DEFS.format(prefix=uname)))
+    monkeypatch.syspath_prepend(str(folder_a))
+    defs = __import__(module_a)
+    try:
+        data_file = tmp_path / "obj.pkl"
+        data_file.write_bytes(pickle.dumps((defs.Point(1, None, "cm"), defs.Pair(2, 3))))
+        script = textwrap.dedent(LOAD)
+        args = (str(folder_a), str(folder_b), module_b, str(data_file))
+        # The loading program defines the classes in module B: by name, module A is never
+        # imported (before, pickle imported it and its registration claimed the names again).
+        renamed = run_fresh(script, *args, "renamed", cwd=tmp_path)
+        assert renamed == {
+            "point_module": module_b,
+            "pair_module": module_b,
+            "values": [1, None, "cm", 2, 3],
+            "modules": [module_b],
+        }
+        # No module registers the names: pickle's own module path is the fallback.
+        fallback = run_fresh(script, *args, "fallback", cwd=tmp_path)
+        assert fallback["point_module"] == module_a
+        assert fallback["values"] == [1, None, "cm", 2, 3]
+    finally:
+        sys.modules.pop(module_a, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class NotRegistered:
+    a: Any
+    b: Any = None
+
+
+def test_fallback_class_that_is_not_registered_is_rebuilt_field_by_field() -> None:
+    rebuild = _pickle.rebuilder_for_name("tests.pbn.Nowhere", __name__, "NotRegistered")
+    POST_INIT.clear()
+    assert rebuild({"a": 1, "b": [2]}) == NotRegistered(1, [2])
+    with pytest.raises(tc.StructureMismatchError, match=r"has the fields \['a'\], but"):
+        rebuild({"a": 1})

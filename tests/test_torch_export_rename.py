@@ -1,0 +1,148 @@
+"""Plain ``torch.export.save`` / ``torch.export.load`` (the docs' own example) where the loading
+program defines the classes in a module of another name.
+
+torch pickles ``ep.example_inputs`` into the file. By module path (what pickle does by itself),
+loading then fails with ``ModuleNotFoundError`` for the old module, or, if the old module is
+importable too, imports it and its registration claims the names a second time. With pickling
+by name (what registration sets up for named classes unless ``pickle_by_name=False``), only the
+names have to match.
+"""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _fresh import run_fresh
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
+
+DEFS = """
+import typing
+import torch
+import treeclass as tc
+from treeclass import _pickle
+
+PREFIX = {prefix!r}
+
+@tc.pytree_dataclass(name=PREFIX + ".Batch", frozen=True, pickle_by_name={by_name!r})
+class Batch:
+    x: torch.Tensor
+    mask: typing.Optional[torch.Tensor] = None
+    scale: float = tc.field(static=True, default=2.0)
+
+@tc.pytree_dataclass(name=PREFIX + ".Output", pickle_by_name={by_name!r})
+class Output:
+    logits: torch.Tensor
+    loss: typing.Optional[torch.Tensor] = None
+    mode: str = tc.field(static=True, default="eval")
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, batch: Batch) -> Output:
+        return Output(self.lin(batch.x) * batch.scale, mode="train")
+
+assert _pickle.is_installed(Batch) is {by_name!r}
+"""
+
+SAVE = """
+import json, sys
+import torch
+folder, module, out = sys.argv[1:]
+sys.path.insert(0, folder)
+defs = __import__(module)
+batch = defs.Batch(torch.arange(8.0).reshape(2, 4), scale=3.0)
+ep = torch.export.export(defs.Model(), (batch,))
+torch.export.save(ep, out)
+print(json.dumps({"saved": True}))
+"""
+
+LOAD = """
+import json, sys, traceback
+import torch
+folders, module, file = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+sys.path[:0] = folders
+defs = __import__(module)
+report = {}
+try:
+    ep = torch.export.load(file)
+except Exception as e:
+    report["error"] = type(e).__name__ + ": " + str(e)
+else:
+    (batch,), kwargs = ep.example_inputs
+    out = ep.module()(batch)
+    report = {
+        "example_type": type(batch) is defs.Batch,
+        "example_scale": batch.scale,
+        "example_x": batch.x.tolist(),
+        "out_type": type(out) is defs.Output,
+        "out_mode": out.mode,
+        "close": bool(torch.allclose(out.logits, defs.Model()(batch).logits)),
+    }
+report["modules"] = sorted(m for m in sys.modules if m.startswith("tc_rename_"))
+print(json.dumps(report))
+"""
+
+
+def write_modules(tmp_path: Path, by_name: bool) -> tuple[Path, str, Path, str]:
+    tag = uuid.uuid4().hex[:8]
+    prefix = f"tests.rename_{tag}"
+    mods = []
+    for side in ("a", "b"):
+        folder = tmp_path / side
+        folder.mkdir()
+        module = f"tc_rename_{side}_{tag}"
+        text = DEFS.format(prefix=prefix, by_name=by_name)
+        (folder / f"{module}.py").write_text(textwrap.dedent(text))
+        mods.append((folder, module))
+    (fa, ma), (fb, mb) = mods
+    return fa, ma, fb, mb
+
+
+def save(tmp_path: Path, folder: Path, module: str) -> Path:
+    out = tmp_path / "model.pt2"
+    assert run_fresh(SAVE, str(folder), module, str(out), cwd=tmp_path) == {"saved": True}
+    return out
+
+
+EXPECTED = {
+    "example_type": True,
+    "example_scale": 3.0,
+    "example_x": [[0.0, 1.0, 2.0, 3.0], [4.0, 5.0, 6.0, 7.0]],
+    "out_type": True,
+    "out_mode": "train",
+    "close": True,
+}
+
+
+def test_plain_save_load_across_a_module_rename(tmp_path: Path) -> None:
+    fa, ma, fb, mb = write_modules(tmp_path, by_name=True)
+    file = save(tmp_path, fa, ma)
+    # Only module B exists in the loading program.
+    report = run_fresh(LOAD, str(fb), mb, str(file), cwd=tmp_path)
+    assert report == {**EXPECTED, "modules": [mb]}
+    # Both modules importable: module A is not imported behind the user's back.
+    report = run_fresh(LOAD, f"{fb},{fa}", mb, str(file), cwd=tmp_path)
+    assert report == {**EXPECTED, "modules": [mb]}
+
+
+def test_by_module_path_a_rename_breaks_plain_load(tmp_path: Any) -> None:
+    """What pickle does by itself (and what opting out of pickling by name gives)."""
+    fa, ma, fb, mb = write_modules(tmp_path, by_name=False)
+    file = save(tmp_path, fa, ma)
+    report = run_fresh(LOAD, str(fb), mb, str(file), cwd=tmp_path)
+    assert report["error"] == f"ModuleNotFoundError: No module named '{ma}'"
+    report = run_fresh(LOAD, f"{fb},{fa}", mb, str(file), cwd=tmp_path)
+    assert report["error"].startswith("NameConflictError: the name 'tests.rename_")
+    assert f"is taken by {mb}.Batch, so {ma}.Batch cannot have it" in report["error"]
+    # (module A was imported by the unpickler and failed, so it is not left in sys.modules)
+    assert report["modules"] == [mb]
