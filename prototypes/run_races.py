@@ -13,9 +13,10 @@ Each run is a fresh process. Two ways of hitting the window:
   the time the framework's import takes in this machine (measured first).
 
 A run fails if anything raised, warned, crashed, hung (timeout), or a backend is not active /
-the class is not a node afterwards. ``--impl prototype`` loads ``prototypes/race_free_hooks.py``
-as ``treeclass._hooks`` before ``import treeclass``. Prints a table of failures per race, mode and
-implementation.
+the class is not a node afterwards. ``--impls prototype`` loads ``prototypes/race_free_hooks.py``
+(``--prototype`` another file, e.g. ``race_free_hooks_327d219.py`` for the core before the
+restructure) as ``treeclass._hooks`` before ``import treeclass``. Prints a table of failures per
+race, mode and implementation.
 """
 
 from __future__ import annotations
@@ -132,12 +133,12 @@ def import_time(module: str, preload: str) -> float:
     return sorted(times)[1]
 
 
-def one_run(race: str, mode: str, impl: str, timeout: float, delay: float) -> str:
+def one_run(race: str, mode: str, impl: str, timeout: float, prototype: str, delay: float) -> str:
     """One fresh process; ``"ok"`` or what went wrong."""
     framework, pause_at, action, preload = RACES[race]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     if impl == "prototype":
-        env["TREECLASS_HOOKS_PROTOTYPE"] = str(PROTOTYPE)
+        env["TREECLASS_HOOKS_PROTOTYPE"] = prototype
     args = [framework, pause_at, action, preload, mode, f"{delay:.4f}"]
     try:
         proc = subprocess.run(
@@ -177,6 +178,7 @@ def main() -> None:
     parser.add_argument("--impls", default="current,prototype")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--prototype", default=str(PROTOTYPE))
     args = parser.parse_args()
     rng = random.Random(args.seed)
     results: dict[tuple[str, str, str], list[str]] = {}
@@ -190,7 +192,7 @@ def main() -> None:
             for impl in args.impls.split(","):
                 start = time.perf_counter()
                 with ThreadPoolExecutor(args.jobs) as pool:
-                    run = functools.partial(one_run, race, mode, impl, args.timeout)
+                    run = functools.partial(one_run, race, mode, impl, args.timeout, args.prototype)
                     outcomes = list(pool.map(run, delays))
                 results[(race, mode, impl)] = outcomes
                 failed = [o for o in outcomes if o != "ok"]
