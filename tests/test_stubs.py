@@ -15,7 +15,12 @@ STUBS = ROOT / "stubs"
 
 CASES = {
     "jax": ["jax.tree_util", "jax.export"],
-    "torch": ["torch.utils._pytree", "torch.export", "torch._library.opaque_object"],
+    "torch": [
+        "torch.utils._pytree",
+        "torch.export",
+        "torch.serialization",
+        "torch._library.opaque_object",
+    ],
     "optree": ["optree"],
     "flax": ["flax.serialization"],
     "orbax.checkpoint": ["orbax.checkpoint"],

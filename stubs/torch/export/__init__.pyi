@@ -2,6 +2,8 @@
 import os
 from typing import IO, Any
 
+from . import pt2_archive as pt2_archive
+
 class ExportedProgram:
     example_inputs: tuple[tuple[Any, ...], dict[str, Any]] | None
     def __init__(

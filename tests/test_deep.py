@@ -1,0 +1,89 @@
+"""Deep trees: flatten, flatten_with_path, unflatten, dumps and loads stay linear (issue 13).
+
+Past the interpreter's recursion limit the walkers must neither go quadratic (slicing the entry
+list per node) nor build one key path tuple per node (a "comb" with a leaf at every level then
+needs memory quadratic in its depth). Each shape runs in a fresh process with a timeout and a
+memory cap: linear code does all five operations in a few seconds and well under the cap, while
+the code this guards against needs minutes (the 200,000-deep chain) or runs out of memory (the
+100,000-deep comb). Timings are in ``benchmarks/bench_hostile.py``, not here.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _subproc import run_script
+
+TIMEOUT = 60.0
+MEMORY_CAP = 3 * 1024**3  # bytes of address space; linear code needs a few hundred MB
+
+_SCRIPT = """
+import json, sys
+from typing import Any
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.deep.Link")
+class Link:
+    nxt: Any
+    v: Any = None
+
+kind, n = sys.argv[1], int(sys.argv[2])
+if kind == "chain":      # Link(Link(...Link(1)...)): one leaf, at the bottom
+    tree = 1
+    for _ in range(n):
+        tree = Link(tree)
+    leaves_expected = 1
+elif kind == "list":     # [[...[1]...]]
+    tree = 1
+    for _ in range(n):
+        tree = [tree]
+    leaves_expected = 1
+elif kind == "comb":     # Link(Link(..., v=1), v=0): a leaf at every level
+    tree = "bottom"
+    for i in range(n):
+        tree = Link(tree, i)
+    leaves_expected = n + 1
+out = {}
+def done(step):
+    print(step, flush=True)
+
+leaves, spec = tc.tree_flatten(tree)
+assert len(leaves) == leaves_expected, len(leaves)
+done("flatten")
+pairs, spec2 = tc.tree_flatten_with_path(tree)
+assert spec2 == spec and len(pairs) == leaves_expected
+deepest = pairs[0][0] if kind == "comb" else pairs[-1][0]
+out["deepest_path_len"] = len(deepest)
+out["deepest_keystr_len"] = len(tc.keystr(deepest))
+done("flatten_with_path")
+rebuilt = spec.unflatten(leaves)
+assert type(rebuilt) is type(tree)
+done("unflatten")
+text = tc.treespec_dumps(spec)
+done("dumps")
+loaded = tc.treespec_loads(text)
+assert loaded == spec
+done("loads")
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("kind", "depth"), [("chain", 200_000), ("list", 200_000), ("comb", 100_000)]
+)
+def test_deep_trees_are_linear_in_time_and_memory(kind: str, depth: int) -> None:
+    outcome = run_script(_SCRIPT, kind, str(depth), timeout=TIMEOUT, memory_cap=MEMORY_CAP)
+    reached = outcome.stdout.strip().splitlines()
+    last = reached[-1] if reached else "nothing"
+    assert not outcome.timed_out, (
+        f"a {depth:,}-deep {kind} did not finish in {TIMEOUT:.0f} s (last step done: {last}); "
+        "a walker is not linear past the recursion limit"
+    )
+    assert outcome.returncode == 0, (
+        f"a {depth:,}-deep {kind} failed after step {last!r} under a "
+        f"{MEMORY_CAP // 1024**3} GiB memory cap:\n{outcome.stderr[-2000:]}"
+    )
+    report = outcome.report()
+    # The key path of the deepest leaf goes through every level.
+    assert report["deepest_path_len"] in (depth, depth + 1)
+    assert report["deepest_keystr_len"] >= depth * 3

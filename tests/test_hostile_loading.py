@@ -1,0 +1,320 @@
+"""The embedded loader under hostile documents (issue 13, "Loading: safe, and linear").
+
+Every failure of ``tc.treespec_loads`` -- with or without ``to=`` -- is a ``TreespecLoadError``;
+documents that a class could not have produced are refused; a document loads or is refused in
+time linear in its size. The size tests run in a fresh process with a timeout: the documents are
+a few MiB, which a linear loader handles in about a second, and which the quadratic code this
+guards against needs minutes for (measured figures: ``benchmarks/bench_hostile.py``).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import pickle
+from typing import Any
+
+import attrs
+import pytest
+from _subproc import run_script
+
+import treeclass as tc
+
+DOC_HEAD = '{"format":"treeclass.treespec","leaves":%d,"nodes":['
+DOC_TAIL = '],"version":1}'
+
+# A generous bound (a linear loader needs 1-2 s here even on a loaded 2-core machine); the
+# quadratic implementations need minutes on these inputs.
+TIMEOUT = 30.0
+M61 = 2**61 - 1  # every k * M61 hashes to 0: ints that all collide in a set or dict
+
+
+def _doc(leaves: int, nodes: list[Any]) -> str:
+    return json.dumps(
+        {"format": "treeclass.treespec", "leaves": leaves, "nodes": nodes, "version": 1},
+        separators=(",", ":"),
+    )
+
+
+# --- linear time ------------------------------------------------------------------------------
+
+# Each script builds its document, loads it and, if it loads, uses it; prints what happened.
+_SIZE_SCRIPT = """
+import json, sys
+import treeclass as tc
+kind, n = sys.argv[1], int(sys.argv[2])
+M61 = 2**61 - 1
+if kind == "arity":
+    doc = '{"format":"treeclass.treespec","leaves":0,"nodes":[' + ",".join(
+        ['["",0,999999]'] * n) + '],"version":1}'
+    static = None
+elif kind == "dict_keys":
+    keys = [{"int": hex(k * M61)} for k in range(1, n + 1)]
+    nodes = [["dict", keys, n]] + [None] * n
+    doc = json.dumps({"format": "treeclass.treespec", "leaves": n, "nodes": nodes,
+                      "version": 1}, separators=(",", ":"))
+elif kind == "frozenset_static":
+    from typing import Any
+    @tc.pytree_dataclass(name="tests.hostile.Flood")
+    class Flood:
+        x: Any
+        s: Any = tc.field(static=True, default=None)
+    items = [{"int": hex(k * M61)} for k in range(1, n + 1)]
+    state = {"data": ["x"], "none": [], "static": {"s": {"frozenset": items}}}
+    doc = json.dumps({"format": "treeclass.treespec", "leaves": 1,
+                      "nodes": [["tests.hostile.Flood", state, 1], None], "version": 1},
+                     separators=(",", ":"))
+out = {"bytes": len(doc)}
+try:
+    spec = tc.treespec_loads(doc)
+except tc.TreespecLoadError as e:
+    out["refused"] = str(e)[:300]
+else:
+    # Accepted: everything one does with a spec must stay linear too.
+    other = tc.treespec_loads(doc)
+    out["eq"] = spec == other
+    out["hash"] = hash(spec) == hash(other)
+    out["dumps"] = tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+    tree = spec.unflatten(list(range(spec.num_leaves)))
+    out["flatten"] = tc.tree_structure(tree) == spec
+print(json.dumps(out))
+"""
+
+
+def _run_size(kind: str, n: int) -> dict[str, Any]:
+    outcome = run_script(_SIZE_SCRIPT, kind, str(n), timeout=TIMEOUT)
+    assert not outcome.timed_out, (
+        f"loading (and using) a {kind} document of {n} entries took more than {TIMEOUT:.0f} s: "
+        "the loader is not linear in the size of its input"
+    )
+    result: dict[str, Any] = outcome.report()
+    return result
+
+
+@pytest.mark.slow
+def test_an_impossible_arity_is_refused_in_linear_time() -> None:
+    # 300,000 nodes of ["",0,999999] (4.2 MB): the arity check slices nodes[i:i+k] for every
+    # node, ~n^2/2 list items.
+    out = _run_size("arity", 300_000)
+    assert "refused" in out, out
+
+
+@pytest.mark.slow
+def test_dict_keys_that_all_hash_alike_load_or_are_refused_in_linear_time() -> None:
+    # 200,000 int keys k * (2**61 - 1), all with hash 0 (7.4 MB).
+    out = _run_size("dict_keys", 200_000)
+    assert "refused" in out or all(out[k] for k in ("eq", "hash", "dumps", "flatten")), out
+
+
+@pytest.mark.slow
+def test_a_frozenset_static_of_colliding_ints_loads_or_is_refused_in_linear_time() -> None:
+    out = _run_size("frozenset_static", 150_000)
+    assert "refused" in out or all(out[k] for k in ("eq", "hash", "dumps", "flatten")), out
+
+
+# --- errors that leak through to= -------------------------------------------------------------
+
+MIXED_KEYS = {(1, 2): 1, 3: 2, "s": 3}
+
+
+@pytest.mark.parametrize("to", ["jax", "torch", "optree"])
+def test_a_document_treeclass_wrote_never_leaks_a_framework_error(to: str) -> None:
+    pytest.importorskip({"jax": "jax", "torch": "torch", "optree": "optree"}[to])
+    doc = tc.treespec_dumps(tc.tree_structure(MIXED_KEYS))
+    try:
+        tc.treespec_loads(doc, to=to)  # type: ignore[call-overload]
+    except tc.TreespecLoadError as e:
+        assert "dict" in str(e)
+    # Any other exception fails the test (JAX raises its sorting ValueError / TypeError).
+
+
+@tc.pytree_dataclass(name="tests.hostile.InitChecked", unflatten_calls_init=True)
+class InitChecked:
+    x: float
+    n: int = tc.field(static=True, default=1)
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise ValueError("n must be >= 0")
+
+
+@pytest.mark.parametrize("to", [None, "jax", "torch", "optree"])
+def test_a_tampered_static_of_an_init_checked_class_is_a_load_error(to: str | None) -> None:
+    if to is not None:
+        pytest.importorskip({"jax": "jax", "torch": "torch", "optree": "optree"}[to])
+    doc = tc.treespec_dumps(tc.tree_structure(InitChecked(1.0, 2)))
+    tampered = doc.replace('"n":2', '"n":-5')
+    assert tampered != doc
+    try:
+        spec = tc.treespec_loads(tampered, to=to)  # type: ignore[call-overload]
+    except tc.TreespecLoadError as e:
+        assert "InitChecked" in str(e)
+        return
+    # Loading without a framework may keep the value (no __init__ runs); building the
+    # framework's structure runs __post_init__, and its failure must be a load error.
+    assert to is None, f"to={to!r} accepted a state the class's __post_init__ refuses"
+    assert isinstance(spec, tc.TreeSpec)
+
+
+# --- statics a class could not have produced --------------------------------------------------
+
+
+class Act(enum.Enum):
+    RELU = "relu"
+    GELU = "gelu"
+
+
+tc.register_static(Act, name="tests.hostile.Act")
+
+
+@tc.pytree_dataclass(name="tests.hostile.Typed", frozen=True)
+class Typed:
+    x: Any
+    tag: str = tc.field(static=True, default="a")
+    n: int = tc.field(static=True, default=1)
+    scale: float = tc.field(static=True, default=1.0)
+    flag: bool = tc.field(static=True, default=False)
+    dims: tuple[int, ...] = tc.field(static=True, default=(1, 2))
+    names: frozenset[str] = tc.field(static=True, default=frozenset({"a"}))
+    act: Act = tc.field(static=True, default=Act.RELU)
+    anything: Any = tc.field(static=True, default=None)
+
+
+def _typed_doc() -> str:
+    return tc.treespec_dumps(tc.tree_structure(Typed(1.0)))
+
+
+def _with_static(field: str, encoded: Any) -> str:
+    doc = json.loads(_typed_doc())
+    doc["nodes"][0][1]["static"][field] = encoded
+    return json.dumps(doc)
+
+
+def test_the_untampered_typed_document_loads() -> None:
+    spec = tc.treespec_loads(_typed_doc())
+    obj = spec.unflatten([1.0])
+    assert obj == Typed(1.0)
+    assert hash(obj) == hash(Typed(1.0))
+    # An int where a float is declared is what Python (and type checkers) allow.
+    loaded = tc.treespec_loads(_with_static("scale", 2)).unflatten([1.0])
+    assert loaded.scale == 2
+
+
+@pytest.mark.parametrize(
+    ("field", "encoded"),
+    [
+        ("tag", [1, 2]),  # a list for a str field
+        ("tag", 5),
+        ("n", "five"),
+        ("n", {"tuple": [1]}),
+        ("scale", "1.0"),
+        ("flag", "yes"),
+        ("dims", [1, 2]),  # a list for tuple[int, ...] (and unhashable in a frozen class)
+        ("names", ["a"]),  # a list for frozenset[str]
+        ("names", {"tuple": ["a"]}),
+        ("act", "relu"),  # the raw value, not the registered static type
+    ],
+)
+def test_a_static_contradicting_a_plain_annotation_is_refused(field: str, encoded: Any) -> None:
+    with pytest.raises(tc.TreespecLoadError, match=rf"Typed.*{field}|{field}.*Typed"):
+        tc.treespec_loads(_with_static(field, encoded))
+
+
+def test_an_unhashable_static_of_a_hashable_class_is_refused() -> None:
+    # ``anything: Any`` is not checked against its annotation, but the class is frozen and
+    # hashable, so a list there would make hash(obj) raise.
+    assert hash(Typed(1.0, anything=(1, 2)))  # a hashable value is fine
+    with pytest.raises(tc.TreespecLoadError, match=r"anything.*hashable|hashable.*anything"):
+        tc.treespec_loads(_with_static("anything", [1, 2]))
+
+
+@attrs.frozen
+class Validated:
+    x: Any
+    label: str = attrs.field(
+        default="ok", validator=attrs.validators.instance_of(str), metadata={"static": True}
+    )
+
+
+tc.register_dataclass(Validated, name="tests.hostile.Validated")
+
+
+def test_a_static_that_bypasses_an_attrs_type_validator_is_refused() -> None:
+    doc = json.loads(tc.treespec_dumps(tc.tree_structure(Validated(1.0))))
+    doc["nodes"][0][1]["static"]["label"] = ["not", "a", "str"]
+    with pytest.raises(tc.TreespecLoadError, match="label"):
+        tc.treespec_loads(json.dumps(doc))
+
+
+# --- huge ints ----------------------------------------------------------------------------------
+
+
+@tc.pytree_dataclass(name="tests.hostile.Big")
+class Big:
+    x: Any
+    s: Any = tc.field(static=True, default=0)
+
+
+BIG_HEX = "0x" + "f" * 8598  # 34,392 bits: more than int.__str__ shows (4,300 digits)
+
+
+def test_a_huge_static_int_never_breaks_repr_or_errors() -> None:
+    doc = tc.treespec_dumps(tc.tree_structure(Big(1.0)))
+    tampered = doc.replace('"s":0', '"s":{"int":"' + BIG_HEX + '"}')
+    assert tampered != doc
+    try:
+        spec = tc.treespec_loads(tampered)
+    except tc.TreespecLoadError:
+        return  # refusing it is fine
+    assert "Big" in repr(spec)
+    with pytest.raises(tc.StructureMismatchError, match="leaves"):
+        spec.unflatten([1, 2])
+    obj = spec.unflatten([1.0])
+    with pytest.raises(tc.StructureMismatchError):
+        tc.tree_map(lambda a, b: a, obj, [1])
+
+
+def test_a_huge_static_int_made_in_process_has_a_repr() -> None:
+    spec = tc.tree_structure(Big(1.0, 2**34_000))
+    assert "Big" in repr(spec)
+    with pytest.raises(tc.StructureMismatchError, match="leaves"):
+        spec.unflatten([1, 2])
+
+
+# --- duplicate object keys ----------------------------------------------------------------------
+
+
+def _dup_cases() -> list[str]:
+    good = tc.treespec_dumps(tc.tree_structure(Typed(1.0)))
+    assert good.startswith('{"format":"treeclass.treespec",')
+    head = '{"format":"treeclass.treespec",'
+    top = good.replace(head, head + '"format":"treeclass.treespec",', 1)
+    state = good.replace('{"data":["x"]', '{"data":["x"],"data":["x"]', 1)
+    static = good.replace('"tag":"a"', '"tag":"a","tag":"b"', 1)
+    tagged = good.replace('{"tuple":[1,2]}', '{"tuple":[1,2],"tuple":[3]}', 1)
+    dict_static = json.loads(good)
+    dict_static["nodes"][0][1]["static"]["anything"] = {"dict": {"k": 1}}
+    dict_text = json.dumps(dict_static, separators=(",", ":")).replace('{"k":1}', '{"k":1,"k":2}')
+    cases = [top, state, static, tagged, dict_text]
+    for c in cases:
+        assert c != good
+        json.loads(c)  # valid JSON (with a duplicate key, which json.loads lets through)
+    return cases
+
+
+@pytest.mark.parametrize("index", range(5))
+def test_duplicate_object_keys_are_refused(index: int) -> None:
+    text = _dup_cases()[index]
+    with pytest.raises(tc.TreespecLoadError, match=r"(?i)twice|duplicate"):
+        tc.treespec_loads(text)
+
+
+# --- pickle goes through the same loader ------------------------------------------------------
+
+
+def test_a_pickled_spec_with_a_tampered_static_is_refused() -> None:
+    blob = pickle.dumps(tc.tree_structure(Typed(1.0)))
+    tampered = blob.replace(b'"tag":"a"', b'"tag":[1]')
+    assert tampered != blob
+    with pytest.raises(tc.TreespecLoadError, match="tag"):
+        pickle.loads(tampered)

@@ -1,0 +1,125 @@
+"""Import races between treeclass and the frameworks (issue 13, "Threads and import order").
+
+Each race runs in fresh processes, several times, with a timeout. To hit the window every time
+rather than by luck, a test-only meta path finder pauses the framework's import in its thread at
+a chosen submodule; the other thread then imports (or uses) treeclass while the framework is
+half-imported, and the framework's import resumes after ``PAUSE`` seconds. The pause points are
+ones where the unfixed code fails on every run (see the notes of issue 13 for the rates with
+random timing instead):
+
+- ``import treeclass`` while another thread is inside ``import jax``: ``_DeadlockError`` in the
+  other thread's import, and the JAX backend never activates;
+- the same with ``import torch``: a segfault;
+- decorating a class (torch active) while another thread imports optree for the first time:
+  ``AttributeError: partially initialized module 'optree'``.
+
+Afterwards every backend of an imported framework must be active, the class a node there, and
+nothing may have raised or warned.
+"""
+
+from __future__ import annotations
+
+import pytest
+from _subproc import run_script
+
+pytestmark = [pytest.mark.slow]
+
+RUNS = 3
+TIMEOUT = 180.0
+
+_RACE = """
+import importlib.abc, json, sys, threading, time, warnings
+warnings.simplefilter("always")
+seen = []
+warnings.showwarning = lambda m, c, *a, **k: seen.append(f"{c.__name__}: {str(m)[:300]}")
+framework, pause_at, action, preload = sys.argv[1:5]
+PAUSE = 0.5
+for name in filter(None, preload.split(",")):
+    __import__(name)
+if action == "decorate":
+    import treeclass as tc
+
+paused = threading.Event()
+resume = threading.Event()
+
+class PauseInside(importlib.abc.MetaPathFinder):
+    fired = False
+    def find_spec(self, name, path, target=None):
+        if name == pause_at and not PauseInside.fired and threading.current_thread().name == "fw":
+            PauseInside.fired = True
+            paused.set()
+            resume.wait(PAUSE)
+        return None
+
+sys.meta_path.insert(0, PauseInside())
+errors = []
+
+def import_framework():
+    try:
+        __import__(framework)
+    except BaseException as e:
+        errors.append(f"import {framework}: {type(e).__name__}: {e}")
+
+def use_treeclass():
+    paused.wait(60)
+    try:
+        import treeclass as tc
+        if action == "decorate":
+            @tc.pytree_dataclass(name="races.During")
+            class During:
+                x: float
+    except BaseException as e:
+        errors.append(f"{action}: {type(e).__name__}: {e}")
+    resume.set()
+
+a = threading.Thread(target=import_framework, name="fw")
+b = threading.Thread(target=use_treeclass, name="tc")
+a.start(); b.start(); a.join(); b.join()
+
+import treeclass as tc
+@tc.pytree_dataclass(name="races.After")
+class After:
+    x: float
+nodes = {}
+if "jax" in sys.modules:
+    import jax
+    nodes["jax"] = jax.tree_util.tree_structure(After(1.0)).num_nodes == 2
+if "torch" in sys.modules:
+    import torch.utils._pytree as pt
+    nodes["torch"] = pt.tree_structure(After(1.0)).num_nodes == 2
+if "optree" in sys.modules:
+    import optree
+    nodes["optree"] = optree.tree_structure(After(1.0), namespace="").num_nodes == 2
+print(json.dumps({"paused": PauseInside.fired, "errors": errors, "warnings": seen,
+                  "active": sorted(tc.active_backends()), "nodes": nodes}))
+"""
+
+RACES = {
+    "import treeclass during import jax": ("jax", "jax._src.tree_util", "import", ""),
+    "import treeclass during import torch": ("torch", "torch._tensor", "import", ""),
+    "decorate during the first import of optree": (
+        "optree",
+        "optree.registry",
+        "decorate",
+        "torch",
+    ),
+}
+
+
+@pytest.mark.parametrize("race", list(RACES))
+def test_activation_survives_an_import_in_another_thread(race: str) -> None:
+    framework, pause_at, action, preload = RACES[race]
+    pytest.importorskip(framework)
+    for name in filter(None, preload.split(",")):
+        pytest.importorskip(name)
+    expected_active = sorted({framework, *filter(None, preload.split(","))})
+    for run in range(RUNS):
+        outcome = run_script(_RACE, framework, pause_at, action, preload, timeout=TIMEOUT)
+        assert not outcome.timed_out, f"run {run}: {race}: hung\n{outcome.describe()}"
+        assert not outcome.crashed, f"run {run}: {race}: crashed\n{outcome.describe()}"
+        report = outcome.report()
+        assert report["paused"], f"run {run}: the pause point {pause_at} was never reached"
+        assert report["errors"] == [], f"run {run}: {race}: {report}"
+        assert report["warnings"] == [], f"run {run}: {race}: {report}"
+        assert report["active"] == expected_active, f"run {run}: {race}: {report}"
+        assert all(report["nodes"].values()), f"run {run}: {race}: {report}"
