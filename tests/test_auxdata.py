@@ -87,7 +87,8 @@ STATIC_VALUES: list[Any] = [
     2**53,
     -(2**53),
     2**200,
-    -(2**14284 - 1),  # 4300 decimal digits: the largest int CPython prints by default
+    -(2**14284 - 1),  # 4300 decimal digits
+    -(10**4300 - 1),  # the largest int CPython prints and parses by default
     0.0,
     -0.0,
     1.5,
@@ -646,13 +647,21 @@ def test_aux_from_bad_bytes(data: bytes) -> None:
 
 
 def test_integers_too_big_to_print_are_refused_when_dumping_and_loading() -> None:
-    biggest = 2**14284 - 1
+    biggest = 10**4300 - 1  # 4,300 digits: what str() prints and json parses by default
     assert roundtrip_static(biggest) == biggest
+    assert roundtrip_static(-biggest) == -biggest
     repr(biggest)  # what a static in a TreeSpec's repr and messages must still allow
-    with pytest.raises(tc.UnserializableStaticError, match=r"static field 'value'.*14285 bits"):
-        tgetstate(HOLDER, ((), 2**14284))
-    forged = {"data": ["x"], "none": [], "static": {"value": {"int": hex(2**34391)}}}
-    with pytest.raises(tc.TreespecLoadError, match=r"static field 'value'.*at most 14284 bits"):
+    with pytest.raises(
+        tc.UnserializableStaticError, match=r"static field 'value'.*more than 4,300 decimal digits"
+    ):
+        tgetstate(HOLDER, ((), 10**4300))
+    forged = {"data": ["x"], "none": [], "static": {"value": {"int": hex(10**4300)}}}
+    with pytest.raises(
+        tc.TreespecLoadError, match=r"static field 'value'.*at most 4,300 decimal digits"
+    ):
+        tsetstate(HOLDER, forged)
+    forged["static"] = {"value": {"int": hex(2**34391)}}
+    with pytest.raises(tc.TreespecLoadError, match=r"static field 'value'.*at most 4,300"):
         tsetstate(HOLDER, forged)
 
 

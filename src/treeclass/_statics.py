@@ -22,12 +22,13 @@ import math
 from _thread import RLock
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
+from weakref import WeakKeyDictionary
 
 from ._errors import NameConflictError, RegistrationError, RegistrationTypeError, brief
 from ._names import Origin, check_name, registration_origin
 
 __all__ = [
-    "MAX_INT_BITS",
+    "MAX_INT_DIGITS",
     "MAX_STATIC_DEPTH",
     "BadStatic",
     "StaticType",
@@ -43,9 +44,12 @@ __all__ = [
 
 #: How deeply static values may nest (containers inside containers).
 MAX_STATIC_DEPTH: Final = 100
-#: The largest int magnitude (in bits) a static may hold: what ``str()`` can still print
-#: under CPython's default limit of 4300 digits.
-MAX_INT_BITS: Final = 14_284
+#: The most decimal digits a static int may have: what ``str()`` prints and ``json`` parses
+#: under CPython's default limit (``sys.get_int_max_str_digits()``), so that every int a
+#: document holds, plain or in hex, can be written again.
+MAX_INT_DIGITS: Final = 4300
+_INT_LIMIT: Final = 10**MAX_INT_DIGITS
+_INT_HEX_DIGITS: Final = (_INT_LIMIT - 1).bit_length() // 4 + 1
 # Ints that every JSON reader holds exactly (IEEE doubles); others are written in hex.
 _SAFE_INT: Final = 1 << 53
 _INT_HEX: Final = frozenset("0123456789abcdef")
@@ -61,10 +65,11 @@ _T = TypeVar("_T", bound=type)
 class Unencodable(Exception):
     """Internal: a static value (or a part of it) has no JSON form."""
 
-    def __init__(self, value: Any, problem: str) -> None:
+    def __init__(self, value: Any, problem: str, fix: str | None = None) -> None:
         super().__init__(problem)
         self.value = value
         self.problem = problem
+        self.fix = fix
 
 
 class BadStatic(Exception):
@@ -135,6 +140,9 @@ class StaticType:
 _LOCK = RLock()
 _BY_TYPE: dict[type, StaticType] = {}
 _BY_NAME: dict[str, StaticType] = {}
+# Static types whose name a re-run of their class statement took over: their values are refused
+# with an error saying to rebuild them from the new class (weak: old classes may go away).
+_SUPERSEDED: WeakKeyDictionary[type, StaticType] = WeakKeyDictionary()
 # Types that already have a JSON form of their own.
 _NATIVE: Final = (type(None), bool, int, float, str, bytes, tuple, list, dict, frozenset)
 
@@ -175,11 +183,12 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
     if t is int:
         if -_SAFE_INT < value < _SAFE_INT:
             return value
-        if value.bit_length() > MAX_INT_BITS:
+        if not -_INT_LIMIT < value < _INT_LIMIT:
             raise Unencodable(
                 value,
-                f"it is an integer of {value.bit_length()} bits, more than the {MAX_INT_BITS} "
-                "bits a treespec holds (Python cannot print it)",
+                f"it is an integer of more than {MAX_INT_DIGITS:,} decimal digits (about "
+                f"{value.bit_length():,} bits), more than a treespec holds (Python cannot print "
+                "or parse it)",
             )
         return {"int": hex(value)}  # exact at any size; "0x1f" / "-0x1f"
     if t is float:
@@ -222,6 +231,15 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
                 f"{type(e).__name__}: {brief(str(e), 80)}",
             ) from e
         return {"registered": [st.name, encode_static(converted, d)]}
+    old = _SUPERSEDED.get(t)
+    if old is not None:
+        raise Unencodable(
+            value,
+            f"it holds a value of type {type_label(t)}, which was defined again (its class "
+            "statement ran a second time, as in a notebook or after importlib.reload), and the "
+            f"static type name {old.name!r} now belongs to the new class",
+            fix="rebuild the value from the current class before serializing it",
+        )
     raise Unencodable(value, f"it holds a value of type {type_label(t)}")
 
 
@@ -229,15 +247,15 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
 
 
 def _decode_int(v: Any) -> int:
-    if v.__class__ is str and 3 <= len(v) <= 4 + MAX_INT_BITS // 4:
+    if v.__class__ is str and 3 <= len(v) <= 3 + _INT_HEX_DIGITS:
         digits = v[3:] if v.startswith("-0x") else (v[2:] if v.startswith("0x") else "")
         if digits and _INT_HEX.issuperset(digits):
             value = int(v, 16)
-            if value.bit_length() <= MAX_INT_BITS:
+            if -_INT_LIMIT < value < _INT_LIMIT:
                 return value
     raise BadStatic(
         f'{{"int": {brief(v, 60)}}} is not an integer in hex like "0x1f" or "-0x1f" of at '
-        f"most {MAX_INT_BITS} bits"
+        f"most {MAX_INT_DIGITS:,} decimal digits"
     )
 
 
@@ -498,6 +516,8 @@ def register_static(
                     "module that registered it)."
                 )
             del _BY_TYPE[holder.cls]  # a re-run of the same definition: the newest class wins
+            _SUPERSEDED[holder.cls] = holder
+        _SUPERSEDED.pop(cls, None)
         _BY_TYPE[cls] = st
         _BY_NAME[name] = st
     return cls

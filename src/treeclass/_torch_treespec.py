@@ -27,12 +27,13 @@ and ``SUPPORTED_SERIALIZED_TYPES`` -- the maps torch's own loader reads.
 from __future__ import annotations
 
 import collections
-import json
 from typing import TYPE_CHECKING, Any, Final
 
 import torch.utils._pytree as pytree
 
+from . import _json
 from ._errors import TreespecLoadError, UnregisteredNameError
+from ._json import MAX_INT_DIGITS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -41,8 +42,6 @@ __all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "loads_strict", "treespec_from_json"]
 
 #: The treespec serialization protocols this reader understands.
 PROTOCOLS: Final = (1,)
-#: Longest integer literal accepted (CPython's own default limit for ``int(str)``).
-MAX_INT_DIGITS: Final = 4300
 #: Deepest tree accepted. torch's pytree functions recurse once per level or more (with the
 #: default recursion limit, torch 2.13.0's own treespec_dumps / treespec_loads / unflatten round
 #: trip fails past ~330 levels), so a deeper document is not one torch wrote, and the spec would
@@ -67,46 +66,17 @@ def _brief(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
-# --- strict JSON ------------------------------------------------------------------------------
-
-
-def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the object key {key[:60]!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _int(text: str) -> int:
-    if len(text) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer literal of {len(text)} digits is too long")
-    return int(text)
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if value - value != 0.0:
-        raise ValueError(f"the number {text[:30]} does not fit in a float")
-    return value
-
-
-def _constant(text: str) -> Any:
-    raise ValueError(f"{text} is not valid JSON")
-
-
-_DECODER: Final = json.JSONDecoder(
-    object_pairs_hook=_object, parse_int=_int, parse_float=_float, parse_constant=_constant
-)
+# --- strict JSON ---------------------------------------------------------------------------
 
 
 def loads_strict(text: str | bytes | bytearray, what: str) -> Any:
-    """Parse strict JSON; any problem is a :class:`TreespecLoadError` about ``what``."""
+    """Parse strict JSON; any problem is a :class:`TreespecLoadError` about ``what``.
+
+    The parser is :func:`treeclass._json.loads_strict`: no duplicate keys, no ``NaN``, ints of
+    at most :data:`MAX_INT_DIGITS` digits.
+    """
     try:
-        if isinstance(text, (bytes, bytearray)):
-            text = bytes(text).decode("utf-8")
-        return _DECODER.decode(text)
+        return _json.loads_strict(text)
     except RecursionError:
         raise TreespecLoadError(f"{what} nests too deeply to be loaded.") from None
     except (ValueError, UnicodeDecodeError) as e:
