@@ -192,7 +192,7 @@ class C:
 class Fail(importlib.abc.MetaPathFinder):
     on = True
     def find_spec(self, name, path, target=None):
-        if Fail.on and name == "treeclass.backends.jax":
+        if Fail.on and name == "treeclass._backends.jax":
             raise ImportError("injected fault")
         return None
 
