@@ -86,6 +86,7 @@ def set_before_register(hook: Callable[[], None]) -> None:
     global _before_register
     _before_register = hook
 
+
 #: The fastest lookup of a node type by exact type (walkers use it directly).
 get_node_type = _BY_TYPE.get
 
