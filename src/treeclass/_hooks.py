@@ -192,7 +192,9 @@ def adapter(framework: Framework) -> ModuleType:
     return module
 
 
-def activate(framework: Framework, *, raise_errors: bool = False) -> bool:
+def activate(
+    framework: Framework, *, raise_errors: bool = False, registering: str | None = None
+) -> bool:
     """Import ``framework``'s adapter and let it register every class so far.
 
     Idempotent; ``True`` once active. Does nothing (``False``) while the framework or the
@@ -201,7 +203,8 @@ def activate(framework: Framework, *, raise_errors: bool = False) -> bool:
     failure is recorded for :func:`retry` and reported as a ``RuntimeWarning`` (rule 4).
 
     Raises:
-        RegistrationError: with ``raise_errors``, instead of the warning.
+        RegistrationError: with ``raise_errors``, instead of the warning; ``registering`` is
+            the class whose registration asked (the message says it was not registered).
     """
     with _ACTIVATING[framework.name]:
         with _LOCK:
@@ -217,13 +220,13 @@ def activate(framework: Framework, *, raise_errors: bool = False) -> bool:
         with _LOCK:
             _IN_PROGRESS.add(framework.name)
         try:
-            return _activate(framework, raise_errors)
+            return _activate(framework, raise_errors, registering)
         finally:
             with _LOCK:
                 _IN_PROGRESS.discard(framework.name)
 
 
-def _activate(framework: Framework, raise_errors: bool) -> bool:
+def _activate(framework: Framework, raise_errors: bool, registering: str | None) -> bool:
     """Import the adapter and activate its backend (the caller holds the framework's lock)."""
     try:
         module = importlib.import_module(framework.adapter)
@@ -231,15 +234,16 @@ def _activate(framework: Framework, raise_errors: bool) -> bool:
     except Exception as e:
         with _LOCK:
             _FAILED[framework.name] = e
-        message = (
+        if raise_errors:
+            raise RegistrationError(_failed_again(framework, e, registering)) from e
+        warnings.warn(
             f"treeclass could not set up its {framework.name} backend ({type(e).__name__}: "
             f"{e}), so treeclass classes are not {framework.name} pytree nodes yet; it is "
             "tried again at the next registration, or call treeclass.activate_backends() to "
-            "retry now."
+            "retry now.",
+            RuntimeWarning,
+            stacklevel=3,
         )
-        if raise_errors:
-            raise RegistrationError(message) from e
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
         return False
     with _LOCK:
         _ACTIVATED.add(framework.name)
@@ -248,6 +252,22 @@ def _activate(framework: Framework, raise_errors: bool) -> bool:
             if f is framework:
                 del _PENDING[name]
     return True
+
+
+def _failed_again(framework: Framework, error: Exception, registering: str | None) -> str:
+    """The message of a :class:`RegistrationError` for an activation that failed."""
+    cause = f"{type(error).__name__}: {error}"
+    if registering is not None:
+        return (
+            f"treeclass could not set up its {framework.name} backend again ({cause}), so "
+            f"{registering} was not registered (nothing changed); fix the cause and register "
+            "it again, or call treeclass.activate_backends()."
+        )
+    return (
+        f"treeclass could not set up its {framework.name} backend ({cause}), so treeclass "
+        f"classes are not {framework.name} pytree nodes; fix the cause and call "
+        "treeclass.activate_backends() again."
+    )
 
 
 def failures() -> dict[str, BaseException]:
@@ -294,11 +314,12 @@ def _start_waiter(framework: Framework) -> None:
     start_new_thread(_waiter, (framework,))
 
 
-def retry() -> None:
+def retry(registering: str | None = None) -> None:
     """Activate what should be active and is not; called before every registration.
 
     Activates again every framework whose activation failed, and any framework imported
     without the finder seeing it (rule 1); a framework still being imported gets a waiter.
+    ``registering`` is the class being registered, if any (for the error message).
 
     Raises:
         RegistrationError: a failed activation failed again.
@@ -308,7 +329,7 @@ def retry() -> None:
     for name in failed:
         framework = framework_named(name)
         if framework is not None and _ready(framework.module):
-            activate(framework, raise_errors=True)
+            activate(framework, raise_errors=True, registering=registering)
     for framework in FRAMEWORKS:
         with _LOCK:
             skip = framework.name in _ACTIVATED or (

@@ -75,14 +75,19 @@ def _nothing() -> None:
     pass
 
 
-#: Called at the start of every registration, before :data:`_LOCK` is taken: ``_hooks`` sets
-#: it to activate frameworks that should be active (their activation takes :data:`_LOCK`, so
-#: the lock order is a framework's lock, then the registry's).
-_before_register: Callable[[], None] = _nothing
+def _no_hook(qualname: str) -> None:
+    del qualname
 
 
-def set_before_register(hook: Callable[[], None]) -> None:
-    """Make :func:`register` call ``hook`` first, outside the registry's lock."""
+#: Called with the class's qualified name at the start of every registration, before
+#: :data:`_LOCK` is taken: ``_hooks`` sets it to activate frameworks that should be active
+#: (an activation takes :data:`_LOCK`, so the lock order is a framework's lock, then the
+#: registry's). It raises :class:`RegistrationError` to refuse the registration.
+_before_register: Callable[[str], None] = _no_hook
+
+
+def set_before_register(hook: Callable[[str], None]) -> None:
+    """Make :func:`register` call ``hook(qualname)`` first, outside the registry's lock."""
     global _before_register
     _before_register = hook
 
@@ -195,7 +200,7 @@ def register(
         check_name(name, cls)
     try:
         _check_aliases(cls, name, aliases)
-        _before_register()  # before the lock: see _before_register
+        _before_register(node.qualname)  # before the lock: see _before_register
     except RegistrationError:
         _discard(node)
         raise
