@@ -5,10 +5,13 @@ and ``jax.export``; a failed activation can be retried and is reported as an err
 injected with monkeypatching inside fresh processes (a fault that leaves JAX half-registered
 cannot be undone in the test process).
 
-Retrying, as these tests assume it (see the notes of issue 13 for the API question):
+Retrying (docs/how-it-works.md, "When activation fails"):
 
-- registering a class again with the same options retries every backend that lacks it;
-- a backend whose activation failed is activated again at the next registration.
+- registering a class again with the same options retries exactly the backends that lack it;
+- a backend whose activation failed is activated again at the next registration;
+- ``tc.activate_backends()`` does both, for every framework and class;
+
+each raising ``RegistrationError`` if it fails again.
 """
 
 from __future__ import annotations
