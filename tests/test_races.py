@@ -14,7 +14,9 @@ random timing instead):
   ``AttributeError: partially initialized module 'optree'``.
 
 Afterwards every backend of an imported framework must be active, the class a node there, and
-nothing may have raised or warned.
+nothing may have raised or warned. The same holds when treeclass is imported from inside the
+framework's own import, in the same thread (last test). ``benchmarks/races.py`` runs these
+races many times, with random timings too.
 """
 
 from __future__ import annotations
@@ -123,3 +125,66 @@ def test_activation_survives_an_import_in_another_thread(race: str) -> None:
         assert report["warnings"] == [], f"run {run}: {race}: {report}"
         assert report["active"] == expected_active, f"run {run}: {race}: {report}"
         assert all(report["nodes"].values()), f"run {run}: {race}: {report}"
+
+
+# treeclass imported from inside a framework's own import, in the same thread (a module the
+# framework imports imports treeclass): waiting there would wait for ourselves, so a background
+# thread activates the backend once the framework's import completes -- with no registration
+# needed to trigger it; classes decorated afterwards are nodes.
+_INSIDE = """
+import importlib.abc, json, sys, time, warnings
+warnings.simplefilter("always")
+seen = []
+warnings.showwarning = lambda m, c, *a, **k: seen.append(f"{c.__name__}: {str(m)[:300]}")
+framework, inside_at = sys.argv[1:3]
+state = {}
+
+class ImportTreeclassInside(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == inside_at and "inside" not in state:
+            spec = sys.modules[framework].__spec__
+            state["inside"] = bool(getattr(spec, "_initializing", False))
+            import treeclass
+            state["active_inside"] = list(treeclass.active_backends())
+        return None
+
+sys.meta_path.insert(0, ImportTreeclassInside())
+__import__(framework)
+import treeclass as tc
+deadline = time.monotonic() + 60
+while framework not in tc.active_backends() and time.monotonic() < deadline:
+    time.sleep(0.01)
+state["active_without_registration"] = list(tc.active_backends())
+
+@tc.pytree_dataclass(name="races.Inside")
+class Inside:
+    x: float
+
+if framework == "jax":
+    import jax
+    node = jax.tree_util.tree_structure(Inside(1.0)).num_nodes == 2
+elif framework == "torch":
+    import torch.utils._pytree as pt
+    node = pt.tree_structure(Inside(1.0)).num_nodes == 2
+else:
+    import optree
+    node = optree.tree_structure(Inside(1.0), namespace="").num_nodes == 2
+print(json.dumps({**state, "node": node, "warnings": seen}))
+"""
+
+INSIDE = {"jax": "jax._src.tree_util", "torch": "torch._tensor", "optree": "optree.registry"}
+
+
+@pytest.mark.parametrize("framework", list(INSIDE))
+def test_activation_survives_treeclass_imported_inside_the_framework_import(
+    framework: str,
+) -> None:
+    pytest.importorskip(framework)
+    outcome = run_script(_INSIDE, framework, INSIDE[framework], timeout=TIMEOUT)
+    assert not outcome.timed_out, outcome.describe()
+    report = outcome.report()
+    assert report["inside"] is True, report  # treeclass was imported mid-import
+    assert report["active_inside"] == [], report  # nothing activated into a half import
+    assert report["active_without_registration"] == [framework], report
+    assert report["node"] is True, report
+    assert report["warnings"] == [], report

@@ -42,6 +42,7 @@ from ._errors import (
 )
 from ._files import load, load_metadata, save
 from ._format import FORMAT_VERSION
+from ._hooks import activate_backends
 from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
 from ._registry import active_backends, class_for_name, is_registered, name_of
 from ._serialize import treespec_dumps, treespec_loads
@@ -96,6 +97,7 @@ __all__ = [
     "UnregisteredNameError",
     "UnserializableStaticError",
     "__version__",
+    "activate_backends",
     "active_backends",
     "class_for_name",
     "field",
@@ -156,7 +158,7 @@ if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any 
         return sorted({*globals(), *_LAZY_API})
 
 
-from ._hooks import install as _install_hooks  # noqa: E402
+from ._hooks import install as _install_hooks  # noqa: E402 (once everything above is defined)
 
 _install_hooks()
 del _install_hooks

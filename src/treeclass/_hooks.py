@@ -6,8 +6,36 @@ them. A framework already imported gets its adapter activated at once; for the o
 :data:`sys.meta_path` finder (built on :mod:`importlib.util` alone) waits for the framework's
 module to finish executing, then activates the adapter, which registers every class so far.
 Classes registered later reach every active adapter as they are registered, so import order
-never matters. A failure inside a hook never breaks the user's ``import``: it becomes a
-``RuntimeWarning``, and the activation is tried again the next time it can be.
+never matters -- nor the thread a framework is imported in. The rules that make it so:
+
+1. **Arm first, then look.** :func:`install` inserts the finder (watching every framework not
+   yet active) *before* it looks at :data:`sys.modules`: an import that starts meanwhile is
+   seen by the finder or is already in :data:`sys.modules`. The one remaining window (an
+   import past the finder's ``find_spec`` but not yet in :data:`sys.modules`) is closed by
+   :func:`retry`, which the registry calls at every registration.
+2. **Never import into a half-imported framework.** Adapters import framework submodules
+   (``jax.export``, ``torch.utils._pytree``), so an adapter is imported only once its
+   framework's module has finished executing:
+
+   - through the finder: right after the module executed, in the importing thread;
+   - found half-imported by **another** thread at ``import treeclass``: wait for that import
+     (polling ``__spec__._initializing``, holding no lock the other import needs), then
+     activate. No treeclass class can exist before ``import treeclass`` returns, so nothing
+     can see the backend missing. The wait is bounded (:data:`WAIT_SECONDS`) in case that
+     import waits for this thread; then a waiter thread takes over;
+   - found half-imported by **this** thread (treeclass imported from inside the framework's
+     own import): a waiter thread activates it once that import completed;
+   - an import that fails meanwhile: the framework is watched again.
+3. **Activation is serialised per framework, and awaited**: a second caller blocks until the
+   first finished instead of returning early. The lock is reentrant and an "in progress" mark
+   makes the finder's own hook for the *adapter* module (imported inside an activation) a
+   no-op. Lock order: a framework's lock, then the registry's (never the other way round:
+   the registry calls :func:`retry` before it takes its lock).
+4. **A failed activation is an error, and is retried.** A failure never breaks the user's
+   ``import``: it is recorded and reported as a ``RuntimeWarning`` saying how to retry.
+   :func:`retry` (at every registration) and :func:`activate_backends` (public) activate it
+   again and raise :class:`~treeclass.RegistrationError` if it fails again.
+5. **Readers never trust a half-imported module**: :func:`complete`.
 """
 
 from __future__ import annotations
@@ -15,12 +43,28 @@ from __future__ import annotations
 import importlib
 import sys
 import warnings
-from _thread import RLock
+from _thread import RLock, start_new_thread
 from collections.abc import Sequence
-from types import ModuleType
+from time import monotonic, sleep
+from types import FrameType, ModuleType
 from typing import Any, Final
 
-__all__ = ["FRAMEWORKS", "Framework", "activate", "adapter", "framework_named", "install"]
+from . import _registry
+from ._errors import RegistrationError
+
+__all__ = [
+    "FRAMEWORKS",
+    "WAIT_SECONDS",
+    "Framework",
+    "activate",
+    "activate_backends",
+    "adapter",
+    "complete",
+    "failures",
+    "framework_named",
+    "install",
+    "retry",
+]
 
 
 class Framework:
@@ -80,10 +124,22 @@ FRAMEWORKS: Final = (
     Framework("flax", "flax.serialization", "treeclass._backends.flax"),
 )
 
-_LOCK = RLock()
+#: How long ``import treeclass`` waits for another thread's import of a framework before a
+#: waiter thread takes over (rule 2).
+WAIT_SECONDS: Final = 10.0
+_POLL: Final = 0.001  # the first polling interval; a waiter thread backs off to _POLL_MAX
+_POLL_MAX: Final = 0.05
+
+_LOCK = RLock()  # guards the sets below; held only briefly, never across an import
+# Rule 3: one reentrant lock per framework, held across its activation.
+_ACTIVATING: Final = {f.name: RLock() for f in FRAMEWORKS}
+_IN_PROGRESS: set[str] = set()  # frameworks whose activation holds their lock now
 #: Module names the finder watches -> the framework to activate once that module is loaded.
 _PENDING: dict[str, Framework] = {}
+_HOOKED: set[str] = set()  # module names whose import the finder wrapped
+_WAITING: set[str] = set()  # frameworks a waiter thread is watching
 _ACTIVATED: set[str] = set()
+_FAILED: dict[str, BaseException] = {}  # framework name -> why its activation failed
 
 
 def framework_named(name: object) -> Framework | None:
@@ -91,58 +147,237 @@ def framework_named(name: object) -> Framework | None:
     return next((f for f in FRAMEWORKS if f.name == name), None)
 
 
-def _ready(module_name: str) -> bool:
-    """Whether ``module_name`` has finished executing (imported and not still initializing)."""
+def _initializing(module: object) -> bool:
+    """Whether ``module`` is still executing (its import has not finished)."""
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def complete(module_name: str) -> ModuleType | None:
+    """``sys.modules[module_name]`` once its import has finished, else ``None`` (rule 5).
+
+    For code that uses a framework only if it is imported: a module another thread is still
+    importing may lack most of its attributes.
+    """
     module = sys.modules.get(module_name)
-    spec = getattr(module, "__spec__", None)
-    return module is not None and not getattr(spec, "_initializing", False)
+    return None if module is None or _initializing(module) else module
+
+
+def _ready(module_name: str) -> bool:
+    return complete(module_name) is not None
+
+
+def _importing_here(module: ModuleType) -> bool:
+    """Whether this thread is running ``module``'s code (we are inside its import)."""
+    namespace = module.__dict__
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is namespace:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def adapter(framework: Framework) -> ModuleType:
     """Import the framework and its adapter; make sure the adapter is active; return it.
 
     For callers that need the framework now (``treespec_loads(..., to=...)``).
+
+    Raises:
+        ImportError: the framework is not installed.
+        RegistrationError: the adapter could not be activated.
     """
     importlib.import_module(framework.module)
     module = importlib.import_module(framework.adapter)
-    activate(framework)
+    activate(framework, raise_errors=True)
     return module
 
 
-def activate(framework: Framework) -> None:
-    """Import ``framework``'s adapter and let it register every class so far (idempotent).
+def activate(
+    framework: Framework, *, raise_errors: bool = False, registering: str | None = None
+) -> bool:
+    """Import ``framework``'s adapter and let it register every class so far.
 
-    Does nothing while the framework or the adapter is still being imported: the finder
-    activates the adapter once they are done.
+    Idempotent; ``True`` once active. Does nothing (``False``) while the framework or the
+    adapter is still being imported: the finder, or a waiter, activates it once they are
+    done. Serialised per framework, and a concurrent caller waits for the first (rule 3). A
+    failure is recorded for :func:`retry` and reported as a ``RuntimeWarning`` (rule 4).
+
+    Raises:
+        RegistrationError: with ``raise_errors``, instead of the warning; ``registering`` is
+            the class whose registration asked (the message says it was not registered).
     """
-    with _LOCK:
-        if framework.name in _ACTIVATED:
-            return
+    with _ACTIVATING[framework.name]:
+        with _LOCK:
+            if framework.name in _ACTIVATED:
+                return True
+            if framework.name in _IN_PROGRESS:
+                return False  # this thread is inside the activation (the adapter's hook)
         if not (
             _ready(framework.module)
             and (_ready(framework.adapter) or framework.adapter not in sys.modules)
         ):
-            return
-        _ACTIVATED.add(framework.name)
+            return False
+        with _LOCK:
+            _IN_PROGRESS.add(framework.name)
+        try:
+            return _activate(framework, raise_errors, registering)
+        finally:
+            with _LOCK:
+                _IN_PROGRESS.discard(framework.name)
+
+
+def _activate(framework: Framework, raise_errors: bool, registering: str | None) -> bool:
+    """Import the adapter and activate its backend (the caller holds the framework's lock)."""
     try:
         module = importlib.import_module(framework.adapter)
-        from ._registry import activate_backend
-
-        activate_backend(module.BACKEND)
+        _registry.activate_backend(module.BACKEND)
     except Exception as e:
         with _LOCK:
-            _ACTIVATED.discard(framework.name)  # a later import tries again
+            _FAILED[framework.name] = e
+        if raise_errors:
+            raise RegistrationError(_failed_again(framework, e, registering)) from e
         warnings.warn(
             f"treeclass could not set up its {framework.name} backend ({type(e).__name__}: "
-            f"{e}); treeclass classes will not be {framework.name} pytree nodes in this process.",
+            f"{e}), so treeclass classes are not {framework.name} pytree nodes yet; it is "
+            "tried again at the next registration, or call treeclass.activate_backends() to "
+            "retry now.",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-        return
+        return False
     with _LOCK:
+        _ACTIVATED.add(framework.name)
+        _FAILED.pop(framework.name, None)
         for name, f in list(_PENDING.items()):
             if f is framework:
                 del _PENDING[name]
+    return True
+
+
+def _failed_again(framework: Framework, error: Exception, registering: str | None) -> str:
+    """The message of a :class:`RegistrationError` for an activation that failed."""
+    cause = f"{type(error).__name__}: {error}"
+    if registering is not None:
+        return (
+            f"treeclass could not set up its {framework.name} backend again ({cause}), so "
+            f"{registering} was not registered (nothing changed); fix the cause and register "
+            "it again, or call treeclass.activate_backends()."
+        )
+    return (
+        f"treeclass could not set up its {framework.name} backend ({cause}), so treeclass "
+        f"classes are not {framework.name} pytree nodes; fix the cause and call "
+        "treeclass.activate_backends() again."
+    )
+
+
+def failures() -> dict[str, BaseException]:
+    """The frameworks whose activation failed (and was not retried successfully since)."""
+    with _LOCK:
+        return dict(_FAILED)
+
+
+def _wait_then_activate(framework: Framework, deadline: float | None) -> bool:
+    """Wait for another thread's import of the framework, then activate it (rule 2).
+
+    ``False``: the deadline passed first. With no deadline, polls with a growing interval.
+    """
+    pause = _POLL
+    while True:
+        module = sys.modules.get(framework.module)
+        if module is None:  # that import failed: watch the next attempt
+            with _LOCK:
+                _PENDING[framework.module] = framework
+                _WAITING.discard(framework.name)
+            return True
+        if not _initializing(module):
+            with _LOCK:
+                _WAITING.discard(framework.name)
+            activate(framework)
+            return True
+        if deadline is not None and monotonic() > deadline:
+            return False
+        sleep(pause)
+        if deadline is None:
+            pause = min(pause * 2, _POLL_MAX)
+
+
+def _waiter(framework: Framework) -> None:
+    _wait_then_activate(framework, None)
+
+
+def _start_waiter(framework: Framework) -> None:
+    """Start a thread that activates ``framework`` once its import completes."""
+    with _LOCK:
+        if framework.name in _WAITING:
+            return
+        _WAITING.add(framework.name)
+    start_new_thread(_waiter, (framework,))
+
+
+def retry(registering: str | None = None) -> None:
+    """Activate what should be active and is not; called before every registration.
+
+    Activates again every framework whose activation failed, and any framework imported
+    without the finder seeing it (rule 1); a framework still being imported gets a waiter.
+    ``registering`` is the class being registered, if any (for the error message).
+
+    Raises:
+        RegistrationError: a failed activation failed again.
+    """
+    with _LOCK:
+        failed = list(_FAILED)
+    for name in failed:
+        framework = framework_named(name)
+        if framework is not None and _ready(framework.module):
+            activate(framework, raise_errors=True, registering=registering)
+    for framework in FRAMEWORKS:
+        with _LOCK:
+            skip = framework.name in _ACTIVATED or (
+                framework.module in _HOOKED and framework.name not in _WAITING
+            )
+        module = None if skip else sys.modules.get(framework.module)
+        if module is None:
+            continue
+        if _initializing(module):
+            _start_waiter(framework)  # an import the finder did not see: let it finish
+        else:
+            activate(framework)  # (a waiter may not have woken up yet: no need to wait)
+
+
+def activate_backends() -> tuple[str, ...]:
+    """Retry every framework backend, and every class registration, that failed.
+
+    treeclass sets a framework's backend up when the framework is imported, and a class's
+    registration reaches every backend set up. If something fails there (treeclass reports it
+    with a ``RuntimeWarning``), the framework keeps working but treeclass classes are not its
+    pytree nodes. Each registration tries a failed backend again, and registering a class
+    again with the same options retries it with the backends it is missing from; this does
+    both at once, for every framework and every class.
+
+    Returns:
+        The names of the frameworks treeclass mirrors its registry into, as
+        :func:`treeclass.active_backends` gives them.
+
+    Raises:
+        RegistrationError: a backend, or a class in a backend, failed again; the message names
+            the framework, the class and the cause.
+
+    Example:
+        >>> import treeclass as tc
+        >>> @tc.pytree_dataclass(name="docs.Activated")
+        ... class Activated:
+        ...     x: float
+        >>> tc.activate_backends() == tc.active_backends()
+        True
+
+    .. versionadded:: 0.1.0
+    """
+    retry()
+    _registry.retry_missing()
+    return _registry.active_backends()
+
+
+activate_backends.__module__ = "treeclass"
 
 
 class _HookLoader:
@@ -192,6 +427,8 @@ class _PostImportFinder:
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         setattr(spec, "loader", _HookLoader(spec.loader, framework))  # noqa: B010 (typed as Loader)
+        with _LOCK:
+            _HOOKED.add(fullname)
         return spec
 
     def invalidate_caches(self) -> None:
@@ -202,18 +439,27 @@ _FINDER: Final = _PostImportFinder()
 
 
 def install() -> None:
-    """Activate adapters for frameworks already imported; watch for the others.
+    """Arm the finder, then activate what is imported and wait for what is importing.
 
     Both the framework's module and its adapter are watched, so that whichever finishes
-    importing last activates the adapter (a user may import an adapter directly).
+    importing last activates the adapter (a user may import an adapter directly). Also
+    makes the registry call :func:`retry` before every registration.
     """
-    for framework in FRAMEWORKS:
-        if framework.module in sys.modules:
-            activate(framework)
-        with _LOCK:
+    _registry.set_before_register(retry)
+    with _LOCK:  # rule 1: arm first ...
+        for framework in FRAMEWORKS:
             if framework.name not in _ACTIVATED:
                 _PENDING[framework.module] = framework
                 _PENDING[framework.adapter] = framework
-    with _LOCK:
         if _PENDING and _FINDER not in sys.meta_path:
             sys.meta_path.insert(0, _FINDER)
+    for framework in FRAMEWORKS:  # ... then look (rule 2)
+        module = sys.modules.get(framework.module)
+        if module is None:
+            continue  # the finder will see its import
+        if not _initializing(module):
+            activate(framework)
+        elif _importing_here(module):
+            _start_waiter(framework)  # waiting here would wait for ourselves
+        elif not _wait_then_activate(framework, monotonic() + WAIT_SECONDS):
+            _start_waiter(framework)  # that import waits for us: stop waiting

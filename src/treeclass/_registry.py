@@ -32,6 +32,8 @@ __all__ = [
     "register",
     "registered_node",
     "registered_nodes",
+    "retry_missing",
+    "set_before_register",
 ]
 
 
@@ -65,6 +67,30 @@ _BY_NAME: dict[str, NodeType] = {nt.name: nt for nt in BUILTIN_NODE_TYPES.values
 _REGISTERED: dict[type, NodeType] = {}
 _BACKENDS: list[Backend] = []
 _INTERNAL: set[str] = set()
+#: ``(backend name, class)`` -> why activating that backend could not register the class.
+_MISSING: dict[tuple[str, type], Exception] = {}
+
+
+def _nothing() -> None:
+    pass
+
+
+def _no_hook(qualname: str) -> None:
+    del qualname
+
+
+#: Called with the class's qualified name at the start of every registration, before
+#: :data:`_LOCK` is taken: ``_hooks`` sets it to activate frameworks that should be active
+#: (an activation takes :data:`_LOCK`, so the lock order is a framework's lock, then the
+#: registry's). It raises :class:`RegistrationError` to refuse the registration.
+_before_register: Callable[[str], None] = _no_hook
+
+
+def set_before_register(hook: Callable[[str], None]) -> None:
+    """Make :func:`register` call ``hook(qualname)`` first, outside the registry's lock."""
+    global _before_register
+    _before_register = hook
+
 
 #: The fastest lookup of a node type by exact type (walkers use it directly).
 get_node_type = _BY_TYPE.get
@@ -165,13 +191,16 @@ def register(
             re-run of its registration), or the class is already registered with other
             options.
         RegistrationError: a bad name or alias, or a backend refused the class; nothing was
-            changed anywhere.
+            changed anywhere. Also: a framework backend whose activation failed failed again,
+            or (the same registration again) a backend the class is missing from refused it
+            again.
     """
     cls = node.type
     if name is not None:
         check_name(name, cls)
     try:
         _check_aliases(cls, name, aliases)
+        _before_register(node.qualname)  # before the lock: see _before_register
     except RegistrationError:
         _discard(node)
         raise
@@ -181,7 +210,9 @@ def register(
             if _options(existing, existing.name, existing.aliases) == _options(node, name, aliases):
                 if existing is not node:
                     _discard(node)
-                return existing  # the same registration again: nothing to do
+                # The same registration again: retry the backends it is missing from.
+                _retry_missing_in(existing)
+                return existing
             if existing is not node:
                 _discard(node)
             raise NameConflictError(
@@ -255,10 +286,6 @@ def _take_names(node: NodeType, previous: NodeType | None) -> Callable[[], None]
     return undo
 
 
-def _nothing() -> None:
-    pass
-
-
 def _commit(
     node: NodeType,
     origin: Origin,
@@ -328,11 +355,50 @@ def activate_backend(backend: Backend, *, framework: bool = True) -> None:
                 backend.check(node, None, False)
                 backend.register(node, None, False)
             except Exception as e:
+                _MISSING[backend.name, node.type] = e
                 warnings.warn(
-                    f"treeclass could not register {node.qualname} with {backend.name}: {e}",
+                    f"treeclass could not register {node.qualname} with {backend.name} "
+                    f"({type(e).__name__}: {e}), so it is not a {backend.name} pytree node; "
+                    "register it again with the same options, or call "
+                    "treeclass.activate_backends(), to retry.",
                     RuntimeWarning,
                     stacklevel=2,
                 )
+
+
+def _retry_missing_in(node: NodeType) -> None:
+    """Register ``node`` with every active backend that failed to take it (under the lock).
+
+    Raises:
+        RegistrationError: a backend refused it again (it stays missing there).
+    """
+    for backend in _BACKENDS:
+        key = (backend.name, node.type)
+        if key not in _MISSING:
+            continue
+        try:
+            backend.check(node, None, False)
+            backend.register(node, None, False)
+        except Exception as e:
+            _MISSING[key] = e
+            raise RegistrationError(
+                f"treeclass could not register {node.qualname} with {backend.name} again "
+                f"({type(e).__name__}: {e}), so it is still not a {backend.name} pytree node; "
+                "fix the cause and register it again with the same options, or call "
+                "treeclass.activate_backends()."
+            ) from e
+        del _MISSING[key]
+
+
+def retry_missing() -> None:
+    """Retry every class an active backend failed to take when it was activated.
+
+    Raises:
+        RegistrationError: the first class a backend refused again.
+    """
+    with _LOCK:
+        for cls in dict.fromkeys(cls for _, cls in _MISSING):
+            _retry_missing_in(_REGISTERED[cls])
 
 
 def active_backends() -> tuple[str, ...]:

@@ -95,9 +95,9 @@ def namespaces() -> tuple[str, ...]:
         >>> "docs-listed" in tc.optree.namespaces()
         True
     """
-    import sys
+    from ._hooks import complete
 
-    adapter = sys.modules.get("treeclass._backends.optree")
+    adapter = complete("treeclass._backends.optree")
     if adapter is None:
         return ()
     result: tuple[str, ...] = adapter.BACKEND.namespaces

@@ -18,7 +18,6 @@ is one small function below, checked against :data:`CHECKED_TORCH_VERSION` and c
 from __future__ import annotations
 
 import collections
-import sys
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
@@ -35,6 +34,7 @@ from .._errors import (
 )
 from .._fields import is_namedtuple_class
 from .._format import Node, state_from_bytes
+from .._hooks import complete
 from .._json import dumps_canonical
 from .._nodes import NodeType
 from .._pickle import rebuild_registered
@@ -133,12 +133,14 @@ def _pending_cxx(cls: type) -> list[Any]:
 
 
 def _optree() -> Any:
-    """The optree module if it has been imported (torch's C++ pytree is built on it), else None.
+    """The optree module once its import has completed (torch's C++ pytree is built on it).
 
-    Reached through :data:`sys.modules` so that the adapter neither imports optree nor needs
-    its type information.
+    ``None`` before, and while another thread is still importing it: a half-imported optree
+    lacks the functions used here, and nothing can have been registered with it yet (torch's
+    C++ pytree imports optree first). Reached through :data:`sys.modules` so that the adapter
+    neither imports optree nor needs its type information.
     """
-    return sys.modules.get("optree")
+    return complete("optree")
 
 
 def _cxx_node(cls: type) -> Any:

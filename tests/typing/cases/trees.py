@@ -122,6 +122,8 @@ assert_type(tc.name_of(Params), str | None)
 assert_type(tc.class_for_name("cases.Params"), type | None)
 assert_type(tc.is_registered(Params), bool)
 assert_type(tc.active_backends(), tuple[str, ...])
+assert_type(tc.activate_backends(), tuple[str, ...])
+tc.activate_backends("jax")  # E: mypy[call-arg] pyright[reportCallIssue]
 tc.name_of(Params(1.0, 2.0))  # E: mypy[arg-type] pyright[reportArgumentType]
 
 

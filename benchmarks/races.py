@@ -1,22 +1,28 @@
-"""Run the import races of issue 13 many times, against the current hooks and the prototype.
+"""Import races between treeclass and the frameworks, run many times (issue 13).
 
-    python prototypes/run_races.py --runs 20 [--jobs 2] [--modes pause,pause_long,delay]
-        [--races jax,torch,optree] [--impls current,prototype]
+    python benchmarks/races.py [--runs 20] [--jobs 2] [--modes pause,pause_long,delay]
+        [--races jax,torch,optree] [--baseline OTHER/src]
 
-Each run is a fresh process. Two ways of hitting the window:
+Not a timed benchmark: it counts the runs that failed. Each run is a fresh process in which
+thread "fw" imports a framework while thread "tc" imports treeclass (or, with torch already
+active, decorates a class) -- the races of ``tests/test_races.py``, which runs each 3 times:
 
-- ``pause``: a test-only meta path finder pauses the framework's import at a fixed submodule
-  while the other thread imports (or uses) treeclass (the harness of ``tests/test_races.py``);
-- ``pause_long``: the same, with a longer pause that the treeclass thread holds 0.3 s longer
-  (the timing of the segfault with torch);
-- ``delay``: no instrumentation; the treeclass thread starts after a random delay, uniform over
-  the time the framework's import takes in this machine (measured first).
+- ``jax``: ``import treeclass`` while another thread is inside ``import jax``;
+- ``torch``: the same with ``import torch``;
+- ``optree``: decorating a class (torch active) during the first ``import optree``.
+
+Three ways of hitting the window:
+
+- ``pause``: a meta path finder pauses the framework's import at a fixed submodule (up to
+  0.5 s) while the other thread imports or uses treeclass (the harness of the tests);
+- ``pause_long``: a 1 s pause that the treeclass thread holds 0.3 s longer (the timing that
+  made the torch race a segfault before the fix);
+- ``delay``: no instrumentation; the treeclass thread starts after a random delay, uniform
+  over the time the framework's import takes on this machine (measured first).
 
 A run fails if anything raised, warned, crashed, hung (timeout), or a backend is not active /
-the class is not a node afterwards. ``--impls prototype`` loads ``prototypes/race_free_hooks.py``
-(``--prototype`` another file, e.g. ``race_free_hooks_327d219.py`` for the core before the
-restructure) as ``treeclass._hooks`` before ``import treeclass``. Prints a table of failures per
-race, mode and implementation.
+the class is not a node afterwards. ``--baseline`` runs the same races (same delays) against
+another checkout's ``src`` too, side by side.
 """
 
 from __future__ import annotations
@@ -32,22 +38,15 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-PROTOTYPE = HERE / "race_free_hooks.py"
+SRC = str(Path(__file__).resolve().parent.parent / "src")
 
 SCRIPT = r"""
-import importlib.abc, importlib.util, json, os, sys, threading, time, warnings
+import importlib.abc, json, sys, threading, time, warnings
 warnings.simplefilter("always")
 seen = []
 warnings.showwarning = lambda m, c, *a, **k: seen.append(f"{c.__name__}: {str(m)[:300]}")
 framework, pause_at, action, preload, mode, delay = sys.argv[1:7]
 delay = float(delay)
-proto = os.environ.get("TREECLASS_HOOKS_PROTOTYPE")
-if proto:
-    spec = importlib.util.spec_from_file_location("treeclass._hooks", proto)
-    hooks = importlib.util.module_from_spec(spec)
-    sys.modules["treeclass._hooks"] = hooks
-    spec.loader.exec_module(hooks)
 PAUSE = 1.0 if mode == "pause_long" else 0.5
 HOLD = 0.3 if mode == "pause_long" else 0.0  # the treeclass thread keeps the other paused
 for name in filter(None, preload.split(",")):
@@ -133,12 +132,10 @@ def import_time(module: str, preload: str) -> float:
     return sorted(times)[1]
 
 
-def one_run(race: str, mode: str, impl: str, timeout: float, prototype: str, delay: float) -> str:
-    """One fresh process; ``"ok"`` or what went wrong."""
+def one_run(race: str, mode: str, src: str, timeout: float, delay: float) -> str:
+    """One fresh process importing treeclass from ``src``; ``"ok"`` or what went wrong."""
     framework, pause_at, action, preload = RACES[race]
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    if impl == "prototype":
-        env["TREECLASS_HOOKS_PROTOTYPE"] = prototype
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": src}
     args = [framework, pause_at, action, preload, mode, f"{delay:.4f}"]
     try:
         proc = subprocess.run(
@@ -169,43 +166,44 @@ def one_run(race: str, mode: str, impl: str, timeout: float, prototype: str, del
 
 
 def main() -> None:
-    """Run every race, mode and implementation; print the failure counts."""
+    """Run every race and mode (against this checkout, and the baseline); print failures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--modes", default="pause,delay")
+    parser.add_argument("--modes", default="pause,pause_long,delay")
     parser.add_argument("--races", default="jax,torch,optree")
-    parser.add_argument("--impls", default="current,prototype")
+    parser.add_argument("--baseline", help="another checkout's src folder, run side by side")
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=13)
-    parser.add_argument("--prototype", default=str(PROTOTYPE))
     args = parser.parse_args()
+    sources = {"this": SRC}
+    if args.baseline:
+        sources["baseline"] = str(Path(args.baseline).resolve())
     rng = random.Random(args.seed)
-    results: dict[tuple[str, str, str], list[str]] = {}
+    results: dict[str, list[str]] = {}
     for race in args.races.split(","):
         framework, _, _, preload = RACES[race]
         window = import_time(framework, preload)
         print(f"[{race}] import {framework} takes {window:.2f} s here", flush=True)
         for mode in args.modes.split(","):
-            # The same delays for both implementations.
-            delays = [rng.uniform(0.0, window) for _ in range(args.runs)]
-            for impl in args.impls.split(","):
+            delays = [rng.uniform(0.0, window) for _ in range(args.runs)]  # same for both
+            for label, src in sources.items():
                 start = time.perf_counter()
                 with ThreadPoolExecutor(args.jobs) as pool:
-                    run = functools.partial(one_run, race, mode, impl, args.timeout, args.prototype)
+                    run = functools.partial(one_run, race, mode, src, args.timeout)
                     outcomes = list(pool.map(run, delays))
-                results[(race, mode, impl)] = outcomes
+                results[f"{race}/{mode}/{label}"] = outcomes
                 failed = [o for o in outcomes if o != "ok"]
                 kinds: dict[str, int] = {}
                 for o in failed:
                     key = o.split(":")[0] if not o.startswith("RuntimeWarning") else o[:80]
                     kinds[key] = kinds.get(key, 0) + 1
                 print(
-                    f"  {race:6} {mode:5} {impl:9}: {len(failed):3}/{len(outcomes)} failed "
+                    f"  {race:6} {mode:10} {label:8}: {len(failed):3}/{len(outcomes)} failed "
                     f"({time.perf_counter() - start:.0f} s) {kinds}",
                     flush=True,
                 )
-    print(json.dumps({"/".join(k): v for k, v in results.items()}))
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":
