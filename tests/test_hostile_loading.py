@@ -9,6 +9,7 @@ guards against needs minutes for (measured figures: ``benchmarks/bench_hostile.p
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import pickle
@@ -243,6 +244,35 @@ def test_a_static_that_bypasses_an_attrs_type_validator_is_refused() -> None:
     doc = json.loads(tc.treespec_dumps(tc.tree_structure(Validated(1.0))))
     doc["nodes"][0][1]["static"]["label"] = ["not", "a", "str"]
     with pytest.raises(tc.TreespecLoadError, match="label"):
+        tc.treespec_loads(json.dumps(doc))
+
+
+@dataclasses.dataclass(frozen=True)
+class Opts:
+    depth: int
+    names: tuple[str, ...] = ()
+
+
+tc.register_static(Opts, name="tests.hostile.Opts")
+
+
+@pytest.mark.parametrize(
+    "depth",
+    [{"float": "nan"}, "3", [3], {"tuple": [3]}],
+    ids=["nan", "str", "list", "tuple"],
+)
+def test_a_field_of_a_registered_static_type_is_checked_against_its_annotation(
+    depth: Any,
+) -> None:
+    # A frozen dataclass registered with register_static is rebuilt from its fields; a field
+    # annotated int cannot hold a nan (which would not even equal itself on Python 3.13, where
+    # dataclass __eq__ compares field by field).
+    doc = json.loads(_typed_doc())
+    good = {"registered": ["tests.hostile.Opts", {"dict": {"depth": 3, "names": {"tuple": []}}}]}
+    doc["nodes"][0][1]["static"]["anything"] = good
+    assert tc.treespec_loads(json.dumps(doc)).unflatten([1.0]).anything == Opts(3)
+    good["registered"][1]["dict"]["depth"] = depth
+    with pytest.raises(tc.TreespecLoadError, match=r"Opts.*field 'depth'.*int"):
         tc.treespec_loads(json.dumps(doc))
 
 

@@ -18,7 +18,7 @@ from typing import Any, Final
 from ._errors import TreespecLoadError, brief
 from ._fields import ClassInfo
 
-__all__ = ["static_check"]
+__all__ = ["field_checks", "static_check"]
 
 #: A check of one field's value: the reason it is refused, or ``None``.
 Check = Callable[[Any], "str | None"]
@@ -140,6 +140,21 @@ def _annotations(cls: type) -> dict[str, Any]:
         return typing.get_type_hints(cls, include_extras=True)
     except Exception:  # forward references, names of other modules: not checked
         return {}
+
+
+def field_checks(cls: type, names: tuple[str, ...]) -> tuple[tuple[str, Check], ...]:
+    """The annotation checks of the named fields of ``cls`` (those treeclass can check).
+
+    Used for the fields of a registered static type (a frozen dataclass, attrs class or
+    namedtuple) that a document rebuilds by its fields.
+    """
+    annotations = _annotations(cls)
+    out: list[tuple[str, Check]] = []
+    for name in names:
+        kind = _kind_check(name, annotations[name]) if name in annotations else None
+        if kind is not None:
+            out.append((name, kind[0]))
+    return tuple(out)
 
 
 def static_check(

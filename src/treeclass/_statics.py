@@ -388,6 +388,9 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
         )
     # A tuple, so that the closures below never see a later change.
     names = tuple(f.name for f in describe(cls).fields if f.init)
+    # The fields' annotation checks, made at the first load (when every name the annotations
+    # use is defined): a document cannot give a field a value the class could not hold.
+    checks: list[tuple[tuple[str, Callable[[Any], str | None]], ...]] = []
 
     def to_json(obj: Any) -> Any:
         return {n: getattr(obj, n) for n in names}
@@ -401,6 +404,15 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
                 f"the value names field(s) {unknown!r}, which {cls.__qualname__} does not "
                 f"have (its fields are {list(names)!r})"
             )
+        if not checks:
+            from ._kinds import field_checks
+
+            checks.append(field_checks(cls, names))
+        for name, check in checks[0]:
+            if name in value:
+                problem = check(value[name])
+                if problem is not None:
+                    raise ValueError(f"field {name!r}: {problem}")
         return cls(**value)
 
     return to_json, from_json
