@@ -184,18 +184,18 @@ def _installed(name: str) -> bool:
 
 def _leaf_kind(leaf: Any) -> str | None:
     """``"numpy"``, ``"numpy-scalar"``, ``"jax"``, ``"torch"`` or ``None`` (not an array)."""
-    np = sys.modules.get("numpy")
-    if np is not None:
-        if isinstance(leaf, np.ndarray):
-            return "numpy"
-        if isinstance(leaf, np.generic):
-            return "numpy-scalar"
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(leaf, torch.Tensor):
-        return "torch"
-    jax = sys.modules.get("jax")
-    if jax is not None and isinstance(leaf, jax.Array):
-        return "jax"
+    # Only types of modules already imported can be leaves' types. A module another thread is
+    # still importing may lack the attribute yet: getattr, never a half-imported module's error.
+    kinds = (
+        ("numpy", "ndarray", "numpy"),
+        ("numpy", "generic", "numpy-scalar"),
+        ("torch", "Tensor", "torch"),
+        ("jax", "Array", "jax"),
+    )
+    for module, attribute, kind in kinds:
+        t = getattr(sys.modules.get(module), attribute, None)
+        if isinstance(t, type) and isinstance(leaf, t):
+            return kind
     return None
 
 
