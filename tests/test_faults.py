@@ -477,3 +477,101 @@ def test_a_registration_waits_for_an_activation_in_another_thread_without_deadlo
     assert report["errors"] == [], report
     assert report["events"] == ["activated", "registered"], report
     assert report["nodes"] == [True, True], report
+
+
+# Warnings turned into errors (pytest's filterwarnings = ["error"], python -W error): a class
+# jax refuses at activation must not break the user's `import jax`, nor stop the other classes
+# from being registered; the refused one is retried by activate_backends().
+_WARNINGS_AS_ERRORS = """
+import importlib.abc, importlib.util, json, sys, warnings
+warnings.simplefilter("error")
+import treeclass as tc
+
+@tc.pytree_dataclass(name="faults.werror.A")
+class A:
+    x: float
+
+@tc.pytree_dataclass(name="faults.werror.B")
+class B:
+    x: float
+
+broken = {"on": True}
+
+class Wrap(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "jax.tree_util":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        real_exec = spec.loader.exec_module
+        def exec_module(module):
+            real_exec(module)
+            real = module.register_pytree_with_keys
+            def register_pytree_with_keys(cls, *a, **k):
+                if broken["on"] and cls is A:
+                    raise RuntimeError("injected fault")
+                return real(cls, *a, **k)
+            module.register_pytree_with_keys = register_pytree_with_keys
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Wrap())
+report = {}
+try:
+    import jax
+    report["import_jax"] = "ok"
+except BaseException as e:
+    report["import_jax"] = f"{type(e).__name__}: {e}"
+import jax
+report["active"] = list(tc.active_backends())
+report["b_node"] = jax.tree_util.tree_structure(B(1.0)).num_nodes == 2
+broken["on"] = False
+report["activate"] = list(tc.activate_backends())
+report["a_node"] = jax.tree_util.tree_structure(A(1.0)).num_nodes == 2
+print(json.dumps(report))
+"""
+
+
+def test_warnings_as_errors_never_break_the_import_nor_skip_a_class() -> None:
+    report: dict[str, Any] = run_script(_WARNINGS_AS_ERRORS, timeout=TIMEOUT).report()
+    assert report["import_jax"] == "ok", report
+    assert report["active"] == ["jax"], report
+    assert report["b_node"] is True, report  # registered although A's warning was an error
+    assert report["activate"] == ["jax"], report
+    assert report["a_node"] is True, report
+
+
+# treespec_loads(to="jax") when the jax backend cannot be set up (an adapter that fails to
+# import, as with a jax version it cannot work with): a TreespecLoadError naming the cause,
+# never the adapter's own exception, and never "jax cannot be imported" (it is imported).
+_TO_BROKEN_ADAPTER = """
+import importlib.abc, json, sys, warnings
+warnings.simplefilter("ignore")
+import treeclass as tc
+error = {"ImportError": ImportError, "AttributeError": AttributeError}[sys.argv[1]]
+
+class Fail(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "treeclass._backends.jax":
+            raise error("injected fault in the adapter")
+        return None
+
+sys.meta_path.insert(0, Fail())
+import jax
+text = tc.treespec_dumps(tc.tree_structure([1, 2]))
+try:
+    tc.treespec_loads(text, to="jax")
+    report = {"error": None}
+except Exception as e:
+    report = {"message": str(e), "load_error": isinstance(e, tc.TreespecLoadError)}
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("error", ["ImportError", "AttributeError"])
+def test_to_a_framework_whose_backend_cannot_be_set_up_is_a_load_error(error: str) -> None:
+    report: dict[str, Any] = run_script(_TO_BROKEN_ADAPTER, error, timeout=TIMEOUT).report()
+    assert report["load_error"] is True, report
+    assert "cannot build a jax structure" in report["message"], report
+    assert f"{error}: injected fault in the adapter" in report["message"], report
+    assert "activate_backends" in report["message"], report

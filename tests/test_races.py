@@ -188,3 +188,55 @@ def test_activation_survives_treeclass_imported_inside_the_framework_import(
     assert report["active_without_registration"] == [framework], report
     assert report["node"] is True, report
     assert report["warnings"] == [], report
+
+
+# A second thread imports the framework the moment the first thread's import looks finished:
+# that import must not return before every treeclass class is a node there (the finder keeps
+# the module "initializing" until the activation is done, so the second import waits for it).
+_SECOND_IMPORT = """
+import json, sys, threading
+import treeclass as tc
+
+@tc.pytree_dataclass(name="races.second.A")
+class A:
+    x: float
+
+fw = sys.argv[1]
+seen = []
+
+def importer():
+    __import__(fw)
+
+def second():
+    while True:
+        m = sys.modules.get(fw)
+        if m is not None and not getattr(m.__spec__, "_initializing", True):
+            break
+    __import__(fw)
+    if fw == "torch":
+        import torch.utils._pytree as pt
+        n = pt.tree_structure(A(1.0)).num_nodes
+    elif fw == "jax":
+        import jax
+        n = jax.tree_util.tree_structure(A(1.0)).num_nodes
+    else:
+        import optree
+        n = optree.tree_structure(A(1.0), namespace="").num_nodes
+    seen.append({"active": fw in tc.active_backends(), "num_nodes": n})
+
+t2 = threading.Thread(target=second)
+t2.start()
+t1 = threading.Thread(target=importer)
+t1.start()
+t1.join()
+t2.join()
+print(json.dumps(seen[0]))
+"""
+
+
+@pytest.mark.parametrize("framework", ["jax", "torch", "optree"])
+def test_a_second_import_in_another_thread_waits_for_the_activation(framework: str) -> None:
+    pytest.importorskip(framework)
+    for _ in range(3):
+        report = run_script(_SECOND_IMPORT, framework, timeout=TIMEOUT).report()
+        assert report == {"active": True, "num_nodes": 2}, report

@@ -40,6 +40,7 @@ never matters -- nor the thread a framework is imported in. The rules that make 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import warnings
@@ -187,13 +188,21 @@ def adapter(framework: Framework) -> ModuleType:
         RegistrationError: the adapter could not be activated.
     """
     importlib.import_module(framework.module)
-    module = importlib.import_module(framework.adapter)
-    activate(framework, raise_errors=True)
-    return module
+    if not activate(framework, raise_errors=True):
+        # Another thread is still importing the framework, or this thread is inside its import.
+        raise RegistrationError(
+            f"treeclass's {framework.name} backend is not set up yet: {framework.module} is "
+            "still being imported; use it once that import has finished."
+        )
+    return sys.modules[framework.adapter]
 
 
 def activate(
-    framework: Framework, *, raise_errors: bool = False, registering: str | None = None
+    framework: Framework,
+    *,
+    raise_errors: bool = False,
+    registering: str | None = None,
+    executed: str | None = None,
 ) -> bool:
     """Import ``framework``'s adapter and let it register every class so far.
 
@@ -212,9 +221,13 @@ def activate(
                 return True
             if framework.name in _IN_PROGRESS:
                 return False  # this thread is inside the activation (the adapter's hook)
+
+        def ready(name: str) -> bool:
+            return name == executed or _ready(name)
+
         if not (
-            _ready(framework.module)
-            and (_ready(framework.adapter) or framework.adapter not in sys.modules)
+            ready(framework.module)
+            and (ready(framework.adapter) or framework.adapter not in sys.modules)
         ):
             return False
         with _LOCK:
@@ -230,7 +243,7 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
     """Import the adapter and activate its backend (the caller holds the framework's lock)."""
     try:
         module = importlib.import_module(framework.adapter)
-        _registry.activate_backend(module.BACKEND)
+        refused = _registry.activate_backend(module.BACKEND)
     except Exception as e:
         with _LOCK:
             _FAILED[framework.name] = e
@@ -251,6 +264,7 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
         for name, f in list(_PENDING.items()):
             if f is framework:
                 del _PENDING[name]
+    _registry.warn_missing(framework.name, refused)
     return True
 
 
@@ -399,9 +413,11 @@ class _HookLoader:
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = self._loader
         self._loader.exec_module(module)
-        if spec is not None:
-            spec._initializing = False  # done executing; the import system clears it next
-        activate(self._framework)
+        # Only a warning turned into an error (-W error) can escape activate(): the failure is
+        # recorded, and raised at the next registration. The user's import must not fail (the
+        # import system would drop the executed module from sys.modules).
+        with contextlib.suppress(Exception):
+            activate(self._framework, executed=module.__name__)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._loader, name)

@@ -338,15 +338,20 @@ def _discard(node: NodeType) -> None:
         release(node.generated)
 
 
-def activate_backend(backend: Backend, *, framework: bool = True) -> None:
+def activate_backend(
+    backend: Backend, *, framework: bool = True
+) -> list[tuple[NodeType, Exception]]:
     """Start mirroring the registry into ``backend`` and register every class so far.
 
     ``framework=False`` marks a mirror of treeclass's own (pickling by name), which
-    :func:`active_backends` does not list.
+    :func:`active_backends` does not list. Returns the classes the backend refused, with the
+    error (recorded for a retry): the caller reports them with :func:`warn_missing` once its
+    own state is settled, since a warning may be turned into an error (``-W error``).
     """
+    failed: list[tuple[NodeType, Exception]] = []
     with _LOCK:
         if any(b.name == backend.name for b in _BACKENDS):
-            return
+            return failed
         _BACKENDS.append(backend)
         if not framework:
             _INTERNAL.add(backend.name)
@@ -356,14 +361,21 @@ def activate_backend(backend: Backend, *, framework: bool = True) -> None:
                 backend.register(node, None, False)
             except Exception as e:
                 _MISSING[backend.name, node.type] = e
-                warnings.warn(
-                    f"treeclass could not register {node.qualname} with {backend.name} "
-                    f"({type(e).__name__}: {e}), so it is not a {backend.name} pytree node; "
-                    "register it again with the same options, or call "
-                    "treeclass.activate_backends(), to retry.",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
+                failed.append((node, e))
+    return failed
+
+
+def warn_missing(backend_name: str, failed: list[tuple[NodeType, Exception]]) -> None:
+    """Warn about each class a backend refused at its activation, saying how to retry."""
+    for node, e in failed:
+        warnings.warn(
+            f"treeclass could not register {node.qualname} with {backend_name} "
+            f"({type(e).__name__}: {e}), so it is not a {backend_name} pytree node; "
+            "register it again with the same options, or call "
+            "treeclass.activate_backends(), to retry.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
 
 def _retry_missing_in(node: NodeType) -> None:
@@ -409,7 +421,8 @@ def active_backends() -> tuple[str, ...]:
         >>> isinstance(tc.active_backends(), tuple)
         True
     """
-    return tuple(b.name for b in _BACKENDS if b.name not in _INTERNAL)
+    with _LOCK:  # a backend being activated is listed once every class so far is registered
+        return tuple(b.name for b in _BACKENDS if b.name not in _INTERNAL)
 
 
 def name_of(cls: type) -> str | None:

@@ -10,7 +10,14 @@ from __future__ import annotations
 import copyreg
 from typing import Any, Literal, overload
 
-from ._errors import TreeclassError, TreeclassTypeError, TreespecLoadError, brief, qualname
+from ._errors import (
+    RegistrationError,
+    TreeclassError,
+    TreeclassTypeError,
+    TreespecLoadError,
+    brief,
+    qualname,
+)
 from ._format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
 from ._hooks import FRAMEWORKS, adapter, framework_named
 from ._tree import TreeSpec
@@ -102,8 +109,9 @@ def treespec_loads(text: str | bytes | bytearray, *, to: FrameworkName | None = 
         UnregisteredNameError: a node or static type name is not registered here.
         TreespecLoadError: anything else wrong with the input (not JSON, a newer format
             version, wrong shapes or types, a truncated or edited document, a state that no
-            longer fits its class, a structure the framework refuses); an unknown ``to``;
-            ``to="torch"`` for a tree with a ``None`` node (a leaf in torch). Both are
+            longer fits its class, a structure the framework refuses); an unknown ``to``, or
+            a ``to`` framework that is not installed or whose treeclass backend cannot be set
+            up; ``to="torch"`` for a tree with a ``None`` node (a leaf in torch). Both are
             ``ValueError`` subclasses.
 
     Example:
@@ -132,6 +140,10 @@ def treespec_loads(text: str | bytes | bytearray, *, to: FrameworkName | None = 
         raise TreespecLoadError(
             f"treespec_loads(to={to!r}) needs {framework.module}, which cannot be imported here "
             f"({brief(str(e), 200)}); install it, or load with to=None."
+        ) from e
+    except RegistrationError as e:
+        raise TreespecLoadError(
+            f"treespec_loads(to={to!r}) cannot build a {framework.name} structure: {e}"
         ) from e
     try:
         return module.spec_from_spec(spec)
