@@ -129,6 +129,28 @@ def test_a_document_treeclass_wrote_never_leaks_a_framework_error(to: str) -> No
     # Any other exception fails the test (JAX raises its sorting ValueError / TypeError).
 
 
+def _nested_list_doc(depth: int) -> str:
+    tree: Any = 1
+    for _ in range(depth):
+        tree = [tree]
+    return tc.treespec_dumps(tc.tree_structure(tree))
+
+
+def test_a_structure_too_deep_for_jax_is_refused_before_jax_sees_it() -> None:
+    # jax 0.10's C++ pytree fails near the recursion limit with a SystemError that leaves the
+    # interpreter broken; a document may nest that deep, so treeclass refuses first.
+    pytest.importorskip("jax")
+    assert tc.treespec_loads(_nested_list_doc(400), to="jax").num_leaves == 1
+    with pytest.raises(tc.TreespecLoadError, match=r"nests 1201 levels deep; JAX .*to=None"):
+        tc.treespec_loads(_nested_list_doc(1200), to="jax")
+
+
+def test_a_structure_too_deep_for_torch_is_a_load_error_saying_so() -> None:
+    pytest.importorskip("torch")
+    with pytest.raises(tc.TreespecLoadError, match=r"nests too deeply for torch.*to=None"):
+        tc.treespec_loads(_nested_list_doc(1200), to="torch")
+
+
 @tc.pytree_dataclass(name="tests.hostile.InitChecked", unflatten_calls_init=True)
 class InitChecked:
     x: float
@@ -276,6 +298,36 @@ def test_a_field_of_a_registered_static_type_is_checked_against_its_annotation(
         tc.treespec_loads(json.dumps(doc))
 
 
+@dataclasses.dataclass(frozen=True)
+class LooseOpts:
+    depth: int = None  # type: ignore[assignment]  # a default the annotation does not admit
+
+
+tc.register_static(LooseOpts, name="tests.hostile.LooseOpts")
+
+
+@tc.pytree_dataclass(name="tests.hostile.Loose")
+class Loose:
+    x: Any
+    n: int = tc.field(static=True, default=None)  # type: ignore[assignment]
+    opts: LooseOpts = tc.field(static=True, default=LooseOpts())
+
+
+def test_a_default_the_annotation_does_not_admit_still_round_trips() -> None:
+    # ``n: int = None`` is common (HuggingFace-style configs): what the class writes loads.
+    spec = tc.tree_structure(Loose(1.0))
+    assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+    # Anything else must still fit the annotation.
+    doc = json.loads(tc.treespec_dumps(spec))
+    doc["nodes"][0][1]["static"]["n"] = "five"
+    with pytest.raises(tc.TreespecLoadError, match=r"static field 'n' of .*Loose"):
+        tc.treespec_loads(json.dumps(doc))
+    doc = json.loads(tc.treespec_dumps(spec))
+    doc["nodes"][0][1]["static"]["opts"]["registered"][1]["dict"]["depth"] = "five"
+    with pytest.raises(tc.TreespecLoadError, match=r"LooseOpts.*field 'depth'"):
+        tc.treespec_loads(json.dumps(doc))
+
+
 # --- huge ints ----------------------------------------------------------------------------------
 
 
@@ -348,3 +400,16 @@ def test_a_pickled_spec_with_a_tampered_static_is_refused() -> None:
     assert tampered != blob
     with pytest.raises(tc.TreespecLoadError, match="tag"):
         pickle.loads(tampered)
+
+
+@pytest.mark.parametrize("sign", ["", "-"])
+def test_plain_json_ints_of_4300_digits_load_and_dump_again(sign: str) -> None:
+    doc = json.loads(tc.treespec_dumps(tc.tree_structure(Big(1.0))))
+    doc["nodes"][0][1]["static"]["s"] = 0
+    text = json.dumps(doc).replace('"s": 0', f'"s": {sign}{"9" * 4300}')
+    spec = tc.treespec_loads(text)
+    assert spec.unflatten([1.0]).s == int(f"{sign}{'9' * 4300}")
+    assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+    too_long = text.replace(f"{sign}{'9' * 4300}", f"{sign}{'9' * 4301}")
+    with pytest.raises(tc.TreespecLoadError, match="4301 digits is longer than 4300 digits"):
+        tc.treespec_loads(too_long)

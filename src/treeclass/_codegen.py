@@ -25,7 +25,15 @@ from typing import Any, Final, Literal
 from ._errors import RebuildError
 from ._fields import ClassInfo
 
-__all__ = ["Family", "Generated", "compile_function", "generate", "release", "set_tracing_check"]
+__all__ = [
+    "Family",
+    "Generated",
+    "class_in_traceback",
+    "compile_function",
+    "generate",
+    "release",
+    "set_tracing_check",
+]
 
 _I: Final = "    "
 Family = Literal["core", "torch"]
@@ -112,9 +120,13 @@ class Generated:
         return out
 
 
+#: How the filename of every generated source starts.
+_FILENAME: Final = "<treeclass generated "
+
+
 def _reserve(cls: type, source: str, tag: str) -> str:
     """Put ``source`` into :mod:`linecache` under a filename no other source has."""
-    base = f"<treeclass generated {cls.__module__}.{cls.__qualname__}{tag}"
+    base = f"{_FILENAME}{cls.__module__}.{cls.__qualname__}{tag}"
     entry = (len(source), None, source.splitlines(keepends=True))
     n = 1
     while True:
@@ -124,6 +136,20 @@ def _reserve(cls: type, source: str, tag: str) -> str:
         if linecache.cache.setdefault(filename, value) is value:
             return filename
         n += 1
+
+
+def class_in_traceback(e: BaseException) -> type | None:
+    """The class whose generated code ran innermost when ``e`` was raised, if any."""
+    found: type | None = None
+    tb = e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_filename.startswith(_FILENAME):
+            cls = frame.f_globals.get("_cls")
+            if isinstance(cls, type):
+                found = cls
+        tb = tb.tb_next
+    return found
 
 
 def compile_function(

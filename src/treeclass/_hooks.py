@@ -19,7 +19,7 @@ never matters -- nor the thread a framework is imported in. The rules that make 
 
    - through the finder: right after the module executed, in the importing thread;
    - found half-imported by **another** thread at ``import treeclass``: wait for that import
-     (polling ``__spec__._initializing``, holding no lock the other import needs), then
+     (polling ``__spec__._initializing``, holding only ``treeclass``'s own import lock), then
      activate. No treeclass class can exist before ``import treeclass`` returns, so nothing
      can see the backend missing. The wait is bounded (:data:`WAIT_SECONDS`) in case that
      import waits for this thread; then a waiter thread takes over;
@@ -61,7 +61,6 @@ __all__ = [
     "activate_backends",
     "adapter",
     "complete",
-    "failures",
     "framework_named",
     "install",
     "retry",
@@ -284,12 +283,6 @@ def _failed_again(framework: Framework, error: Exception, registering: str | Non
     )
 
 
-def failures() -> dict[str, BaseException]:
-    """The frameworks whose activation failed (and was not retried successfully since)."""
-    with _LOCK:
-        return dict(_FAILED)
-
-
 def _wait_then_activate(framework: Framework, deadline: float | None) -> bool:
     """Wait for another thread's import of the framework, then activate it (rule 2).
 
@@ -406,6 +399,10 @@ class _HookLoader:
         return None if create is None else create(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        # Recorded here, not in find_spec: importlib.util.find_spec (as transformers'
+        # is_torch_available calls it) runs the finder without importing anything.
+        with _LOCK:
+            _HOOKED.add(module.__name__)
         # Put the real loader back first, so that the module looks untouched.
         spec = getattr(module, "__spec__", None)
         if spec is not None and spec.loader is self:
@@ -443,8 +440,6 @@ class _PostImportFinder:
         if spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         setattr(spec, "loader", _HookLoader(spec.loader, framework))  # noqa: B010 (typed as Loader)
-        with _LOCK:
-            _HOOKED.add(fullname)
         return spec
 
     def invalidate_caches(self) -> None:

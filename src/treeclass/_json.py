@@ -37,8 +37,11 @@ def dumps_canonical(obj: Any) -> str:
 
 
 def _parse_int(text: str) -> int:
-    if len(text) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer literal of {len(text)} digits is too long")
+    digits = len(text) - (text[0] == "-")
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(
+            f"an integer literal of {digits} digits is longer than {MAX_INT_DIGITS} digits"
+        )
     return int(text)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ._errors import TreespecLoadError, brief
-from ._fields import ClassInfo
+from ._fields import MISSING, ClassInfo, describe
 
 __all__ = ["field_checks", "static_check"]
 
@@ -86,8 +86,14 @@ def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None]
 _ALWAYS_HASHABLE: Final[frozenset[type]] = frozenset((str, int, float, bool, bytes, type(None)))
 
 
-def _kind_check(name: str, annotation: Any) -> tuple[Check, frozenset[type] | None] | None:
-    """The check of a field's annotation, and the exact types that pass it outright."""
+def _kind_check(
+    name: str, annotation: Any, default: Any = MISSING
+) -> tuple[Check, frozenset[type] | None] | None:
+    """The check of a field's annotation, and the exact types that pass it outright.
+
+    The field's own default passes whatever the annotation says (``n: int = None`` is common,
+    and the class writes it).
+    """
     kind = _kind_of(annotation)
     if kind is None:
         return None
@@ -95,8 +101,13 @@ def _kind_check(name: str, annotation: Any) -> tuple[Check, frozenset[type] | No
     # (type(...) is type: on Python 3.10 a generic alias such as tuple[int, ...] passes
     # isinstance(..., type).)
     label = annotation.__name__ if type(annotation) is type else brief(annotation, 80)
+    has_default = default is not MISSING
 
     def check(value: Any) -> str | None:
+        if has_default and (
+            value is default or (value.__class__ is default.__class__ and value == default)
+        ):
+            return None
         if type(value) not in accepted and not isinstance(value, accepted):
             return f"the document gives a {type(value).__name__}, but the field is {label}"
         if literals is not None and value not in literals:
@@ -149,9 +160,14 @@ def field_checks(cls: type, names: tuple[str, ...]) -> tuple[tuple[str, Check], 
     namedtuple) that a document rebuilds by its fields.
     """
     annotations = _annotations(cls)
+    defaults = {f.name: f.default for f in describe(cls).fields}
     out: list[tuple[str, Check]] = []
     for name in names:
-        kind = _kind_check(name, annotations[name]) if name in annotations else None
+        kind = (
+            _kind_check(name, annotations[name], defaults.get(name, MISSING))
+            if name in annotations
+            else None
+        )
         if kind is not None:
             out.append((name, kind[0]))
     return tuple(out)
@@ -175,41 +191,46 @@ def static_check(
     attrs_fields: dict[str, Any] = {}
     if info.kind == "attrs":
         attrs_fields = {a.name: a for a in getattr(cls, "__attrs_attrs__", ())}
+    defaults = {f.name: f.default for f in info.fields}
     checks: list[tuple[int, str, list[Check], frozenset[type] | None]] = []
     for i, name in enumerate(statics):
-        field_checks: list[Check] = []
+        of_field: list[Check] = []
         # The exact types of values that pass every check outright (None: check each value;
         # ``everything``: no check restricts the type).
         everything = True
         quick: frozenset[type] | None = None
-        kind = _kind_check(name, annotations[name]) if name in annotations else None
+        kind = (
+            _kind_check(name, annotations[name], defaults.get(name, MISSING))
+            if name in annotations
+            else None
+        )
         if kind is not None:
-            field_checks.append(kind[0])
+            of_field.append(kind[0])
             everything, quick = False, kind[1]
         if hashable:
-            field_checks.append(_hashable_check)
+            of_field.append(_hashable_check)
             if everything:
                 everything, quick = False, _ALWAYS_HASHABLE
             elif quick is not None:
                 quick = quick & _ALWAYS_HASHABLE
         attribute = attrs_fields.get(name)
         if attribute is not None and getattr(attribute, "validator", None) is not None:
-            field_checks.append(_validator_check(attribute))
+            of_field.append(_validator_check(attribute))
             quick = None
-        if field_checks:
-            checks.append((i, name, field_checks, quick))
+        if of_field:
+            checks.append((i, name, of_field, quick))
     if not checks:
         return None
     label = info.qualname
     plan = tuple(checks)  # a tuple: the closure never sees a later change
 
     def check(values: tuple[Any, ...], saved: frozenset[str] | None) -> None:
-        for i, name, field_checks, quick in plan:
+        for i, name, of_field, quick in plan:
             if quick is not None and values[i].__class__ in quick:
                 continue
             if saved is not None and name not in saved:
                 continue
-            for field_check in field_checks:
+            for field_check in of_field:
                 problem = field_check(values[i])
                 if problem is not None:
                     raise TreespecLoadError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copyreg
 from typing import Any, Literal, overload
 
+from ._codegen import class_in_traceback
 from ._errors import (
     RegistrationError,
     TreeclassError,
@@ -153,31 +154,24 @@ def treespec_loads(text: str | bytes | bytearray, *, to: FrameworkName | None = 
         # The document was valid for treeclass, but building the framework's structure ran
         # code that refused it (the framework's own checks, a class's __post_init__ with
         # unflatten_calls_init=True): still a load error, never the framework's own.
+        if isinstance(e, RecursionError):
+            raise TreespecLoadError(
+                f"the treespec loaded, but it nests too deeply for {framework.name} to build "
+                "its structure (RecursionError); load it with to=None."
+            ) from e
         kind = "treeclass" if isinstance(e, TreeclassError) else type(e).__name__
-        cls = _rebuilding(e)
+        cls = class_in_traceback(e)
         if cls is None:
-            where, who = "", framework.name
-        else:
-            where, who = f" (rebuilding a {qualname(cls)} node)", f"{cls.__qualname__}"
+            raise TreespecLoadError(
+                f"the treespec loaded, but {framework.name} could not build its structure "
+                f"from it ({kind}: {brief(str(e), 300)})."
+            ) from e
         raise TreespecLoadError(
             f"the treespec loaded, but {framework.name} could not build its structure from "
-            f"it{where}: {kind}: {brief(str(e), 300)}; the document holds a state {who} "
-            "refuses, so it was not written by treeclass from a valid object."
+            f"it: rebuilding a {qualname(cls)} node raised {kind}: {brief(str(e), 300)}; the "
+            f"document holds a state {cls.__qualname__} refuses, so it was not written by "
+            "treeclass from a valid object."
         ) from e
-
-
-def _rebuilding(e: BaseException) -> type | None:
-    """The class whose generated unflatten (innermost) was running when ``e`` was raised."""
-    found: type | None = None
-    tb = e.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        if frame.f_code.co_filename.startswith("<treeclass generated "):
-            cls = frame.f_globals.get("_cls")
-            if isinstance(cls, type):
-                found = cls
-        tb = tb.tb_next
-    return found
 
 
 def _reduce_treespec(spec: TreeSpec) -> tuple[Any, tuple[str]]:

@@ -52,25 +52,12 @@ def _unserializable(
     label: str, where: str, value: Any, e: Unencodable | RecursionError
 ) -> Exception:
     if isinstance(e, RecursionError):
-        problem = "it nests too deeply (or contains itself)"
-        inner = value
+        problem, inner = "it nests too deeply (or contains itself)", value
+        fix, why = f"store a value made of {SUPPORTED}", ", which has no JSON form"
     else:
-        problem = e.problem
-        inner = e.value
+        problem, inner, fix = e.problem, e.value, e.fix
+        why = "" if e.has_form else ", which has no JSON form"
     inside = "" if inner is value else f" (inside its {type_label(value.__class__)} value)"
-    if isinstance(e, Unencodable) and e.fix is not None:
-        fix = e.fix
-    elif isinstance(e, Unencodable) and problem.startswith("it holds a value of type"):
-        fix = (
-            f"register the type with treeclass.register_static({inner.__class__.__qualname__}, "
-            'name="mypkg.TypeName") (enums and frozen dataclasses need no converters, other '
-            f"types to_json= and from_json=), or store a supported value ({SUPPORTED})"
-        )
-    elif isinstance(e, Unencodable) and "decimal digits" in problem:
-        fix = "store a smaller integer, or its text"
-    else:
-        fix = f"store a value made of {SUPPORTED}"
-    why = "" if isinstance(e, Unencodable) and e.fix is not None else ", which has no JSON form"
     return UnserializableStaticError(
         f"{where} of {label} cannot be serialized: {problem}{inside}{why}; {fix}."
     )

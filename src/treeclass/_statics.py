@@ -65,11 +65,14 @@ _T = TypeVar("_T", bound=type)
 class Unencodable(Exception):
     """Internal: a static value (or a part of it) has no JSON form."""
 
-    def __init__(self, value: Any, problem: str, fix: str | None = None) -> None:
+    def __init__(self, value: Any, problem: str, fix: str = "", *, has_form: bool = False) -> None:
         super().__init__(problem)
         self.value = value
         self.problem = problem
-        self.fix = fix
+        #: What the user can do (default: store a supported value).
+        self.fix = fix or f"store a value made of {SUPPORTED}"
+        #: The value has a JSON form in principle (the refusal is for another reason).
+        self.has_form = has_form
 
 
 class BadStatic(Exception):
@@ -189,6 +192,7 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
                 f"it is an integer of more than {MAX_INT_DIGITS:,} decimal digits (about "
                 f"{value.bit_length():,} bits), more than a treespec holds (Python cannot print "
                 "or parse it)",
+                "store a smaller integer, or its text",
             )
         return {"int": hex(value)}  # exact at any size; "0x1f" / "-0x1f"
     if t is float:
@@ -238,9 +242,16 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
             f"it holds a value of type {type_label(t)}, which was defined again (its class "
             "statement ran a second time, as in a notebook or after importlib.reload), and the "
             f"static type name {old.name!r} now belongs to the new class",
-            fix="rebuild the value from the current class before serializing it",
+            "rebuild the value from the current class before serializing it",
+            has_form=True,
         )
-    raise Unencodable(value, f"it holds a value of type {type_label(t)}")
+    raise Unencodable(
+        value,
+        f"it holds a value of type {type_label(t)}",
+        f"register the type with treeclass.register_static({t.__qualname__}, "
+        'name="mypkg.TypeName") (enums and frozen dataclasses need no converters, other '
+        f"types to_json= and from_json=), or store a supported value ({SUPPORTED})",
+    )
 
 
 # --- decoding ---------------------------------------------------------------------------------

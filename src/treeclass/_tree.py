@@ -692,6 +692,27 @@ def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
     assert pos == len(entries)
 
 
+def spec_depth(spec: TreeSpec) -> int:
+    """The number of levels of ``spec``, in linear time at any depth.
+
+    That is the number of nodes on its longest root-to-leaf path, leaves included (a leaf
+    alone: 1; ``[1]``: 2).
+    """
+    depths: list[int] = []
+    for e in reversed(spec._entries):  # reverse pre-order: children come before their node
+        if e is None:
+            depths.append(1)
+            continue
+        _, _, k, leafy = e
+        if leafy or not k:
+            depths.append(2 if leafy and k else 1)
+            continue
+        deepest = max(depths[len(depths) - k :])
+        del depths[len(depths) - k :]
+        depths.append(deepest + 1)
+    return depths[0]
+
+
 #: Longest readable form of a spec; a longer one is summarized (repr would be quadratic in a
 #: spec's depth, as every node's text holds its children's).
 _MAX_REPR = 50_000

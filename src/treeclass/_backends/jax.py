@@ -33,12 +33,16 @@ from .._errors import (
 )
 from .._format import Node, aux_from_bytes, aux_to_bytes
 from .._nodes import NodeType
-from .._tree import TreeSpec
+from .._tree import TreeSpec, spec_depth
 
 __all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
+#: Deepest structure ``treespec_loads(..., to="jax")`` asks JAX to build. jax 0.10.2's C++
+#: pytree recurses per level: near the interpreter's recursion limit (1000 levels) it fails with
+#: a SystemError that leaves the interpreter unable to run Python code at exit.
+MAX_DEPTH: Final = 500
 
 _ALREADY_A_JAX_NODE: Final = (
     "{cls} is already a JAX pytree node, registered outside treeclass (by "
@@ -478,6 +482,14 @@ def spec_from_spec(spec: TreeSpec) -> Any:
     Raises:
         TreespecLoadError: JAX does not see the same nodes (a class it does not know).
     """
+    depth = spec_depth(spec)
+    if depth > MAX_DEPTH:
+        raise TreespecLoadError(
+            f"the treespec nests {depth} levels deep; JAX builds structures of at most about "
+            f"{MAX_DEPTH} levels reliably (deeper, jax 0.10's C++ pytree fails with a "
+            "SystemError that leaves the interpreter broken), so treeclass does not ask it to. "
+            "Load it with to=None."
+        )
     treedef = jax.tree_util.tree_structure(skeleton(spec))
     if treedef.num_leaves != spec.num_leaves:
         raise leaf_count_error("JAX", spec, treedef.num_leaves, _is_jax_tree_node)
