@@ -66,7 +66,7 @@ import importlib
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from typing import Any, Final, cast
 
 import jax
@@ -364,7 +364,7 @@ def _bad(where: str, problem: str) -> TreespecLoadError:
 
 
 @contextlib.contextmanager
-def _reading(where: str, what: str) -> Iterator[None]:
+def _reading(where: str, what: str) -> Generator[None, None, None]:
     """Whatever orbax raises while it reads ``what`` from the directory becomes a load error.
 
     orbax parses the directory's own files (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``,
@@ -625,7 +625,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
         wanted = {a.key: a for a in checked if isinstance(a, _Array) and a.key is not None}
         if sharding is None:
             sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-        stored: Any = {}
+        stored: Mapping[str, Any] = {}
         if wanted:
             if not os.path.isdir(os.path.join(path, ARRAYS_ITEM)):
                 raise _bad(where, f"its {ARRAYS_ITEM!r} item is missing")
@@ -636,9 +636,10 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
                 **{ARRAYS_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=args)}
             )
             with _reading(where, "the arrays"):
-                stored = checkpointer.restore(path, args=composite)[ARRAYS_ITEM]
-                if not isinstance(stored, Mapping):
-                    raise _bad(where, f"orbax restored its arrays as a {type(stored).__name__}")
+                got: Any = checkpointer.restore(path, args=composite)[ARRAYS_ITEM]
+                if not isinstance(got, Mapping):
+                    raise _bad(where, f"orbax restored its arrays as a {type(got).__name__}")
+                stored = cast("Mapping[str, Any]", got)
     finally:
         checkpointer.close()
     leaves = [
