@@ -575,3 +575,75 @@ def test_to_a_framework_whose_backend_cannot_be_set_up_is_a_load_error(error: st
     assert "cannot build a jax structure" in report["message"], report
     assert f"{error}: injected fault in the adapter" in report["message"], report
     assert "activate_backends" in report["message"], report
+
+
+# A failed activation inside the framework's import never breaks that import, and is logged at
+# ERROR on the "treeclass" logger (for services that watch logs, not warnings) -- even where
+# warnings are errors (-W error), which must not skip the log. Both kinds: the backend fails to
+# set up, or the backend sets up but refuses one class.
+_LOGGED = """
+import importlib.abc, importlib.util, json, logging, sys, warnings
+warnings.simplefilter("error")  # as python -W error: the warning becomes an exception
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append([record.name, record.levelname, record.getMessage()])
+logging.getLogger("treeclass").addHandler(Keep())
+import treeclass as tc
+
+@tc.pytree_dataclass(name="faults.logged.C")
+class C:
+    x: float
+
+class Fail(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "treeclass._backends.jax":
+            raise ImportError("injected fault")
+        return None
+
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "jax.tree_util":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        sys.meta_path.insert(0, self)
+        real_exec = spec.loader.exec_module
+        def exec_module(module):
+            real_exec(module)
+            real = module.register_pytree_with_keys
+            def register_pytree_with_keys(cls, *a, **k):
+                if cls is C:
+                    raise RuntimeError("injected fault")
+                return real(cls, *a, **k)
+            module.register_pytree_with_keys = register_pytree_with_keys
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Fail() if sys.argv[1] == "backend" else Refuse())
+import jax  # must not raise
+print(json.dumps({
+    "imported": "jax" in sys.modules and hasattr(jax, "numpy"),
+    "active": list(tc.active_backends()),
+    "records": records,
+}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("fault", "logged"),
+    [
+        ("backend", "treeclass could not set up its jax backend (ImportError: injected fault)"),
+        (
+            "class",
+            "treeclass could not register __main__.C with jax (RuntimeError: injected fault)",
+        ),
+    ],
+)
+def test_a_failed_activation_is_logged_at_error(fault: str, logged: str) -> None:
+    report: dict[str, Any] = run_script(_LOGGED, fault, timeout=TIMEOUT).report()
+    assert report["imported"] is True, report
+    errors = [m for name, level, m in report["records"] if name == "treeclass" and level == "ERROR"]
+    assert any(m.startswith(logged) and "activate_backends()" in m for m in errors), report
+    if fault == "backend":
+        assert "jax" not in report["active"], report

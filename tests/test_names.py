@@ -1,18 +1,20 @@
-"""Names cannot be stolen, and superseded classes are refused everywhere (issue 13, "Names").
+"""What the name guard refuses, what it cannot, and superseded classes (issue 13, "Names").
 
 A re-run of a class statement (a notebook cell, ``importlib.reload``) moves the class's name to
 the new class. An impostor -- a class defined elsewhere that sets ``__module__`` and
 ``__qualname__`` to the victim's -- must not be taken for a re-run: the name stays with the real
 class in treeclass, torch's pytree and ``jax.export``, and the same holds for
-``register_static``. After a genuine re-run, instances (and specs) of the old class are refused
-by every serializer with one error that says to rebuild the object from the current class.
-
-Each test makes its own victim module (a real module object in ``sys.modules`` whose code is
-executed in its own namespace, as ``import`` and notebooks do), so names never collide.
+``register_static``. The guard is not a security boundary within a process (issue 16): code that
+runs a class statement in the victim module's own namespace, or swaps the victim in
+``sys.modules``, looks like a re-run and takes the name; the docs say so, and the tests in
+"the guard's limits" pin that the docs describe what the code does. After a genuine re-run,
+instances (and specs) of the old class are refused by every serializer with one error that says
+to rebuild the object from the current class.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import pickle
@@ -170,6 +172,44 @@ def test_a_rerun_from_another_module_is_not_recognised(victim: Victim) -> None:
     with pytest.raises(tc.NameConflictError):
         exec(compile(code, "<elsewhere>", "exec"), namespace)
     assert tc.class_for_name(f"{victim.name}.Config") is victim.Config
+
+
+# --- the guard's limits (docs/format.md: "not a security boundary within a process") ----------
+
+_TAKEOVER = "@tc.pytree_dataclass(name=PREFIX + '.Config')\nclass Config:\n    y: str\n"
+
+
+def test_code_run_in_the_victims_namespace_takes_the_name(victim: Victim) -> None:
+    real = victim.Config
+    exec(compile(_TAKEOVER, "<injected>", "exec"), victim.module.__dict__)
+    taker = tc.class_for_name(f"{victim.name}.Config")
+    assert taker is not real and taker is victim.Config
+    assert [f.name for f in dataclasses.fields(taker)] == ["y"]
+
+
+def test_a_module_swapped_into_sys_modules_takes_the_name(victim: Victim) -> None:
+    real = victim.Config
+    swapped = types.ModuleType(victim.name)
+    swapped.PREFIX = victim.name  # type: ignore[attr-defined]
+    swapped.tc = tc  # type: ignore[attr-defined]
+    sys.modules[victim.name] = swapped
+    exec(compile(_TAKEOVER, "<swapped>", "exec"), swapped.__dict__)
+    taker = tc.class_for_name(f"{victim.name}.Config")
+    assert taker is not real and taker is swapped.Config  # type: ignore[attr-defined]
+
+
+def test_the_docs_do_not_claim_the_guard_stops_same_process_code() -> None:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    texts = [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").glob("*.md"))]
+    texts.append(root / "src" / "treeclass" / "_names.py")
+    for path in texts:
+        text = " ".join(path.read_text().split()).lower()
+        assert "impostor elsewhere that sets" not in text, path
+        assert "so it cannot take the name" not in text, path
+    format_md = " ".join((root / "docs" / "format.md").read_text().split())
+    assert "not a security boundary within a process" in format_md
 
 
 # --- superseded classes -------------------------------------------------------------------------

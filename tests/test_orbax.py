@@ -17,6 +17,7 @@ import collections
 import json
 import os
 import pathlib
+import re
 import shutil
 import textwrap
 import typing
@@ -30,6 +31,7 @@ ocp = pytest.importorskip("orbax.checkpoint")
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from _fresh import run_fresh  # noqa: E402
+from _subproc import run_script  # noqa: E402
 
 import treeclass as tc  # noqa: E402
 import treeclass.orbax as tco  # noqa: E402
@@ -488,3 +490,191 @@ def test_unregistered_names_are_reported_before_any_array_is_read(
         assert repr(name) in message
     assert "import the module(s) that define those classes" in message
     assert "Only the structure was read" in message
+
+
+# --- part 3: hostile directories, restored in a fresh process ----------------------------------
+# Each checkpoint is written by tco.save, then one of the files restore reads is edited. One
+# fresh process (with a timeout and a memory cap) restores them all and reports, per
+# checkpoint, what was raised: only treeclass errors may come out, and each must finish fast.
+
+_HOSTILE_TIMEOUT = 240.0  # one process restores every case; each takes well under a second
+_HOSTILE_MEMORY_CAP = 3 * 1024**3  # restoring a valid checkpoint runs under a 2 GiB cap here
+
+_RESTORE_EACH = """
+import json, sys
+import treeclass as tc
+import treeclass.orbax as tco
+
+for path in sys.argv[1:]:
+    try:
+        tco.restore(path)
+        got = {"raised": None}
+    except BaseException as e:
+        got = {"raised": type(e).__name__, "treeclass": isinstance(e, tc.TreeclassError),
+               "message": str(e)}
+    print(json.dumps({"path": path, **got}), flush=True)
+print(json.dumps({"done": True}))
+"""
+
+
+def _deep_json(depth: int = 100_000) -> str:
+    return "[" * depth + "]" * depth
+
+
+def _edit_leaf_of(ckpt: pathlib.Path, name: str, value: Any) -> None:
+    def change(doc: dict[str, Any]) -> None:
+        spec = json.loads(doc["treespec"])
+        keys = spec["nodes"][0][1]  # the root dict's keys, in leaf order (one leaf each)
+        doc["leaves"][keys.index(name)] = value
+
+    _edit(ckpt, change)
+
+
+def _data_file(ckpt: pathlib.Path) -> pathlib.Path:
+    files = [p for p in (ckpt / tco.ARRAYS_ITEM).rglob("*") if p.is_file() and p.parent.name == "d"]
+    return max(files, key=lambda p: p.stat().st_size)
+
+
+def _truncate(path: pathlib.Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _arrays_metadata(ckpt: pathlib.Path, change: Any) -> None:
+    path = ckpt / tco.ARRAYS_ITEM / "_METADATA"
+    doc = json.loads(path.read_text())
+    change(doc)
+    path.write_text(json.dumps(doc))
+
+
+def _long_key_path(doc: dict[str, Any]) -> None:
+    entry = next(iter(doc["tree_metadata"].values()))
+    entry["key_metadata"] = [{"key": str(i), "key_type": 2} for i in range(50_000)]
+    doc["tree_metadata"] = {"k": entry}
+
+
+# (name, edit of the checkpoint directory, pattern the TreespecLoadError must match)
+_HOSTILE: list[tuple[str, Any, str]] = [
+    (
+        "zero-size array with a 2**62 dimension",
+        lambda c: _edit_leaf_of(
+            c, "e", {"array": "numpy", "dtype": "float32", "shape": [0, 2**62], "key": None}
+        ),
+        r"the leaf at \['e'\] has dimensions no numpy array can have",
+    ),
+    (
+        "float beyond float range",
+        lambda c: _edit_leaf_of(c, "f", {"float": "0x1p99999"}),
+        r"the leaf at \['f'\] has an invalid 'float' description",
+    ),
+    (
+        "complex beyond float range",
+        lambda c: _edit_leaf_of(c, "f", {"complex": ["0x0p+0", "-0x1p99999"]}),
+        r"the leaf at \['f'\] has an invalid 'complex' description",
+    ),
+    (
+        "deep JSON structure item",
+        lambda c: _document_path(c).write_text(_deep_json()),
+        r"orbax could not read it \(RecursionError",
+    ),
+    (
+        "deep JSON arrays _METADATA",
+        lambda c: (c / tco.ARRAYS_ITEM / "_METADATA").write_text(_deep_json()),
+        r"orbax could not read the array metadata \(RecursionError",
+    ),
+    (
+        "deep JSON _CHECKPOINT_METADATA",
+        lambda c: (c / "_CHECKPOINT_METADATA").write_text(_deep_json()),
+        r"orbax could not read the array metadata \(RecursionError",
+    ),
+    (
+        "arrays _METADATA of the wrong shape",
+        lambda c: _arrays_metadata(c, lambda d: d.update(tree_metadata=5)),
+        r"orbax could not read the array metadata \(AttributeError",
+    ),
+    (
+        "arrays _METADATA with a 50,000-entry key path",
+        lambda c: _arrays_metadata(c, _long_key_path),
+        r"orbax could not read the array metadata",
+    ),
+    (
+        "truncated array chunk file",
+        lambda c: _truncate(_data_file(c)),
+        r"orbax could not read the arrays \(ValueError",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def hostile_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    base = tmp_path_factory.mktemp("hostile_orbax")
+    rng = np.random.default_rng(0)
+    paths: dict[str, str] = {}
+    for i, (name, edit, _) in enumerate(_HOSTILE):
+        ckpt = base / f"case{i}"
+        tree = {
+            "w": rng.random(50_000).astype(np.float32),  # chunks big enough to truncate
+            "e": np.zeros((0, 2), np.float32),
+            "f": 1.5,
+        }
+        tco.save(ckpt, tree)
+        edit(ckpt)
+        paths[name] = str(ckpt)
+    out = run_script(
+        _RESTORE_EACH,
+        *paths.values(),
+        timeout=_HOSTILE_TIMEOUT,
+        memory_cap=_HOSTILE_MEMORY_CAP,
+    )
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    by_path = {line["path"]: line for line in lines if "path" in line}
+    results = {
+        name: by_path.get(path, {"unfinished": out.describe()}) for name, path in paths.items()
+    }
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "match"), [(n, m) for n, _, m in _HOSTILE], ids=[n for n, *_ in _HOSTILE]
+)
+def test_hostile_checkpoint_raises_only_a_treeclass_error(
+    hostile_outcomes: dict[str, dict[str, Any]], name: str, match: str
+) -> None:
+    got = hostile_outcomes[name]
+    assert "unfinished" not in got, got.get("unfinished")
+    assert got["raised"] == "TreespecLoadError", got
+    assert got["treeclass"] is True
+    assert re.search(match, got["message"]), got["message"]
+
+
+@tc.pytree_dataclass(name="tests.orbax.Checked", unflatten_calls_init=True)
+class Checked:
+    """A class whose ``__init__`` refuses what is not an array (or a float ``scale``)."""
+
+    w: Any
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.w, (np.ndarray, jax.Array)):
+            raise TypeError(f"w must be an array, not {type(self.w).__name__}")
+        if self.scale.__class__ is not float:
+            raise TypeError("scale must be a float")
+
+
+def test_unflatten_calls_init_class_restores(tmp_path: pathlib.Path) -> None:
+    # restore once read key paths by unflattening placeholder ints, which ran __init__ on them.
+    tco.save(tmp_path / "c", {"m": Checked(np.ones(2, np.float32), scale=0.5)})
+    got = tco.restore(tmp_path / "c")["m"]
+    assert type(got) is Checked and got.scale == 0.5
+    np.testing.assert_array_equal(got.w, np.ones(2, np.float32))
+
+
+def test_unflatten_calls_init_refusal_is_a_load_error(tmp_path: pathlib.Path) -> None:
+    tco.save(tmp_path / "c", {"m": Checked(np.ones(2, np.float32), scale=0.5)})
+    _edit(tmp_path / "c", lambda doc: doc["leaves"].__setitem__(1, {"str": "big"}))
+    with pytest.raises(
+        tc.TreespecLoadError,
+        match=r"rebuilding a (tests\.)?test_orbax\.Checked node .* raised TypeError: 'scale must",
+    ):
+        tco.restore(tmp_path / "c")

@@ -28,6 +28,7 @@ __all__ = [
     "UnserializableStaticError",
     "brief",
     "qualname",
+    "report_failures",
 ]
 
 
@@ -38,6 +39,27 @@ def brief(value: Any, limit: int) -> str:
     except Exception:  # an int too long for str(), a deep nesting, a repr that raises
         text = f"<a {type(value).__name__} that cannot be shown>"
     return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def report_failures(messages: list[str], *, stacklevel: int) -> None:
+    """Report failures that must not raise (a framework's import is under way).
+
+    Each is logged at ``ERROR`` on the ``treeclass`` logger (``logging.getLogger("treeclass")``),
+    for services that watch their logs rather than warnings, then warned as a
+    ``RuntimeWarning`` (``stacklevel`` as for :func:`warnings.warn`, counted from the caller).
+    All are logged before the first warning, so that every one is logged even where warnings
+    are errors (``-W error``), and the first warning then raises.
+    """
+    if not messages:
+        return
+    import logging  # only on failure: ``import treeclass`` does not import logging
+    import warnings
+
+    logger = logging.getLogger("treeclass")
+    for message in messages:
+        logger.error("%s", message)
+    for message in messages:
+        warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
 
 
 def qualname(cls: object) -> str:

@@ -32,7 +32,8 @@ never matters -- nor the thread a framework is imported in. The rules that make 
    no-op. Lock order: a framework's lock, then the registry's (never the other way round:
    the registry calls :func:`retry` before it takes its lock).
 4. **A failed activation is an error, and is retried.** A failure never breaks the user's
-   ``import``: it is recorded and reported as a ``RuntimeWarning`` saying how to retry.
+   ``import``: it is recorded, logged at ``ERROR`` on the ``treeclass`` logger and warned as a
+   ``RuntimeWarning``, both saying how to retry.
    :func:`retry` (at every registration) and :func:`activate_backends` (public) activate it
    again and raise :class:`~treeclass.RegistrationError` if it fails again.
 5. **Readers never trust a half-imported module**: :func:`complete`.
@@ -43,7 +44,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-import warnings
 from _thread import RLock, start_new_thread
 from collections.abc import Sequence
 from time import monotonic, sleep
@@ -51,7 +51,7 @@ from types import FrameType, ModuleType
 from typing import Any, Final
 
 from . import _registry
-from ._errors import RegistrationError
+from ._errors import RegistrationError, report_failures
 
 __all__ = [
     "FRAMEWORKS",
@@ -208,7 +208,8 @@ def activate(
     Idempotent; ``True`` once active. Does nothing (``False``) while the framework or the
     adapter is still being imported: the finder, or a waiter, activates it once they are
     done. Serialised per framework, and a concurrent caller waits for the first (rule 3). A
-    failure is recorded for :func:`retry` and reported as a ``RuntimeWarning`` (rule 4).
+    failure is recorded for :func:`retry`, logged at ``ERROR`` on the ``treeclass`` logger and
+    warned as a ``RuntimeWarning`` (rule 4).
 
     Raises:
         RegistrationError: with ``raise_errors``, instead of the warning; ``registering`` is
@@ -248,12 +249,13 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
             _FAILED[framework.name] = e
         if raise_errors:
             raise RegistrationError(_failed_again(framework, e, registering)) from e
-        warnings.warn(
-            f"treeclass could not set up its {framework.name} backend ({type(e).__name__}: "
-            f"{e}), so treeclass classes are not {framework.name} pytree nodes yet; it is "
-            "tried again at the next registration, or call treeclass.activate_backends() to "
-            "retry now.",
-            RuntimeWarning,
+        report_failures(
+            [
+                f"treeclass could not set up its {framework.name} backend ({type(e).__name__}: "
+                f"{e}), so treeclass classes are not {framework.name} pytree nodes yet; it is "
+                "tried again at the next registration, or call treeclass.activate_backends() to "
+                "retry now."
+            ],
             stacklevel=3,
         )
         return False
@@ -355,11 +357,12 @@ def activate_backends() -> tuple[str, ...]:
     """Retry every framework backend, and every class registration, that failed.
 
     treeclass sets a framework's backend up when the framework is imported, and a class's
-    registration reaches every backend set up. If something fails there (treeclass reports it
-    with a ``RuntimeWarning``), the framework keeps working but treeclass classes are not its
-    pytree nodes. Each registration tries a failed backend again, and registering a class
-    again with the same options retries it with the backends it is missing from; this does
-    both at once, for every framework and every class.
+    registration reaches every backend set up. If something fails there (treeclass logs it at
+    ``ERROR`` on the ``treeclass`` logger and warns with a ``RuntimeWarning``), the framework
+    keeps working but treeclass classes are not its pytree nodes. Each registration tries a
+    failed backend again, and registering a class again with the same options retries it with
+    the backends it is missing from; this does both at once, for every framework and every
+    class.
 
     Returns:
         The names of the frameworks treeclass mirrors its registry into, as

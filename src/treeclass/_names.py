@@ -1,11 +1,19 @@
 """Serialized names: what a usable name is, which are reserved, and who may take one over.
 
-A name is taken over only by a *re-run* of the registration that holds it: the same class
-statement executed again (a notebook cell, ``importlib.reload``). A re-run is recognised by
-the class's module and qualified name **and** by where the registration was made: the module
-whose code called the decorator or registration function, verified to be that module's own
-namespace. An impostor elsewhere can set ``__module__`` and ``__qualname__``, but its
-registration is made from its own module, so it cannot take the name (see ``docs/format.md``).
+A name is taken over only by what looks like a *re-run* of the registration that holds it:
+the same class statement executed again (a notebook cell, ``importlib.reload``). A re-run is
+recognised by the class's module and qualified name **and** by where the registration was
+made: the module whose code called the decorator or registration function, verified to be
+that module's own namespace (``sys.modules[name].__dict__``).
+
+What this guards against: a second, accidental registration of a taken name (two classes, or
+two libraries, choosing the same ``name=``), and a class defined elsewhere that copies another's
+``__module__`` and ``__qualname__`` -- both are refused with ``NameConflictError``. What it does
+not: code in the same process that runs a class statement *in the owning module's namespace*
+(``exec(source, victim.__dict__)``) or that replaces ``sys.modules[name]`` with a module of its
+own is indistinguishable from a re-run, and takes the name. Code in the same process can do
+anything the owning module can; the guard is not a security boundary between the modules of one
+process (see ``docs/format.md``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Protocol
 
 from ._codegen import release
-from ._errors import NameConflictError, RegistrationError
+from ._errors import NameConflictError, RegistrationError, report_failures
 from ._fields import is_namedtuple_class
 from ._names import BUILTIN_NAMES, Origin, check_name
 from ._nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
@@ -366,16 +366,20 @@ def activate_backend(
 
 
 def warn_missing(backend_name: str, failed: list[tuple[NodeType, Exception]]) -> None:
-    """Warn about each class a backend refused at its activation, saying how to retry."""
-    for node, e in failed:
-        warnings.warn(
+    """Report each class a backend refused at its activation, saying how to retry.
+
+    Logged at ``ERROR`` on the ``treeclass`` logger, then warned (:func:`report_failures`).
+    """
+    report_failures(
+        [
             f"treeclass could not register {node.qualname} with {backend_name} "
             f"({type(e).__name__}: {e}), so it is not a {backend_name} pytree node; "
             "register it again with the same options, or call "
-            "treeclass.activate_backends(), to retry.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+            "treeclass.activate_backends(), to retry."
+            for node, e in failed
+        ],
+        stacklevel=3,
+    )
 
 
 def _retry_missing_in(node: NodeType) -> None:

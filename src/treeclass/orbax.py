@@ -30,9 +30,16 @@ Restoring treats the directory as hostile input. The structure item is read firs
 :func:`treeclass.treespec_loads`, which imports and runs nothing by name: a class name that is
 not registered raises :class:`~treeclass.UnregisteredNameError` (naming every missing name)
 before any array is read. Every leaf description is checked (dtype names against a fixed list
-of numeric dtypes, shapes, keys); the arrays item's orbax metadata must then match them
-before orbax reads the arrays, so an edited document cannot make orbax cast or reshape what
-it reads. Nothing is unpickled.
+of numeric dtypes, shapes that a numpy array can have, keys, floats within float range); the
+arrays item's orbax metadata must then match them before orbax reads the arrays, so an edited
+document cannot make orbax cast or reshape what it reads. Nothing is unpickled. The other
+files are read by orbax (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``, tensorstore's
+OCDBT and zarr files); whatever orbax raises on an edited or damaged one (a ``RecursionError``
+from deeply nested JSON, tensorstore's ``ValueError`` on a truncated chunk) is reported as a
+:class:`~treeclass.TreespecLoadError`. What orbax and tensorstore do with those files is
+theirs to decide. Memory: the arrays take the size their metadata declares, and orbax
+compresses chunks (a 256 MiB float32 array of zeros takes about 35 KB on disk), so a small
+directory can declare large arrays; restore only checkpoints whose declared sizes you accept.
 
 Example:
     >>> import numpy as np
@@ -54,11 +61,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any, Final, cast
 
 import jax
@@ -67,7 +75,15 @@ import orbax.checkpoint as ocp
 
 import treeclass as tc
 
-from ._errors import TreeclassTypeError, TreespecLoadError, UnregisteredNameError
+from ._codegen import class_in_traceback
+from ._errors import (
+    TreeclassError,
+    TreeclassTypeError,
+    TreespecLoadError,
+    UnregisteredNameError,
+    brief,
+)
+from ._treedoc import child_entries, walk
 
 __all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
 
@@ -123,6 +139,7 @@ _ML_DTYPES: Final = frozenset(
 _ARRAY_KINDS: Final = frozenset({"jax", "numpy", "numpy-scalar"})
 _MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
+_MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its item size
 _MAX_FLOAT_TEXT: Final = 40
 _MAX_NAMES_SHOWN: Final = 20
 
@@ -346,6 +363,25 @@ def _bad(where: str, problem: str) -> TreespecLoadError:
     return TreespecLoadError(_BAD_DOCUMENT.format(path=where, problem=problem))
 
 
+@contextlib.contextmanager
+def _reading(where: str, what: str) -> Generator[None, None, None]:
+    """Whatever orbax raises while it reads ``what`` from the directory becomes a load error.
+
+    orbax parses the directory's own files (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``,
+    the OCDBT manifest and zarr metadata, the chunks) with ``json.loads``, tensorstore and its
+    own tree code: an edited file surfaces there as any exception (``RecursionError`` from
+    deep JSON, ``AttributeError`` from a field of the wrong type, tensorstore's
+    ``ValueError``). Restoring reports each as a :class:`~treeclass.TreespecLoadError`.
+    """
+    try:
+        yield
+    except TreeclassError:
+        raise
+    except Exception as e:
+        problem = f"orbax could not read {what} ({type(e).__name__}: {brief(str(e), 300)})"
+        raise _bad(where, problem) from e
+
+
 def _dtype(name: Any, where: str, label: str) -> np.dtype[Any]:
     if isinstance(name, str) and name in _NUMPY_DTYPES:
         return np.dtype(name)
@@ -379,7 +415,7 @@ def _float(text: Any) -> float | None:
         return None
     try:
         return float.fromhex(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # not hex, or beyond float range ("0x1p99999")
         return None
 
 
@@ -426,6 +462,9 @@ def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
     size = math.prod(dims)
     if size > _MAX_ELEMENTS:
         raise _bad(where, f"{label} has more than 2**62 elements")
+    if math.prod(n for n in dims if n) * dtype.itemsize > _MAX_SPAN:
+        # numpy refuses such a shape even with a zero dimension (no array can have it)
+        raise _bad(where, f"{label} has dimensions no numpy array can have")
     key: Any = desc["key"]
     expected = str(index) if size else None
     if key != expected:
@@ -455,15 +494,21 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
     return treespec, leaves
 
 
-def _leaf_labels(spec: tc.TreeSpec) -> list[str]:
-    """The key path of every leaf of ``spec``, for messages."""
-    skeleton = spec.unflatten(range(spec.num_leaves))
-    pairs = tc.tree_flatten_with_path(skeleton)[0]
-    labels = [f"leaf {i}" for i in range(spec.num_leaves)]
-    for path, index in pairs:  # a spec loaded with removed fields' leaves drops those
-        if index.__class__ is int and 0 <= index < len(labels):
-            labels[index] = f"the leaf at {_path_text(path)}"
-    return labels
+def _leaf_labels(treespec: str, count: int) -> list[str]:
+    """The key path of every leaf, for messages, read from the structure document.
+
+    Read as ``tc.load`` reads them (:mod:`treeclass._treedoc`): no class is built, so no
+    ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
+    """
+    doc: Any = json.loads(treespec)  # treespec_loads accepted it: well-formed, bounded depth
+    nodes: list[Any] = doc["nodes"]
+    entries = child_entries(nodes, doc["version"], strict=False)
+    labels = [
+        f"the leaf at {''.join(parts) or 'the root'}"
+        for i, parts, _ in walk(nodes, entries)
+        if nodes[i] is None
+    ]
+    return labels if len(labels) == count else [f"leaf {i}" for i in range(count)]
 
 
 def _metadata_tree(checkpointer: Any, path: str) -> Mapping[str, Any]:
@@ -477,6 +522,7 @@ def _metadata_tree(checkpointer: Any, path: str) -> Mapping[str, Any]:
 
 
 def _check_against_metadata(tree: Mapping[str, Any], wanted: dict[str, _Array], where: str) -> None:
+    """The stored arrays' metadata (run inside :func:`_reading`) must be what was described."""
     if set(tree) != set(wanted):
         raise _bad(where, f"its {ARRAYS_ITEM!r} item holds other arrays than it describes")
     for key, array in wanted.items():
@@ -511,8 +557,12 @@ def _leaf_value(value: Any, array: _Array, where: str, sharding: Any) -> Any:
     if array.key is None:  # no elements: rebuilt from the description alone
         empty = np.zeros(array.shape, array.dtype)
         return jax.device_put(empty, sharding) if array.kind == "jax" else empty
-    if tuple(value.shape) != array.shape or np.dtype(value.dtype) != array.dtype:
-        raise _bad(where, f"orbax restored {array.label} with another shape or dtype")
+    if (
+        not isinstance(value, (np.ndarray, jax.Array))
+        or tuple(value.shape) != array.shape
+        or value.dtype != array.dtype
+    ):
+        raise _bad(where, f"orbax restored {array.label} with another type, shape or dtype")
     if array.kind == "numpy-scalar":
         return np.asarray(value)[()]
     return value
@@ -524,8 +574,9 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
     Only the modules that define the tree's classes need to be imported (in any order, under
     any module name: classes are found by their registered names). Statics, ``None`` fields,
     tuples and lists, array shapes and dtypes, jax vs numpy arrays and Python scalar leaves
-    come back as saved. The classes are rebuilt the way unflatten rebuilds them (``__init__``
-    does not run).
+    come back as saved. The classes are rebuilt as :func:`treeclass.load` rebuilds them (by
+    the structure's ``unflatten``: without ``__init__``, unless a class was registered with
+    ``unflatten_calls_init=True``; then its ``__init__`` runs on the restored leaves only).
 
     Args:
         directory: the checkpoint directory.
@@ -539,7 +590,9 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
         UnregisteredNameError: the structure names classes not registered in this process
             (the message names them all); raised before any array is read.
         TreespecLoadError: the directory is not a treeclass.orbax checkpoint, or its
-            structure is invalid, from a newer treeclass, or does not match the stored arrays.
+            structure is invalid, from a newer treeclass, or does not match the stored arrays;
+            orbax could not read one of its files; or a class registered with
+            ``unflatten_calls_init=True`` refused the restored leaves.
 
     Example:
         >>> import numpy as np, os, tempfile
@@ -555,13 +608,11 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
         raise TreespecLoadError(_NOT_A_CHECKPOINT.format(path=where, item=STRUCTURE_ITEM))
     checkpointer = _checkpointer()
     try:
-        try:
+        with _reading(where, "it"):
             restored = checkpointer.restore(
                 path, args=ocp.args.Composite(**{STRUCTURE_ITEM: ocp.args.JsonRestore()})
             )
             raw = restored[STRUCTURE_ITEM]
-        except (ValueError, OSError, KeyError, TypeError) as e:
-            raise _bad(where, f"orbax could not read it ({type(e).__name__}: {e})") from e
         treespec, descriptions = _check_document(raw, where)
         spec = _load_spec(treespec, where)
         if len(descriptions) != spec.num_leaves:
@@ -569,25 +620,26 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
                 where,
                 f"it describes {len(descriptions)} leaves for a structure of {spec.num_leaves}",
             )
-        labels = _leaf_labels(spec)
+        labels = _leaf_labels(treespec, spec.num_leaves)
         checked = [_check_leaf(d, i, labels[i], where) for i, d in enumerate(descriptions)]
         wanted = {a.key: a for a in checked if isinstance(a, _Array) and a.key is not None}
         if sharding is None:
             sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-        stored: dict[str, Any] = {}
+        stored: Mapping[str, Any] = {}
         if wanted:
             if not os.path.isdir(os.path.join(path, ARRAYS_ITEM)):
                 raise _bad(where, f"its {ARRAYS_ITEM!r} item is missing")
-            try:
-                tree = _metadata_tree(checkpointer, path)
-            except (ValueError, OSError, KeyError, TypeError) as e:
-                raise _bad(where, f"orbax could not read the array metadata ({e})") from e
-            _check_against_metadata(tree, wanted, where)
+            with _reading(where, "the array metadata"):
+                _check_against_metadata(_metadata_tree(checkpointer, path), wanted, where)
             item, args = _restore_args(wanted, sharding)
             composite = ocp.args.Composite(
                 **{ARRAYS_ITEM: ocp.args.PyTreeRestore(item=item, restore_args=args)}
             )
-            stored = checkpointer.restore(path, args=composite)[ARRAYS_ITEM]
+            with _reading(where, "the arrays"):
+                got: Any = checkpointer.restore(path, args=composite)[ARRAYS_ITEM]
+                if not isinstance(got, Mapping):
+                    raise _bad(where, f"orbax restored its arrays as a {type(got).__name__}")
+                stored = cast("Mapping[str, Any]", got)
     finally:
         checkpointer.close()
     leaves = [
@@ -596,4 +648,25 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
         else leaf
         for leaf in checked
     ]
-    return spec.unflatten(leaves)
+    return _rebuild(spec, leaves, where)
+
+
+def _rebuild(spec: tc.TreeSpec, leaves: list[Any], where: str) -> Any:
+    """``spec.unflatten(leaves)``, as ``tc.load`` rebuilds; a class refusing them is a load error.
+
+    A class registered with ``unflatten_calls_init=True`` runs its ``__init__`` (and
+    ``__post_init__``) on the restored leaves; an edited scalar leaf it refuses is reported
+    as the checkpoint's fault, naming the class.
+    """
+    try:
+        return spec.unflatten(leaves)
+    except TreeclassError:
+        raise
+    except Exception as e:
+        cls = class_in_traceback(e)
+        node = "a node" if cls is None else f"a {cls.__module__}.{cls.__qualname__} node"
+        raise _bad(
+            where,
+            f"rebuilding {node} from the restored leaves raised {type(e).__name__}: "
+            f"{brief(str(e), 300)}",
+        ) from e
