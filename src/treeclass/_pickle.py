@@ -55,9 +55,15 @@ import copyreg
 from _thread import RLock
 from collections.abc import Callable
 from typing import Any, Final
+from weakref import WeakKeyDictionary
 
 from ._codegen import compile_function
-from ._errors import StructureMismatchError, UnnamedClassError, UnregisteredNameError
+from ._errors import (
+    StructureMismatchError,
+    TreespecLoadError,
+    UnnamedClassError,
+    UnregisteredNameError,
+)
 from ._fields import is_namedtuple_class
 from ._nodes import NodeType
 from ._registry import class_for_name, registered_node
@@ -322,9 +328,35 @@ def _find_by_path(module: str, qualname: str) -> type:
     return obj
 
 
+# The rebuilders of classes whose reducer is not installed (found by module path, or
+# registered without a name): one per class, so that each class compiles its rebuild once and
+# loading stays linear in the number of instances (weak: such classes may go away).
+_UNINSTALLED: WeakKeyDictionary[type, _Rebuilder] = WeakKeyDictionary()
+
+
 def _rebuilder(cls: type, name: str) -> _Rebuilder:
+    """The one rebuilder of ``cls``; refuses a class registered with ``pickle_by_name=False``.
+
+    Raises:
+        TreespecLoadError: ``cls`` is registered with ``pickle_by_name=False``, so no
+            pickle of it is rebuilt by name (only a crafted one names it).
+    """
     mine = _ours(copyreg.dispatch_table.get(cls))
-    return mine if mine is not None else _Rebuilder(cls, name)
+    if mine is not None:
+        return mine
+    node = registered_node(cls)
+    if node is not None and not node.pickle_by_name:
+        raise TreespecLoadError(
+            f"this pickle asks to rebuild {cls.__module__}.{cls.__qualname__} by the name "
+            f"{name!r}, but the class is registered with pickle_by_name=False: its instances "
+            "are pickled by module path, never by name, so only a crafted file names it this "
+            "way; refusing to build it. Re-save the object with the class as it is now."
+        )
+    with _LOCK:
+        rebuilder = _UNINSTALLED.get(cls)
+        if rebuilder is None:
+            rebuilder = _UNINSTALLED[cls] = _Rebuilder(cls, name)
+        return rebuilder
 
 
 def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
