@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -273,9 +272,7 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     (root / "saved").mkdir()
     (root / "v1" / "evo_v1.py").write_text(textwrap.dedent(V1))
     (root / "v2" / "evo_v2.py").write_text(textwrap.dedent(V2))
-    saved = run_script(
-        SAVE, str(root / "saved"), timeout=900, env={"PYTHONPATH": str(root / "v1")}
-    )
+    saved = run_script(SAVE, str(root / "saved"), timeout=900, env={"PYTHONPATH": str(root / "v1")})
     assert saved.report() == "saved"
     (root / "v1" / "evo_v1.py").unlink()  # version 1 is gone
     loaded = run_script(
