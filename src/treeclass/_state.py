@@ -391,7 +391,7 @@ def _from_fields(
         )
     evolution = info.evolution
     renames = {} if evolution is None else evolution.renames
-    removed = frozenset() if evolution is None else evolution.removed
+    removed: frozenset[str] = frozenset() if evolution is None else evolution.removed
     migrates = evolution is not None and evolution.migrate is not None
     data_fields, static_fields = info.data_fields, info.static_fields
     data_names: list[str] = []
