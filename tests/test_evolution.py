@@ -683,7 +683,11 @@ def test_removed_fields_through_jax_export() -> None:
     blob = jax.export.export(jax.jit(lambda c: c))(BeforeWithCache(jnp.zeros(1), jnp.ones(1)))
     data = bytes(blob.serialize()).replace((old + "C").encode(), (new + "C").encode())
     make_cfg(new + "C")
-    with pytest.raises(tc.TreespecLoadError, match=r"removed field\(s\) \['cache'\] as children"):
+    with pytest.raises(
+        tc.TreespecLoadError,
+        match=r"takes the removed field\(s\) \['cache'\] of .*Cfg as input \(their leaves are "
+        r"arguments of the compiled program\)",
+    ):
         jax.export.deserialize(bytearray(data))
 
 
@@ -897,3 +901,40 @@ def test_treeclass_orbax_restores_old_names_and_drops_removed_fields(tmp_path: P
     got = tco.restore(ckpt)["s"]
     assert type(got) is After and got.width == 5
     assert got.x.tolist() == [1.0, 1.0] and got.hidden.tolist() == [2.0]
+
+
+# --- PytreeNode class keywords (issue 17) ------------------------------------------------------
+
+
+def test_a_subclass_of_a_frozen_pytree_node_is_frozen() -> None:
+    class Base(tc.PytreeNode, frozen=True):
+        x: float
+
+    class Child(Base):
+        y: float = 0.0
+
+    child = Child(1.0, 2.0)
+    with pytest.raises(AttributeError):
+        child.x = 3.0  # type: ignore[misc]
+    assert tc.tree_leaves(child) == [1.0, 2.0]
+
+    class Loose(tc.PytreeNode):
+        x: float
+
+    class LooseChild(Loose):
+        pass
+
+    loose = LooseChild(1.0)
+    loose.x = 2.0
+    assert loose.x == 2.0
+
+
+def test_a_misspelled_pytree_node_keyword_is_named() -> None:
+    with pytest.raises(
+        tc.TreeclassTypeError,
+        match=r"Typo got the class keyword\(s\) \['frozne'\], which PytreeNode does not take.*"
+        r"the class keywords are \[.*'frozen'.*\]",
+    ):
+
+        class Typo(tc.PytreeNode, frozne=True):  # type: ignore[call-arg]
+            x: float

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 import attrs
 import pytest
 from _fresh import run_fresh
+from _subproc import run_script
 
 import treeclass as tc
 from treeclass import _pickle
@@ -175,9 +176,25 @@ def test_the_pickled_state_is_exactly_the_fields_pickled_by_pickle() -> None:
     ops = [op.name for op, _, _ in pickletools.genops(pickle.dumps(obj, protocol=4))]
     assert "TUPLE2" in ops
     assert b'"tuple"' not in pickle.dumps(obj)
-    # A static value with no JSON form pickles too.
-    weird = Plain(1, tag=frozenset({1j}))  # type: ignore[arg-type]
-    assert pickle.loads(pickle.dumps(weird)).tag == frozenset({1j})
+
+    # A static value with no JSON form pickles too (the field allows it).
+    @tc.pytree_dataclass(name="tests.pbn.AnyStatic")
+    class AnyStatic:
+        x: Any
+        tag: Any = tc.field(static=True, default="t")
+
+    weird = AnyStatic(1, tag=frozenset({1j}))
+    assert copyreg.dispatch_table[AnyStatic](weird)[1][3]["tag"] == frozenset({1j})
+    assert _pickle.rebuild_by_name(*copyreg.dispatch_table[AnyStatic](weird)[1]).tag == frozenset(
+        {1j}
+    )
+    # One its annotation refuses is refused when pickled: no loader would read it back.
+    with pytest.raises(
+        tc.UnserializableStaticError,
+        match=r"cannot save static field 'tag' of .*Plain: the value is a frozenset, but the "
+        r"field is str; every loader refuses such a value",
+    ):
+        pickle.dumps(Plain(1, tag=frozenset({1j})))  # type: ignore[arg-type]
 
 
 def test_the_global_and_the_name_are_stored_once_per_stream() -> None:
@@ -315,9 +332,9 @@ def test_fields_that_changed_are_a_clear_error() -> None:
     tampered = data.replace(b"\x8c\x01x", b"\x8c\x01z")  # the field name 'x' -> 'z'
     assert tampered != data
     with pytest.raises(
-        tc.StructureMismatchError,
-        match=r"registered as 'tests\.pbn\.Fallback' has the fields \['tag', 'z'\], but "
-        r".*Fallback has \['tag', 'x'\]; the class changed",
+        tc.TreespecLoadError,
+        match=r"of .*Fallback names the field 'z', which the class no longer has \(its fields "
+        r"are \['x', 'tag'\]\); if it was renamed, give the field aliases=",
     ):
         pickle.loads(tampered)
 
@@ -475,3 +492,105 @@ def test_torch_weights_only_loading_rebuilds_by_name_and_never_imports(tmp_path:
             dst.writestr(info, data)
     with pytest.raises(Exception, match=r"tests.pbn.Frozzz.*never imports by module path"):
         torch.load(tmp_path / "n.pt", weights_only=True)
+
+
+# --- the by-name global is no way around pickle_by_name=False (issue 16) ----------------------
+
+
+def test_rebuild_by_name_refuses_a_class_registered_with_pickle_by_name_false(uname: str) -> None:
+    @tc.pytree_dataclass(name=uname, pickle_by_name=False)
+    class OptedOut:
+        x: Any
+
+    for rebuild in (_pickle.rebuild_by_name, _pickle.rebuild_registered):
+        with pytest.raises(
+            tc.TreespecLoadError,
+            match=rf"rebuild .*OptedOut by the name '{uname}', but the class is registered "
+            r"with pickle_by_name=False: its instances are pickled by module path",
+        ):
+            rebuild(uname, __name__, OptedOut.__qualname__, {"x": 1})
+
+
+def test_torch_weights_only_refuses_a_crafted_pickle_of_an_opted_out_class(
+    tmp_path: Path,
+) -> None:
+    torch = pytest.importorskip("torch")
+    _crafted_load_script = f"""
+        import io, json, pickle, sys
+        import torch
+        import treeclass as tc
+        from treeclass import _pickle
+
+        @tc.pytree_dataclass(name="tests.pbn.OptedOut", pickle_by_name=False)
+        class OptedOut:
+            x: float
+
+        class Crafty(pickle.Pickler):
+            def reducer_override(self, obj):
+                if type(obj) is OptedOut:
+                    return _pickle.rebuild_by_name, (
+                        "tests.pbn.OptedOut", "__main__", "OptedOut", {{"x": obj.x}}
+                    )
+                return NotImplemented
+
+        path = {str(tmp_path / "c.pt")!r}
+        torch.save([1.0], path)  # a real archive; its pickle is swapped below
+        import zipfile
+        buf = io.BytesIO()
+        Crafty(buf, protocol=2).dump([OptedOut(1.0)])
+        with zipfile.ZipFile(path) as src:
+            items = [(i, src.read(i)) for i in src.infolist()]
+        with zipfile.ZipFile(path, "w") as dst:
+            for info, data in items:
+                dst.writestr(info, buf.getvalue() if info.filename.endswith("data.pkl") else data)
+        try:
+            torch.load(path, weights_only=True)
+        except Exception as e:
+            print(json.dumps(str(e)))
+        else:
+            print(json.dumps("loaded"))
+    """
+    del torch
+    out = run_script(_crafted_load_script, timeout=120).report()
+    assert "registered with pickle_by_name=False" in out, out
+
+
+def test_rebuilding_is_linear_one_rebuilder_per_class(tmp_path: Path) -> None:
+    """Each class compiles its rebuild once: loading N instances of a class found by module path
+    (no reducer installed) takes linear time and adds one linecache entry, not one per
+    instance (which made loading quadratic). 200,000 instances: seconds when linear, hours
+    when each compiles a function."""
+    (tmp_path / "pbn_linear_mod.py").write_text(
+        textwrap.dedent(
+            """
+            import treeclass as tc
+
+            @tc.pytree_dataclass
+            class Unnamed:
+                x: float
+                s: str = tc.field(static=True, default="a")
+            """
+        )
+    )
+    script = """
+        import io, json, linecache, pickle
+        import pbn_linear_mod as m
+        from treeclass import _pickle
+
+        class Crafty(pickle.Pickler):
+            def reducer_override(self, obj):
+                if type(obj) is m.Unnamed:
+                    return _pickle.rebuild_by_name, (
+                        "nobody.Unnamed", m.__name__, "Unnamed", {"x": obj.x, "s": obj.s}
+                    )
+                return NotImplemented
+
+        buf = io.BytesIO()
+        Crafty(buf).dump([m.Unnamed(float(i)) for i in range(200_000)])
+        before = len(linecache.cache)
+        back = pickle.loads(buf.getvalue())
+        assert back[-1] == m.Unnamed(199_999.0), back[-1]
+        print(json.dumps(len(linecache.cache) - before))
+    """
+    out = run_script(script, timeout=240, env={"PYTHONPATH": str(tmp_path)})
+    assert out.report() <= 2, out.stdout

@@ -81,18 +81,18 @@ def test_the_class_own_values_load() -> None:
         (
             "s",
             [1],
-            r"static field 's' of .*Frozen: the document gives a list, but the field is str",
+            r"static field 's' of .*Frozen: the value is a list, but the field is str",
         ),
-        ("s", 3, r"gives a int, but the field is str"),
-        ("n", "1", r"static field 'n'.*gives a str, but the field is int"),
-        ("f", "x", r"static field 'f'.*gives a str, but the field is float"),
-        ("b", 0, r"static field 'b'.*gives a int, but the field is bool"),
-        ("t", [1, 2], r"static field 't'.*gives a list, but the field is tuple\[int, \.\.\.\]"),
-        ("fs", ["a"], r"static field 'fs'.*gives a list"),
-        ("o", 1, r"static field 'o'.*gives a int"),
-        ("u", 1.5, r"static field 'u'.*gives a float"),
+        ("s", 3, r"value is a int, but the field is str"),
+        ("n", "1", r"static field 'n'.*value is a str, but the field is int"),
+        ("f", "x", r"static field 'f'.*value is a str, but the field is float"),
+        ("b", 0, r"static field 'b'.*value is a int, but the field is bool"),
+        ("t", [1, 2], r"static field 't'.*value is a list, but the field is tuple\[int, \.\.\.\]"),
+        ("fs", ["a"], r"static field 'fs'.*value is a list"),
+        ("o", 1, r"static field 'o'.*value is a int"),
+        ("u", 1.5, r"static field 'u'.*value is a float"),
         ("lit", "z", r"static field 'lit'.*'z' is not one of the field's values"),
-        ("mode", "train", r"static field 'mode'.*gives a str"),
+        ("mode", "train", r"static field 'mode'.*value is a str"),
         ("anything", [[1]], r"static field 'anything'.*unhashable list.*hashable"),
     ],
 )
@@ -107,7 +107,7 @@ def test_unhashable_statics_of_unhashable_classes_load() -> None:
     obj = Mutable(1.0, [1, 2])
     spec = tc.treespec_loads(tc.treespec_dumps(tc.tree_structure(obj)))
     assert spec.unflatten([2.0]) == Mutable(2.0, [1, 2])
-    with pytest.raises(tc.TreespecLoadError, match=r"static field 'items'.*gives a tuple"):
+    with pytest.raises(tc.TreespecLoadError, match=r"static field 'items'.*value is a tuple"):
         tc.treespec_loads(tamper(obj, "items", {"tuple": [1]}))
 
 
@@ -148,7 +148,7 @@ def test_every_loader_checks() -> None:
     text = pt.treespec_dumps(pt.tree_structure(Frozen(1.0)))
     forged = text.replace('\\"s\\":\\"a\\"', '\\"s\\":[1]')
     assert forged != text
-    with pytest.raises(tc.TreespecLoadError, match=r"static field 's'.*gives a list"):
+    with pytest.raises(tc.TreespecLoadError, match=r"static field 's'.*value is a list"):
         pt.treespec_loads(forged)
     jax = pytest.importorskip("jax")
     blob = jax.export.export(jax.jit(lambda f: f))(Frozen(jax.numpy.ones(2))).serialize()

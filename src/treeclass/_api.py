@@ -13,7 +13,12 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, TypeVar, overload
 
 from . import _pickle
-from ._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError
+from ._errors import (
+    NotAPytreeClassError,
+    RegistrationError,
+    RegistrationTypeError,
+    TreeclassTypeError,
+)
 from ._fields import (
     ALIASES_KEY,
     MISSING,
@@ -586,6 +591,28 @@ def register_dataclass(
     return cls
 
 
+_NODE_KEYWORDS: Final = frozenset(
+    (
+        "name",
+        "aliases",
+        "removed_fields",
+        "migrate",
+        "return_none_fields",
+        "unflatten_calls_init",
+        "override",
+        "pickle_by_name",
+        "init",
+        "repr",
+        "eq",
+        "order",
+        "unsafe_hash",
+        "frozen",
+        "match_args",
+        "kw_only",
+    )
+)
+
+
 @dataclass_transform(field_specifiers=(field, dataclasses.field, dataclasses.Field))
 class PytreeNode:
     """A base class that makes every subclass a :func:`pytree_dataclass`, typed ``replace``.
@@ -595,7 +622,8 @@ class PytreeNode:
     keywords of :func:`pytree_dataclass` (all but ``slots``), as ``flax.struct.PyTreeNode`` is
     to ``flax.struct.dataclass``. Type checkers then know :meth:`replace` too (they cannot see a
     method a decorator adds; for decorated classes, use :func:`treeclass.replace`). A subclass
-    of a subclass is a pytree dataclass of its own (give it its own ``name=``).
+    of a subclass is a pytree dataclass of its own (give it its own ``name=``); it is frozen
+    when its base is, unless it says ``frozen=`` itself.
 
     Example:
         >>> import treeclass as tc
@@ -625,12 +653,27 @@ class PytreeNode:
         eq: bool = True,
         order: bool = False,
         unsafe_hash: bool = False,
-        frozen: bool = False,
+        frozen: bool | None = None,
         match_args: bool = True,
         kw_only: bool = False,
         **kwargs: Any,
     ) -> None:
-        super().__init_subclass__(**kwargs)
+        if kwargs:
+            try:
+                super().__init_subclass__(**kwargs)
+            except TypeError as e:
+                raise TreeclassTypeError(
+                    f"{cls.__qualname__} got the class keyword(s) {sorted(kwargs)!r}, which "
+                    f"PytreeNode does not take (nor does another base class: {e}); the class "
+                    f"keywords are {sorted(_NODE_KEYWORDS)!r}."
+                ) from None
+        else:
+            super().__init_subclass__()
+        if frozen is None:  # as the base is (a frozen base cannot have a non-frozen subclass)
+            frozen = any(
+                getattr(vars(base).get("__dataclass_params__"), "frozen", False)
+                for base in cls.__mro__[1:]
+            )
         made = dataclasses.dataclass(
             cls,
             init=init,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._errors import TreespecLoadError, brief
+from ._errors import TreespecLoadError, UnserializableStaticError, brief
 from ._fields import MISSING, ClassInfo, describe
 
 __all__ = ["field_checks", "static_check"]
@@ -109,7 +109,7 @@ def _kind_check(
         ):
             return None
         if type(value) not in accepted and not isinstance(value, accepted):
-            return f"the document gives a {type(value).__name__}, but the field is {label}"
+            return f"the value is a {type(value).__name__}, but the field is {label}"
         if literals is not None and value not in literals:
             return f"{brief(value, 60)} is not one of the field's values {brief(literals, 80)}"
         return None
@@ -122,8 +122,8 @@ def _hashable_check(value: Any) -> str | None:
         hash(value)
     except TypeError:
         return (
-            f"the document gives an unhashable {type(value).__name__}, but instances of the "
-            "class are hashable (a class could not have held it)"
+            f"the value is an unhashable {type(value).__name__}, but instances of the class "
+            "are hashable (so the class cannot hold it)"
         )
     return None
 
@@ -173,14 +173,31 @@ def field_checks(cls: type, names: tuple[str, ...]) -> tuple[tuple[str, Check], 
     return tuple(out)
 
 
+def _refusal(label: str, name: str, problem: str, writing: bool) -> Exception:
+    """The error of a refused static value: the same reason when writing and loading."""
+    if writing:
+        return UnserializableStaticError(
+            f"cannot save static field {name!r} of {label}: {problem}; every loader refuses "
+            "such a value, so the file could never be read back. Store a value the field's "
+            "annotation (and the class) allows."
+        )
+    return TreespecLoadError(
+        f"cannot load static field {name!r} of {label}: {problem}; the document was not "
+        "written by this class, or was edited."
+    )
+
+
 def static_check(
     info: ClassInfo,
-) -> Callable[[tuple[Any, ...], frozenset[str] | None], None] | None:
-    """The check of a class's loaded static values (in field order), or ``None`` if none.
+) -> Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None:
+    """The check of a class's static values (in field order), or ``None`` if none.
 
-    ``check(values, saved)`` checks the values of the fields in ``saved`` (``None``: every
-    field; the others were filled in from the class's own defaults) and raises
-    :class:`~treeclass.TreespecLoadError` naming the class and the field.
+    The one rule of what a static value may be, beyond its JSON form: every loader runs it on
+    the values it loads, and every writer on the values it writes (so that nothing is written
+    that no loader reads back). ``check(values, saved, writing)`` checks the values of the
+    fields in ``saved`` (``None``: every field; the others were filled in from the class's own
+    defaults) and raises :class:`~treeclass.TreespecLoadError` naming the class and the field,
+    or, when ``writing``, :class:`~treeclass.UnserializableStaticError` with the same reason.
     """
     statics = info.static_fields
     if not statics:
@@ -224,7 +241,7 @@ def static_check(
     label = info.qualname
     plan = tuple(checks)  # a tuple: the closure never sees a later change
 
-    def check(values: tuple[Any, ...], saved: frozenset[str] | None) -> None:
+    def check(values: tuple[Any, ...], saved: frozenset[str] | None, writing: bool) -> None:
         for i, name, of_field, quick in plan:
             if quick is not None and values[i].__class__ in quick:
                 continue
@@ -233,9 +250,6 @@ def static_check(
             for field_check in of_field:
                 problem = field_check(values[i])
                 if problem is not None:
-                    raise TreespecLoadError(
-                        f"cannot load static field {name!r} of {label}: {problem}; the "
-                        "document was not written by this class, or was edited."
-                    )
+                    raise _refusal(label, name, problem, writing)
 
     return check

@@ -55,9 +55,15 @@ import copyreg
 from _thread import RLock
 from collections.abc import Callable
 from typing import Any, Final
+from weakref import WeakKeyDictionary
 
 from ._codegen import compile_function
-from ._errors import StructureMismatchError, UnnamedClassError, UnregisteredNameError
+from ._errors import (
+    StructureMismatchError,
+    TreespecLoadError,
+    UnnamedClassError,
+    UnregisteredNameError,
+)
 from ._fields import is_namedtuple_class
 from ._nodes import NodeType
 from ._registry import class_for_name, registered_node
@@ -138,8 +144,11 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     ``slow``, which checks the fields and raises if they differ.
     """
     node = registered_node(cls)
-    if node is None or node.kind == "namedtuple" or node.info is None:
+    if node is None or node.kind == "namedtuple" or node.info is None or node.codec is None:
         return slow
+    evolution = node.info.evolution
+    if evolution is not None and evolution.migrate is not None:
+        return slow  # the hook runs on every pickled object, as on every saved state
     data, statics = node.data_fields, node.static_fields
     ind = "    "
     lines = ["def rebuild(state):", f"{ind}try:"]
@@ -151,8 +160,12 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     lines.append(f"{ind * 2}return _slow(state)")
     aux = "(" + "".join(f"s{i}, " for i in range(len(statics))) + ")"
     children = "[" + ", ".join(f"v{i}" for i in range(len(data))) + "]"
+    if statics:  # what every reader checks (treeclass._kinds.static_check)
+        lines.append(f"{ind}aux = {aux}")
+        lines.append(f"{ind}_check(aux, None, False)")
+        aux = "aux"
     lines.append(f"{ind}return _unflatten({aux}, {children})")
-    namespace = {"_slow": slow, "_unflatten": node.unflatten}
+    namespace = {"_slow": slow, "_unflatten": node.unflatten, "_check": node.codec.check_statics}
     source = "\n".join(lines) + "\n"
     return compile_function(cls, "unpickle", source, namespace, "rebuild")
 
@@ -182,6 +195,11 @@ class _Rebuilder:
 
     def _checked(self, state: dict[str, Any]) -> Any:
         plan = self.plan()
+        node = registered_node(self.cls)
+        codec = None if node is None else node.codec
+        if codec is not None and codec.from_fields is not None:
+            # The class's evolution and static checks: the same as every other loader's.
+            return plan.rebuild(codec.from_fields(state))
         if not isinstance(state, dict) or tuple(state) != plan.fields:
             self._check_fields(state, plan)
         return plan.rebuild(state)
@@ -243,13 +261,20 @@ def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
     node = registered_node(cls)
     # A registered class knows when it is superseded; one installed by hand is asked by name.
     superseded = "_node.superseded" if node is not None else "_rebuilder.superseded()"
+    check = ""
+    if node is not None and node.codec is not None and node.static_fields:
+        # What every reader refuses is never written (treeclass._kinds.static_check).
+        statics = "".join(f"obj.{f}, " for f in node.static_fields)
+        check = f"    _check(({statics}), None, True)\n"
     source = (
         "def reduce(obj):\n"
         f"    if {superseded}:\n"
         f"        return _rebuilder, ({{{items}}},)\n"
+        f"{check}"
         f"    return _by_name, (_name, _module, _qualname, {{{items}}})\n"
     )
     namespace = {
+        "_check": None if node is None or node.codec is None else node.codec.check_statics,
         "_rebuilder": rebuilder,
         "_node": node,
         "_by_name": rebuild_by_name,
@@ -322,9 +347,35 @@ def _find_by_path(module: str, qualname: str) -> type:
     return obj
 
 
+# The rebuilders of classes whose reducer is not installed (found by module path, or
+# registered without a name): one per class, so that each class compiles its rebuild once and
+# loading stays linear in the number of instances (weak: such classes may go away).
+_UNINSTALLED: WeakKeyDictionary[type, _Rebuilder] = WeakKeyDictionary()
+
+
 def _rebuilder(cls: type, name: str) -> _Rebuilder:
+    """The one rebuilder of ``cls``; refuses a class registered with ``pickle_by_name=False``.
+
+    Raises:
+        TreespecLoadError: ``cls`` is registered with ``pickle_by_name=False``, so no
+            pickle of it is rebuilt by name (only a crafted one names it).
+    """
     mine = _ours(copyreg.dispatch_table.get(cls))
-    return mine if mine is not None else _Rebuilder(cls, name)
+    if mine is not None:
+        return mine
+    node = registered_node(cls)
+    if node is not None and not node.pickle_by_name:
+        raise TreespecLoadError(
+            f"this pickle asks to rebuild {cls.__module__}.{cls.__qualname__} by the name "
+            f"{name!r}, but the class is registered with pickle_by_name=False: its instances "
+            "are pickled by module path, never by name, so only a crafted file names it this "
+            "way; refusing to build it. Re-save the object with the class as it is now."
+        )
+    with _LOCK:
+        rebuilder = _UNINSTALLED.get(cls)
+        if rebuilder is None:
+            rebuilder = _UNINSTALLED[cls] = _Rebuilder(cls, name)
+        return rebuilder
 
 
 def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:

@@ -154,9 +154,21 @@ class StateCodec:
             the names its children have today (after the migration hook and renames; removed
             fields keep theirs), or ``None`` for a state too malformed to say; ``None`` for
             other classes, whose children are named as the state says.
+        check_statics: ``(values, saved, writing)``: the class's check of its static values
+            (see :func:`treeclass._kinds.static_check`), which every writer and reader runs.
+        from_fields: the ``{field: value}`` of an instance pickled by any version of the
+            class -> today's ``{field: value}`` (the same evolution as ``load``).
     """
 
-    __slots__ = ("child_names", "getstate", "load", "torch_getstate", "torch_setstate")
+    __slots__ = (
+        "check_statics",
+        "child_names",
+        "from_fields",
+        "getstate",
+        "load",
+        "torch_getstate",
+        "torch_setstate",
+    )
 
     def __init__(
         self,
@@ -165,12 +177,16 @@ class StateCodec:
         torch_getstate: GetState,
         torch_setstate: SetState,
         child_names: Callable[[Any], list[str] | None] | None = None,
+        check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None,
+        from_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.getstate = getstate
         self.load = load
         self.torch_getstate = torch_getstate
         self.torch_setstate = torch_setstate
         self.child_names = child_names
+        self.check_statics = check_statics
+        self.from_fields = from_fields
 
 
 def make_state_codec(
@@ -204,7 +220,26 @@ def make_state_codec(
                 return _unserializable(label, f"static field {s!r}", value, e)
         return UnserializableStaticError(f"the static fields of {label} cannot be serialized.")
 
+    # What the class could have produced (annotations, hashability, attrs validators):
+    # worked out on first use, since annotations may name things defined after the class.
+    checker: list[Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None] = []
+
+    def check_statics(
+        values: tuple[Any, ...], saved: frozenset[str] | None = None, writing: bool = False
+    ) -> None:
+        """Refuse static values the class cannot hold (``saved``: the ones to check)."""
+        if checker:
+            check = checker[0]
+        else:
+            from ._kinds import static_check
+
+            check = static_check(info)
+            checker.append(check)
+        if check is not None:
+            check(values, saved, writing)
+
     def encode(values: tuple[Any, ...]) -> dict[str, Any]:
+        check_statics(values, None, True)  # what no loader would read back is never written
         try:
             return {s: encode_static(values[i]) for i, s in static_order}
         except (Unencodable, RecursionError):
@@ -246,21 +281,9 @@ def make_state_codec(
                     pass  # the checked path names the culprit
         return None
 
-    # What the class could have produced (annotations, hashability, attrs validators):
-    # worked out on first load, since annotations may name things defined after the class.
-    checker: list[Callable[[tuple[Any, ...], frozenset[str] | None], None] | None] = []
-
     def checked(values: tuple[Any, ...], saved: frozenset[str] | None = None) -> tuple[Any, ...]:
         """``values`` after checking those the document gave (``saved``: all of them)."""
-        if checker:
-            check = checker[0]
-        else:
-            from ._kinds import static_check
-
-            check = static_check(info)
-            checker.append(check)
-        if check is not None:
-            check(values, saved)
+        check_statics(values, saved, False)
         return values
 
     def load(state: Any) -> tuple[Any, tuple[bool, ...] | None]:
@@ -290,11 +313,23 @@ def make_state_codec(
         return (tuple(n for n in data if n in absent), *values)
 
     evolution = info.evolution
-    if evolution is None:
-        return StateCodec(getstate, load, torch_getstate, torch_setstate)
+    evolve = None if evolution is None else _evolver(info, evolution, name)
+
+    def from_fields(fields: dict[str, Any]) -> dict[str, Any]:
+        return _from_fields(info, evolve, fields, check_statics)
+
+    if evolve is None or evolution is None:
+        return StateCodec(
+            getstate,
+            load,
+            torch_getstate,
+            torch_setstate,
+            None,
+            check_statics,
+            from_fields,
+        )
 
     # The class says how it evolved: earlier states go through ``evolve`` first.
-    evolve = _evolver(info, evolution, name)
     migrates = evolution.migrate is not None
     index = {f: i for i, f in enumerate(data)}
 
@@ -302,17 +337,19 @@ def make_state_codec(
         if not migrates:
             values = fast(state)
             if values is not None:
-                return values, None
+                return checked(values), None
         today, children = evolve(state)
         if children is None or len(children) == len(today["data"]):
             return load(today)
         absent, values = _checked(info, today)
+        values = checked(values, frozenset(today["static"]))
         return values, _layout(children, absent, data, index)
 
     def evolved_torch_setstate(state: Any) -> Any:
         if not migrates:
             values = fast(state)
             if values is not None:
+                values = checked(values)
                 return ((), *values) if torch_skips else values
         today, children = evolve(state)
         if children is not None and len(children) != len(today["data"]):
@@ -322,7 +359,93 @@ def make_state_codec(
     def child_names(state: Any) -> list[str] | None:
         return evolve(state)[1]
 
-    return StateCodec(getstate, evolved_load, torch_getstate, evolved_torch_setstate, child_names)
+    return StateCodec(
+        getstate,
+        evolved_load,
+        torch_getstate,
+        evolved_torch_setstate,
+        child_names,
+        check_statics,
+        from_fields,
+    )
+
+
+def _from_fields(
+    info: ClassInfo,
+    evolve: Callable[[Any], tuple[Any, list[str] | None]] | None,
+    fields: dict[str, Any],
+    check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None],
+) -> dict[str, Any]:
+    """Today's ``{field: value}`` of an instance pickled as ``fields`` by a version of the class.
+
+    The same evolution as a saved state's (the two share :func:`_evolver` and
+    :func:`_checked`): the pickled fields are sorted into a state (data fields by name, static
+    values as they are, or encoded when the class has a ``migrate=`` hook, which takes the
+    JSON state), evolved, checked, and the data values follow their fields' names (by position
+    through a hook). Unlike a structure, a pickle can take a new data field with any default.
+    """
+    label = info.qualname
+    if fields.__class__ is not dict:
+        raise TreespecLoadError(
+            f"the pickled fields of {label} must be a dict of field names, got {brief(fields, 80)}."
+        )
+    evolution = info.evolution
+    renames = {} if evolution is None else evolution.renames
+    removed: frozenset[str] = frozenset() if evolution is None else evolution.removed
+    migrates = evolution is not None and evolution.migrate is not None
+    data_fields, static_fields = info.data_fields, info.static_fields
+    data_names: list[str] = []
+    static: dict[str, Any] = {}
+    for n, value in fields.items():
+        if n.__class__ is not str:
+            raise TreespecLoadError(
+                f"the pickled fields of {label} name a field {brief(n, 60)}, which is not a string."
+            )
+        today = renames.get(n, n)
+        if today in data_fields or (n in removed and not migrates):
+            data_names.append(n)
+        elif today in static_fields:
+            static[n] = value
+        elif migrates:  # a field the hook knows about: JSON-safe values are static ones
+            try:
+                encode_static(value)
+            except (Unencodable, RecursionError):
+                data_names.append(n)
+            else:
+                static[n] = value
+        else:
+            static[n] = value  # not a field: _checked names it
+    if migrates:
+        static = {k: encode_for(label, f"static field {k!r}", v) for k, v in static.items()}
+    state = {"data": data_names, "none": [], "static": static}
+    children: list[str] | None = data_names
+    if evolve is not None:
+        state, children = evolve(state)
+    data_values = [fields[n] for n in data_names]
+    if state.__class__ is dict and _str_list(state.get("data")):
+        # A pickle holds its fields by name: their order is not the class's business.
+        order = {f: i for i, f in enumerate(data_fields)}
+        state["data"] = sorted(state["data"], key=lambda f: order.get(f, -1))
+    if children is None or len(children) != len(data_values):
+        raise TreespecLoadError(
+            f"the migrate hook of {label} returned a state whose data fields "
+            f"{brief(state.get('data') if state.__class__ is dict else state, 120)} do not "
+            f"match the pickled object's {data_names!r} one for one; a hook may rename data "
+            "fields but not add or remove them (use removed_fields= and defaults for that)."
+        )
+    _, values = _checked(info, state, raw=not migrates, fill_data=True)
+    check_statics(values, frozenset(state["static"]), False)
+    by_name = dict(zip(children, data_values))
+    out: dict[str, Any] = {}
+    statics = iter(values)
+    for f in info.fields:
+        if f.static:
+            out[f.name] = next(statics)
+        elif f.name in by_name:
+            out[f.name] = by_name[f.name]
+        else:
+            out[f.name] = f.make_default() if f.has_default else None
+    return out
 
 
 def _cannot_drop(label: str, children: list[str], kept: list[str], what: str) -> TreespecLoadError:
@@ -471,11 +594,15 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
     return getstate, setstate
 
 
-def _checked(info: ClassInfo, state: Any) -> tuple[set[str], tuple[Any, ...]]:
+def _checked(
+    info: ClassInfo, state: Any, *, raw: bool = False, fill_data: bool = False
+) -> tuple[set[str], tuple[Any, ...]]:
     """Load any state a version of the class may have written, or raise clearly.
 
     Returns the data fields the document does not hold as children (saved as ``None``, or new
-    fields whose default is ``None``) and the static values.
+    fields whose default is ``None``) and the static values. ``raw``: the static values are
+    values already (a pickle's), not their JSON form. ``fill_data``: a new data field with
+    any default loads (a pickle's caller fills it in; a structure's children are fixed).
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
@@ -533,17 +660,25 @@ def _checked(info: ClassInfo, state: Any) -> tuple[set[str], tuple[Any, ...]]:
     for name in data_fields:
         if name in nones or name in data:
             continue
-        if info.field(name).default is not None:
+        if not fill_data and info.field(name).default is not None:
             raise TreespecLoadError(
                 f"{label} has a data field {name!r} that the saved auxdata does not have, and "
-                "it cannot be filled in (its default is not None); only a new data field whose "
+                "it cannot be filled in (its default is not None): a saved structure (and a "
+                "compiled program) has a fixed set of leaves, so only a new data field whose "
                 "default is None loads (as None). Load with the class as it was, or re-save."
+            )
+        if fill_data and not info.field(name).has_default:
+            raise TreespecLoadError(
+                f"{label} has a data field {name!r} that the saved object does not have, and "
+                "it has no default to fill it in; give the field a default, load with the "
+                "class as it was, or re-save."
             )
         nones.add(name)
     values: list[Any] = []
     for name in static_fields:
         if name in static:
-            values.append(decode_for(label, f"static field {name!r}", static[name]))
+            v = static[name]
+            values.append(v if raw else decode_for(label, f"static field {name!r}", v))
             continue
         f = info.field(name)
         if not f.has_default:

@@ -31,8 +31,9 @@ from .._errors import (
     UnhashableStaticError,
     UnnamedClassError,
 )
-from .._format import Node, aux_from_bytes, aux_to_bytes
+from .._format import Node, aux_to_bytes, state_from_bytes
 from .._nodes import NodeType
+from .._state import Layout
 from .._tree import TreeSpec, spec_depth
 
 __all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
@@ -233,8 +234,50 @@ def _serialize_aux(node: NodeType, aux: Any) -> bytes:
     return aux_to_bytes(node, aux)
 
 
+class _Padded:
+    """Auxdata of a saved node that lacks some of today's data fields (``None`` children).
+
+    What :func:`_deserialize_aux` returns for a state written by a version of the class
+    without them; :func:`_from_children` adds the ``None`` children. A ``None`` child has no
+    leaves in JAX, so the compiled program's inputs are unchanged.
+    """
+
+    __slots__ = ("aux", "present")
+
+    def __init__(self, aux: Any, present: tuple[bool, ...]) -> None:
+        self.aux = aux
+        self.present = present
+
+
 def _deserialize_aux(node: NodeType, data: bytes) -> Any:
-    return aux_from_bytes(node, data)
+    """The auxdata of a node of a serialized function, evolved as the class says.
+
+    Raises:
+        TreespecLoadError: the saved node holds a removed data field (the program takes its
+            leaves as inputs), names the class, the field and why.
+    """
+    aux, plan = node.load_state(state_from_bytes(node, data))
+    if isinstance(plan, Layout):
+        dropped = [n for n, t in zip(plan.names, plan.targets) if t < 0]
+        raise TreespecLoadError(
+            f"the serialized function takes the removed field(s) {dropped!r} of "
+            f"{node.qualname} as input (their leaves are arguments of the compiled program), "
+            "so it cannot run with the class as it is now, which has no such field; export "
+            "the function again with the class as it is now, or load it with the class as "
+            "it was."
+        )
+    if plan is not None:
+        return _Padded(aux, plan)
+    return aux
+
+
+def _from_children(node: NodeType, aux: Any, children: Any) -> Any:
+    """Build a node of a deserialized function, adding the ``None`` children it lacks."""
+    if aux.__class__ is _Padded:
+        given = iter(children)
+        full = [next(given) if present else None for present in aux.present]
+        return node.unflatten(aux.aux, full)
+    return node.unflatten(aux, list(children))
 
 
 class JaxBackend:
@@ -369,6 +412,7 @@ class JaxBackend:
                 serialized_name=name,
                 serialize_auxdata=functools.partial(_serialize_aux, node),
                 deserialize_auxdata=functools.partial(_deserialize_aux, node),
+                from_children=functools.partial(_from_children, node),
             )
         _EXPORT_NAMES[name] = cls
         _register_aliases(node, previous, name)
