@@ -285,7 +285,6 @@ def test_load_has_no_trust_switch() -> None:
         "extra_files",
         "expected_opset_version",
     ]
-    assert not hasattr(tct, "UnsafeArchiveError")
 
 
 _GONE = """

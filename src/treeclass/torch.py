@@ -7,8 +7,8 @@ not clear when a class is missing:
 - :func:`torch.export.load`, when a class is not registered, only says "We ran into an error
   when deserializing the saved file" (the cause goes to the warning log). :func:`load` is
   :func:`torch.export.load` raising :class:`~treeclass.UnregisteredNameError` naming the
-  missing name instead. It adds no safety: **a** ``.pt2`` **archive can run code when torch
-  loads it** (torch unpickles parts of it and evaluates text from it as Python); load only
+  missing name instead. It adds no safety: a ``.pt2`` archive can run code when torch
+  loads it (torch unpickles parts of it and evaluates text from it as Python); load only
   archives you trust. For data from elsewhere use :func:`treeclass.save` /
   :func:`treeclass.load` (safetensors, no code) and the treespec loaders.
 - :func:`torch.utils._pytree.treespec_loads` imports the modules named by enum contexts and
@@ -196,7 +196,7 @@ def load(
 ) -> torch.export.ExportedProgram:
     """:func:`torch.export.load`, raising an error that names a class that is not registered.
 
-    **A** ``.pt2`` **archive can run code when torch loads it**: torch unpickles parts of it
+    A ``.pt2`` archive can run code when torch loads it: torch unpickles parts of it
     (falling back to unrestricted unpickling for the example inputs), evaluates text from it
     as Python and imports modules it names; running the loaded program runs more of it. This
     function loads exactly as :func:`torch.export.load` does and adds no safety, so load only
@@ -232,7 +232,7 @@ def load(
         >>> import treeclass.torch as tct
         >>> tct.load("my_own_model.pt2")  # doctest: +SKIP
 
-    .. versionchanged:: 0.1.0 No archive checks and no ``trusted=``: it loads as torch does.
+    .. versionadded:: 0.1.0
     """
     start = None if isinstance(f, (str, os.PathLike)) else f.tell()
     with _hold_torch_log() as held:
