@@ -212,7 +212,7 @@ def _unregistered(name: str) -> UnregisteredNameError:
         f"this treespec uses the serialized name {name!r}, but no class is registered under it "
         f"in this process; import the module that defines the class registered as {name!r} "
         "(with treeclass: name=... on pytree_dataclass / register_dataclass / "
-        "register_namedtuple) before loading. Loading never imports anything by itself."
+        "register_namedtuple) before loading."
     )
 
 

@@ -1,19 +1,23 @@
-"""``torch.export`` save / load and treespec loading that are safe and name what is missing.
+"""``torch.export`` save / load and treespec loading that name what is missing.
 
 Importing this module imports torch. Nothing here is needed to *use* treeclass classes with
 torch -- they are registered with torch's pytrees automatically -- but torch's own loaders are
-neither safe on untrusted files nor clear when they fail:
+not clear when a class is missing:
 
-- :func:`torch.export.load` unpickles parts of the archive without restriction, evaluates text
-  from it as Python (symbolic sizes through ``sympy.sympify``; guards through ``exec`` when the
-  program's module is built), and imports modules the archive names; when a class is not
-  registered it only says "We ran into an error when deserializing the saved file" (the cause
-  goes to the warning log). :func:`load` refuses such archives unless told ``trusted=True``,
-  and raises a treeclass error naming what is missing, without torch's log.
+- :func:`torch.export.load`, when a class is not registered, only says "We ran into an error
+  when deserializing the saved file" (the cause goes to the warning log). :func:`load` is
+  :func:`torch.export.load` raising :class:`~treeclass.UnregisteredNameError` naming the
+  missing name instead. It adds no safety: a ``.pt2`` archive can run code when torch
+  loads it (torch unpickles parts of it and evaluates text from it as Python); load only
+  archives you trust. For data from elsewhere use :func:`treeclass.save` /
+  :func:`treeclass.load` (safetensors, no code) and the treespec loaders.
 - :func:`torch.utils._pytree.treespec_loads` imports the modules named by enum contexts and
   ``defaultdict`` factories (``os.system`` is a factory it accepts) and raises bare
   ``KeyError`` / ``AssertionError`` / ``ModuleNotFoundError``. :func:`treespec_loads` reads the
   same text itself, resolving only registered names, and raises only treeclass errors.
+
+Also :func:`allow_weights_only`, the switch for ``torch.load(weights_only=True)`` of treeclass
+instances pickled by name (on by default; see ``docs/torch.md``).
 
 Example:
     >>> import treeclass.torch as tct
@@ -30,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import threading
 from typing import IO, TYPE_CHECKING, Any, Final
 
@@ -38,17 +41,15 @@ import torch.export
 import torch.utils._pytree as pytree
 
 from ._errors import TreespecLoadError, UnregisteredNameError
-from ._torch_archive import CHECKED_TORCH_VERSION, UnsafeArchiveError, check_archive
 from ._torch_state import StatefulTree, load_state_dict, state_dict
-from ._torch_treespec import treespec_from_json
+from ._torch_treespec import loads_strict, treespec_from_json
 
 if TYPE_CHECKING:
     from collections.abc import Generator
 
 __all__ = [
-    "CHECKED_TORCH_VERSION",
     "StatefulTree",
-    "UnsafeArchiveError",
+    "allow_weights_only",
     "load",
     "load_state_dict",
     "save",
@@ -56,12 +57,6 @@ __all__ = [
     "treespec_loads",
 ]
 
-# torch 2.13.0 wording of the two "not registered" errors raised while loading a treespec
-# (torch/utils/_pytree.py: _json_to_treespec and _namedtuple_deserialize).
-_MISSING_NODE: Final = re.compile(r"^Deserializing (?P<name>.+) in pytree is not registered\.$")
-_MISSING_NAMEDTUPLE: Final = re.compile(
-    r"^Can't deserialize TreeSpec of namedtuple class (?P<name>.+) because we couldn't find"
-)
 # Loggers torch.export.load reports on (torch 2.13.0): the cause of a failed load goes to
 # "torch.export" (torch/export/__init__.py), fallbacks to the other two.
 _TORCH_LOGGERS: Final = (
@@ -69,30 +64,6 @@ _TORCH_LOGGERS: Final = (
     "torch.export.pt2_archive._package",
     "torch._export.serde.serialize",
 )
-
-
-def _missing_name(error: BaseException) -> str | None:
-    """The serialized name a torch "not registered" error is about, or ``None``."""
-    seen: set[int] = set()
-    e: BaseException | None = error
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, NotImplementedError) and e.args:
-            text = str(e.args[0])
-            m = _MISSING_NODE.match(text) or _MISSING_NAMEDTUPLE.match(text)
-            if m is not None:
-                return m.group("name")
-        e = e.__cause__ or e.__context__
-    return None
-
-
-def _unregistered(name: str, what: str) -> UnregisteredNameError:
-    return UnregisteredNameError(
-        f"{what} uses the serialized name {name!r}, but no class is registered under it in "
-        f"this process; import the module that defines the class registered as {name!r} "
-        "(with treeclass: name=... on pytree_dataclass / register_dataclass / "
-        "register_namedtuple) before loading."
-    )
 
 
 def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
@@ -130,45 +101,91 @@ def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
     return treespec_from_json(serialized)
 
 
-class _ThisThreadOnly(logging.Filter):
-    """Drops the records one thread logs (while it runs a load); other threads log as usual."""
+class _HeldLog(logging.Filter):
+    """Holds back the records one thread logs (while it runs a load); other threads log as usual.
+
+    The held records are logged after the load, unless :func:`load` replaces them with its
+    own error (:meth:`discard`).
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.thread = threading.get_ident()
+        self.records: list[logging.LogRecord] = []
         self.errors: list[BaseException] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.thread != self.thread:
             return True
+        self.records.append(record)
         if record.exc_info is not None and record.exc_info[1] is not None:
             self.errors.append(record.exc_info[1])
         return False
 
+    def discard(self) -> None:
+        self.records.clear()
+
 
 @contextlib.contextmanager
-def _quiet_torch() -> Generator[_ThisThreadOnly, None, None]:
-    """Keep torch's load-time warnings (with tracebacks) out of the log; collect their errors.
+def _hold_torch_log() -> Generator[_HeldLog, None, None]:
+    """Hold back torch's load-time log (with tracebacks), collecting its errors.
 
     Filters sit on the loggers themselves, so they work whatever handlers and levels are set
     up. Under ``logging.disable`` nothing is logged at all, and nothing is collected.
     """
-    quiet = _ThisThreadOnly()
+    held = _HeldLog()
     loggers = [logging.getLogger(name) for name in _TORCH_LOGGERS]
     for logger in loggers:
-        logger.addFilter(quiet)
+        logger.addFilter(held)
     try:
-        yield quiet
+        yield held
     finally:
         for logger in loggers:
-            logger.removeFilter(quiet)
+            logger.removeFilter(held)
+        for record in held.records:
+            logging.getLogger(record.name).handle(record)
 
 
-def _source(f: str | os.PathLike[str] | IO[bytes]) -> str:
-    if isinstance(f, (str, os.PathLike)):
-        return repr(os.fspath(f))
-    name: object = getattr(f, "name", None)
-    return repr(name) if isinstance(name, str) else f"this {type(f).__name__}"
+def _missing_in_archive(
+    f: str | os.PathLike[str] | IO[bytes], start: int | None
+) -> UnregisteredNameError | None:
+    """The error naming a class the archive's program uses that is not registered, if any.
+
+    Reads the input and output treespecs of every record torch reads as a program (each one
+    under ``models/``, torch 2.13.0) with :func:`treespec_loads`, which never imports. Anything
+    else wrong with the archive gives ``None``: torch's own error says more about it. A file
+    object is put back at ``start``.
+    """
+    from torch.export.pt2_archive import PT2ArchiveReader
+
+    # torch's reader takes a str or a file object (a Path would be taken for a file object).
+    target: Any = os.fspath(f) if isinstance(f, (str, os.PathLike)) else f
+    try:
+        if start is not None:
+            target.seek(start)
+        with PT2ArchiveReader(target) as reader:
+            for record in reader.get_file_names():
+                if not record.startswith("models/"):
+                    continue
+                doc: Any = loads_strict(reader.read_bytes(record), record)
+                for call in doc["graph_module"]["module_call_graph"]:
+                    signature: Any = call.get("signature") or {}
+                    for key in ("in_spec", "out_spec"):
+                        if signature.get(key) is None:
+                            continue
+                        try:
+                            treespec_from_json(signature[key])
+                        except UnregisteredNameError as e:
+                            return e
+                        except TreespecLoadError:
+                            continue  # torch may read what treeclass refuses; look further
+    except Exception:
+        return None
+    finally:
+        if start is not None:
+            with contextlib.suppress(Exception):
+                target.seek(start)
+    return None
 
 
 def load(
@@ -176,82 +193,64 @@ def load(
     *,
     extra_files: dict[str, Any] | None = None,
     expected_opset_version: dict[str, int] | None = None,
-    trusted: bool = False,
 ) -> torch.export.ExportedProgram:
-    """:func:`torch.export.load`, safe on files you do not trust, with errors that say why.
+    """:func:`torch.export.load`, raising an error that names a class that is not registered.
 
-    Before torch reads the archive, everything in it that torch would *run* is checked (see
-    ``docs/torch.md``): pickled parts (the example inputs, pickled weights and constants) must
-    load with ``torch.load(weights_only=True)``; opaque and TorchScript objects and
-    AOTInductor-compiled code are refused; the symbolic sizes (which torch evaluates with
-    ``sympy.sympify``) and guards (which ``ExportedProgram.module()`` runs with ``exec``) must
-    be plain expressions; the input and output treespecs are read with :func:`treespec_loads`,
-    which never imports. Only then does torch load it.
+    A ``.pt2`` archive can run code when torch loads it: torch unpickles parts of it
+    (falling back to unrestricted unpickling for the example inputs), evaluates text from it
+    as Python and imports modules it names; running the loaded program runs more of it. This
+    function loads exactly as :func:`torch.export.load` does and adds no safety, so load only
+    archives you trust. For data from elsewhere, use :func:`treeclass.save` /
+    :func:`treeclass.load` (safetensors, no code) and :func:`treespec_loads`.
 
-    An archive written by :func:`save` (no example inputs) passes when its classes are
-    registered. One written by plain :func:`torch.export.save` whose example inputs hold
-    instances of your classes is refused (their pickle names treeclass's rebuild function,
-    which torch's weights-only unpickler does not allow); load it with ``trusted=True`` if you
-    trust it, or save it again with :func:`save`.
-
-    torch's own warning log about the load is kept out of the log (only while this thread
-    loads); the treeclass error is raised alone.
+    When a class the program's inputs or outputs use is not registered in this process,
+    torch fails with "We ran into an error when deserializing the saved file" (the cause goes
+    to its warning log), or with the ``ModuleNotFoundError`` of unpickling an example input
+    by module path. This function then reads the program's treespecs itself (never
+    importing) and raises :class:`~treeclass.UnregisteredNameError` naming the name, without
+    torch's log about that load and whatever the logging configuration. An example input of
+    a missing class pickled by name raises the ``UnregisteredNameError`` of unpickling, which
+    names it too. Otherwise torch's log about the load is logged after it, and torch's errors
+    are raised as torch raises them.
 
     Args:
         f: the file name or binary file object written by :func:`torch.export.save` (or
             :func:`save`); a file object must be seekable.
         extra_files: as for :func:`torch.export.load`.
         expected_opset_version: as for :func:`torch.export.load`.
-        trusted: skip the checks and let torch load the file as it does (only for files from
-            a source you trust: torch may run code stored in the file).
 
     Returns:
         The loaded :class:`torch.export.ExportedProgram`.
 
     Raises:
-        UnsafeArchiveError: the archive holds something torch would run to load it (the
-            message says what, and how to load it if you trust it).
         UnregisteredNameError: the program's inputs or outputs use a serialized name that
             no class is registered under in this process; the message names it.
-        TreespecLoadError: the archive is not one treeclass can check (another format
-            version, malformed parts).
         RuntimeError: torch could not load the file for another reason; the cause torch
             logged is chained as ``__cause__``.
 
     Example:
         >>> import treeclass.torch as tct
-        >>> tct.load("model.pt2")  # doctest: +SKIP
-        >>> tct.load("my_own_model.pt2", trusted=True)  # doctest: +SKIP
+        >>> tct.load("my_own_model.pt2")  # doctest: +SKIP
 
-    .. versionchanged:: 0.1.0 Checks the archive first; ``trusted=``.
+    .. versionadded:: 0.1.0
     """
-    if not trusted:
-        if isinstance(f, (str, os.PathLike)):
-            with open(f, "rb"):  # a missing file is a FileNotFoundError, as with torch
-                pass
-        with _quiet_torch():
-            check_archive(f, _source(f))
-    with _quiet_torch() as quiet:
+    start = None if isinstance(f, (str, os.PathLike)) else f.tell()
+    with _hold_torch_log() as held:
         try:
             return torch.export.load(
                 f, extra_files=extra_files, expected_opset_version=expected_opset_version
             )
-        except RuntimeError as e:
-            for cause in (e, *quiet.errors):
-                name = _missing_name(cause)
-                if name is not None:
-                    raise _unregistered(name, "the saved program") from None
-            if trusted:
-                # torch only logged the cause, and the log may be off (logging.disable):
-                # read the program's treespecs again to name a missing class.
-                try:
-                    check_archive(f, _source(f), treespecs_only=True)
-                except UnregisteredNameError:
-                    raise
-                except TreespecLoadError:
-                    pass  # not about a missing name: torch's own error says more
-            if quiet.errors and e.__cause__ is None:
-                raise e from quiet.errors[-1]
+        except UnregisteredNameError:
+            held.discard()  # unpickling an example input of a missing class: it is named
+            raise
+        except Exception as e:
+            missing = _missing_in_archive(f, start)
+            if missing is not None:
+                held.discard()
+                # torch's "error when deserializing" says nothing more; an import error does.
+                raise missing from (None if isinstance(e, RuntimeError) else e)
+            if isinstance(e, RuntimeError) and held.errors and e.__cause__ is None:
+                raise e from held.errors[-1]
             raise
 
 
@@ -262,20 +261,23 @@ def save(
     extra_files: dict[str, Any] | None = None,
     keep_example_inputs: bool = False,
 ) -> None:
-    """:func:`torch.export.save`, leaving out the example inputs by default.
+    """:func:`torch.export.save`, leaving out the pickled example inputs by default.
 
-    torch pickles ``ep.example_inputs`` into the file; the program itself only needs the
-    stable serialized names. Instances of named treeclass classes pickle by their names
-    (unless registered with ``pickle_by_name=False``), which :func:`load` and torch's
-    weights-only unpickler accept; anything else in them that weights-only loading refuses
-    makes :func:`load` refuse the file unless ``trusted=True``. Leaving them out keeps the
-    file loadable from untrusted sources, and smaller. ``ep`` itself is not changed.
+    torch pickles ``ep.example_inputs`` into the file; running the program does not need
+    them. Leaving them out keeps the file smaller and means loading it unpickles no inputs
+    (a program loaded from it has ``example_inputs`` ``None``). It does not make the file
+    safe to load from an untrusted source: a ``.pt2`` archive can run code when torch loads
+    it. ``ep`` itself is not changed.
 
     Args:
         ep: the exported program.
         f: a file name or a binary file object.
         extra_files: as for :func:`torch.export.save`.
         keep_example_inputs: save ``ep.example_inputs`` as well, as torch does.
+
+    Example:
+        >>> import treeclass.torch as tct
+        >>> tct.save(ep, "model.pt2")  # doctest: +SKIP
     """
     if keep_example_inputs or ep.example_inputs is None:
         torch.export.save(ep, f, extra_files=extra_files)
@@ -286,3 +288,36 @@ def save(
         torch.export.save(ep, f, extra_files=extra_files)
     finally:
         ep.example_inputs = kept
+
+
+def allow_weights_only(allow: bool) -> bool:
+    """Switch whether ``torch.load(weights_only=True)`` rebuilds treeclass instances by name.
+
+    An instance of a class registered with a ``name=`` (and ``pickle_by_name=True``, the
+    default) pickles as a call of ``treeclass._pickle.rebuild_by_name``. With treeclass and
+    torch both imported, that global is on torch's weights-only allow-list for the whole
+    process (as if by :func:`torch.serialization.add_safe_globals`), standing for a function
+    that builds only a class registered under the pickled name in this process, without
+    ``__init__``, and never imports: registering a named class declares it constructible from
+    a weights-only pickle. ``allow_weights_only(False)`` takes the entry off the allow-list,
+    so that such pickles are refused by ``torch.load(weights_only=True)`` (and
+    :func:`torch.export.load` falls back to full unpickling for example inputs holding
+    them); ``allow_weights_only(True)`` puts it back. To keep one class out, register it with
+    ``pickle_by_name=False``.
+
+    Args:
+        allow: whether weights-only loading may rebuild instances pickled by name.
+
+    Returns:
+        Whether it was allowed before the call.
+
+    Example:
+        >>> import treeclass.torch as tct
+        >>> tct.allow_weights_only(False)  # doctest: +SKIP
+        True
+
+    .. versionadded:: 0.1.0
+    """
+    from ._backends.torch import allow_pickled_instances
+
+    return allow_pickled_instances(allow)

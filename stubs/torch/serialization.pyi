@@ -1,13 +1,9 @@
-# Partial stub of torch.serialization (torch 2.13.0): what treeclass's archive checks use.
-import os
-from typing import IO, Any
+# Partial stub of torch.serialization (torch 2.13.0): the weights-only allow-list, which the
+# torch adapter puts treeclass's by-name rebuild global on (treeclass.torch.allow_weights_only).
+from collections.abc import Callable
+from typing import Any
 
-def load(
-    f: str | os.PathLike[str] | IO[bytes],
-    map_location: Any = None,
-    pickle_module: Any = None,
-    *,
-    weights_only: bool | None = None,
-    mmap: bool | None = None,
-    **pickle_load_args: Any,
-) -> Any: ...
+def add_safe_globals(
+    safe_globals: list[Callable[..., Any] | tuple[Callable[..., Any], str]],
+) -> None: ...
+def get_safe_globals() -> list[Callable[..., Any] | tuple[Callable[..., Any], str]]: ...

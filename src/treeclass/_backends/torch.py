@@ -18,6 +18,7 @@ is one small function below, checked against :data:`CHECKED_TORCH_VERSION` and c
 from __future__ import annotations
 
 import collections
+import threading
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple
 
@@ -42,7 +43,14 @@ from .._registry import node_for_name, registered_node
 from .._state import StateCodec
 from .._tree import TreeSpec
 
-__all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "TorchBackend", "nodes_from_spec", "spec_from_spec"]
+__all__ = [
+    "BACKEND",
+    "CHECKED_TORCH_VERSION",
+    "TorchBackend",
+    "allow_pickled_instances",
+    "nodes_from_spec",
+    "spec_from_spec",
+]
 
 #: The torch release whose private pytree state this module was checked against.
 CHECKED_TORCH_VERSION: Final = "2.13.0"
@@ -567,25 +575,49 @@ class TorchBackend:
             _forget_loaded_specs()
 
 
-def _allow_pickled_instances() -> None:
-    """Let ``torch.load(weights_only=True)`` rebuild treeclass instances pickled by name.
+#: The weights-only allow-list entry for instances pickled by name: the global
+#: ``treeclass._pickle.rebuild_by_name`` stands for ``rebuild_registered``, which only ever builds
+#: a class registered in this process and never imports (torch 2.13.0:
+#: ``torch.serialization.add_safe_globals`` takes ``(function, name)`` pairs).
+_WEIGHTS_ONLY_ENTRY: Final = (rebuild_registered, "treeclass._pickle.rebuild_by_name")
+_ALLOW_LOCK: Final = threading.Lock()
 
-    Their pickles call ``treeclass._pickle.rebuild_by_name`` (:mod:`treeclass._pickle`); torch's
-    weights-only unpickler is given, under that name, ``rebuild_registered``, which only ever
-    builds a class registered in this process and never imports. So ``torch.export.load``
-    reads the example inputs of an archive holding treeclass objects without falling back to
-    unrestricted unpickling (torch 2.13.0: ``torch.serialization.add_safe_globals`` takes
-    ``(function, name)`` pairs).
+
+def _remove_safe_global(entry: tuple[Callable[..., Any], str]) -> None:
+    """Take ``entry`` off torch's weights-only allow-list (private; torch 2.13.0).
+
+    torch has no public way to remove one entry; ``_remove_safe_globals`` is what its own
+    ``torch.serialization.safe_globals`` context manager calls on exit.
     """
     import importlib
 
-    serialization = importlib.import_module("torch.serialization")  # (not in stubs/)
-    serialization.add_safe_globals([(rebuild_registered, "treeclass._pickle.rebuild_by_name")])
+    unpickler = importlib.import_module("torch._weights_only_unpickler")
+    unpickler._remove_safe_globals([entry])
+
+
+def allow_pickled_instances(allow: bool) -> bool:
+    """Put on (or take off) torch's weights-only allow-list the global of by-name pickles.
+
+    Instances of named classes pickle as calls of ``treeclass._pickle.rebuild_by_name``
+    (:mod:`treeclass._pickle`). On the allow-list, ``torch.load(weights_only=True)`` (and so
+    ``torch.export.load``'s first reading of example inputs) rebuilds them by their registered
+    names. Returns whether the entry was on the list before. Public as
+    :func:`treeclass.torch.allow_weights_only`.
+    """
+    from torch import serialization
+
+    with _ALLOW_LOCK:
+        was = _WEIGHTS_ONLY_ENTRY in serialization.get_safe_globals()
+        if allow and not was:
+            serialization.add_safe_globals([_WEIGHTS_ONLY_ENTRY])
+        elif not allow and was:
+            _remove_safe_global(_WEIGHTS_ONLY_ENTRY)
+        return bool(was)
 
 
 #: The one adapter instance the registry mirrors into.
 BACKEND: Final = TorchBackend()
-_allow_pickled_instances()
+allow_pickled_instances(True)  # on by default: docs/torch.md, "torch.load(weights_only=True)"
 
 
 # --- structures ---------------------------------------------------------------------------

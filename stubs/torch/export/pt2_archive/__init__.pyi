@@ -1,5 +1,5 @@
-# Partial stub of torch.export.pt2_archive (torch 2.13.0): the archive reader treeclass.torch
-# checks archives with (the reader torch.export.load itself uses).
+# Partial stub of torch.export.pt2_archive (torch 2.13.0): the archive reader treeclass.torch.load
+# reads a program's treespecs with to name a missing class (the reader torch.export.load uses).
 import os
 from typing import IO, Any
 
