@@ -312,11 +312,11 @@ def _x_index(ckpt: pathlib.Path) -> int:
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (lambda doc: doc.update(version=2), "written by a newer treeclass"),
+        (lambda doc: doc.update(version=tco.VERSION + 1), "written by a newer treeclass"),
         (lambda doc: doc.update(format="other"), "format is not"),
         (lambda doc: doc["leaves"].pop(), "describes 8 leaves for a structure of 9"),
         (lambda doc: doc.update(treespec="{}"), "TreespecLoadError|not valid|treespec"),
-        (lambda doc: doc.update(extra=1), "fields of version 1"),
+        (lambda doc: doc.update(extra=1), f"fields of version {tco.VERSION}"),
         (lambda doc: doc["leaves"].__setitem__(-1, {"int": "3"}), "invalid 'int'"),
         (lambda doc: doc["leaves"].__setitem__(-1, {"float": "nonsense"}), "invalid 'float'"),
         (lambda doc: doc["leaves"].__setitem__(-1, {"pickle": "x"}), "invalid 'pickle'"),

@@ -49,7 +49,7 @@ import re
 from typing import IO, Any, Final
 
 from ._errors import TreespecLoadError
-from ._torch_treespec import loads_strict, treespec_from_json
+from ._torch_treespec import parse_json, treespec_from_json
 
 __all__ = ["CHECKED_TORCH_VERSION", "UnsafeArchiveError", "check_archive"]
 
@@ -324,7 +324,7 @@ def _check_model(doc: Any, source: str, record: str, treespecs_only: bool) -> No
 
 def _payloads(reader: Any, record: str, source: str) -> list[tuple[str, Any]]:
     """``(path_name, metadata)`` of every entry of a weights or constants config."""
-    config: Any = _get(loads_strict(reader.read_bytes(record), f"{record} in {source}"), "config")
+    config: Any = _get(parse_json(reader.read_bytes(record), f"{record} in {source}"), "config")
     if config.__class__ is not dict:
         raise TreespecLoadError(f'{record} in {source} has no "config" object.')
     out: list[tuple[str, Any]] = []
@@ -375,7 +375,7 @@ def check_archive(
         if treespecs_only:
             for n in names:
                 if n.startswith("models/") and n.endswith(".json"):
-                    _check_model(loads_strict(reader.read_bytes(n), n), source, n, True)
+                    _check_model(parse_json(reader.read_bytes(n), n), source, n, True)
             return
         if any(n.startswith("data/aotinductor/") for n in names):
             raise _unsafe(
@@ -440,7 +440,7 @@ def check_archive(
                             "the example inputs out."
                         ) from None
             record = f"models/{model}.json"
-            _check_model(loads_strict(reader.read_bytes(record), record), source, record, False)
+            _check_model(parse_json(reader.read_bytes(record), record), source, record, False)
     finally:
         if start is not None:
             target.seek(start)
