@@ -29,7 +29,8 @@ __all__ = [
 #: ``(name, from ml_dtypes, safetensors code, bits, torch name, stored by treeclass.orbax)``;
 #: the dtypes safetensors knows (0.8) come first, in its alignment order (the order its writer
 #: sorts tensors by). torch packs float4 two values a byte (``float4_e2m1fn_x2``), as
-#: safetensors does; ml_dtypes holds one a byte.
+#: safetensors does; ml_dtypes holds one a byte. orbax (0.12.8, through tensorstore 0.1.86)
+#: cannot write float6, float8_e4m3, uint2 or uint4 (tensorstore: "Unsupported data type").
 DTYPES: Final[tuple[tuple[str, bool, str | None, int, str | None, bool], ...]] = (
     ("bool", False, "BOOL", 8, "bool", True),
     ("float4_e2m1fn", True, "F4", 4, "float4_e2m1fn_x2", True),
@@ -56,12 +57,12 @@ DTYPES: Final[tuple[tuple[str, bool, str | None, int, str | None, bool], ...]] =
     # Not in safetensors.
     ("complex128", False, None, 128, "complex128", True),
     ("float8_e3m4", True, None, 8, None, True),
-    ("float8_e4m3", True, None, 8, None, True),
+    ("float8_e4m3", True, None, 8, None, False),
     ("float8_e4m3b11fnuz", True, None, 8, None, True),
     ("int2", True, None, 2, None, True),
     ("int4", True, None, 4, None, True),
-    ("uint2", True, None, 2, None, True),
-    ("uint4", True, None, 4, None, True),
+    ("uint2", True, None, 2, None, False),
+    ("uint4", True, None, 4, None, False),
 )
 
 #: safetensors code -> element size in bits, in safetensors' alignment order.
