@@ -39,7 +39,7 @@ safetensors = pytest.importorskip("safetensors")
 st_numpy = pytest.importorskip("safetensors.numpy")
 
 import treeclass as tc  # noqa: E402
-from treeclass._safetensors import DTYPE_BITS  # noqa: E402
+from treeclass._dtypes import SAFETENSORS_BITS  # noqa: E402
 
 MUTATION_CASES = 8_000
 HYPOTHESIS_EXAMPLES = 1_200
@@ -423,7 +423,7 @@ def test_mutation_fuzz(tmp_path: Path, record_property: Any, capsys: Any) -> Non
 
 # --- hypothesis -------------------------------------------------------------------------------
 
-dtypes = st.sampled_from(sorted(DTYPE_BITS)) | st.text(max_size=4)
+dtypes = st.sampled_from(sorted(SAFETENSORS_BITS)) | st.text(max_size=4)
 tensor_infos = st.fixed_dictionaries(
     {
         "dtype": dtypes,
@@ -484,9 +484,9 @@ def consistent_files(draw: Any) -> bytes:
         header["__metadata__"] = meta
     at = 0
     for name in names:
-        dtype = draw(st.sampled_from(sorted(DTYPE_BITS)))
+        dtype = draw(st.sampled_from(sorted(SAFETENSORS_BITS)))
         shape = draw(st.lists(st.integers(0, 4), max_size=3))
-        n = math.prod(shape) * DTYPE_BITS[dtype]
+        n = math.prod(shape) * SAFETENSORS_BITS[dtype]
         size = n // 8 + draw(st.sampled_from([0, 0, 0, 0, 1, -1]))
         header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [at, at + size]}
         at += size

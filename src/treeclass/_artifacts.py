@@ -70,14 +70,6 @@ _JAX_DTYPES: Final = (
     "key<rbg>", "key<unsafe_rbg>",
 )  # fmt: skip
 _JAX_KINDS: Final = ("leaf", "none", "tuple", "list", "dict", "custom")
-_SAFETENSORS_DTYPES: Final = {
-    "BOOL": "bool", "F4": "float4_e2m1fn", "F6_E2M3": "float6_e2m3fn", "F6_E3M2": "float6_e3m2fn",
-    "U8": "uint8", "I8": "int8", "F8_E5M2": "float8_e5m2", "F8_E4M3": "float8_e4m3fn",
-    "F8_E8M0": "float8_e8m0fnu", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
-    "I16": "int16", "U16": "uint16", "F16": "float16", "BF16": "bfloat16", "I32": "int32",
-    "U32": "uint32", "F32": "float32", "C64": "complex64", "F64": "float64", "I64": "int64",
-    "U64": "uint64",
-}  # fmt: skip
 
 
 class Node:
@@ -175,21 +167,13 @@ def _document_tree(
 ) -> Tree:
     """A treespec document as a tree (names need not be registered)."""
     from ._introspect import document_nodes
+    from ._names import BUILTIN_NAMES
     from ._treedoc import child_entries, walk
 
     nodes = document_nodes(text)
-    version = loads_strict(text)["version"]
-    entries = child_entries(nodes, version, strict=False)
+    entries = child_entries(nodes, strict=False)
     out: list[Node] = []
     leaf = 0
-    builtin = {
-        "tuple",
-        "list",
-        "dict",
-        "None",
-        "collections.OrderedDict",
-        "collections.defaultdict",
-    }
     for i, parts, _ in walk(nodes, entries):
         key = parts[-1] if parts else ""
         item = nodes[i]
@@ -202,7 +186,7 @@ def _document_tree(
             continue
         name, state, _arity = item
         _registered_statics(state, art.static_names)
-        needed = None if name in builtin else name
+        needed = None if name in BUILTIN_NAMES else name
         if needed is not None:
             art.names.add(needed)
         out.append(Node(len(parts), key, False, name, needed, _state_summary(state)))
@@ -216,12 +200,13 @@ def _leaf_details(meta_file: str) -> list[Any] | None:
     try:
         doc: Any = loads_strict(meta_file)
         leaves: Any = doc["leaves"]
-    except (ValueError, KeyError, TypeError, RecursionError):
+    except (ValueError, KeyError, TypeError):
         return None
     return leaves if leaves.__class__ is list else None
 
 
 def _safetensors(path: str, source: str) -> Artifact:
+    from ._dtypes import SAFETENSORS_NAMES
     from ._safetensors import read_header
 
     with open(path, "rb") as f:
@@ -234,7 +219,7 @@ def _safetensors(path: str, source: str) -> Artifact:
         t = header.tensors.get(name)
         if t is None:
             return f"tensor {name!r} (missing from the file)"
-        return f"{_SAFETENSORS_DTYPES.get(t.dtype, t.dtype)}{list(t.shape)}"
+        return f"{SAFETENSORS_NAMES.get(t.dtype, t.dtype)}{list(t.shape)}"
 
     total = sum(t.nbytes for t in header.tensors.values())
     art.notes.append(f"{len(header.tensors)} tensors, {total} bytes of data")

@@ -16,6 +16,7 @@ from typing import Any, Final, TypeAlias
 from ._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
 from ._fields import is_namedtuple_class
 from ._format import Node
+from ._names import DEFAULT_DICT, NONE
 from ._nodes import BUILTIN_NODE_TYPES
 from ._registry import registered_node
 from ._tree import TreeSpec
@@ -36,7 +37,7 @@ __all__ = [
 Where: TypeAlias = "tuple[Any, int] | None"
 
 _NONE_TYPE: Final = type(None)
-_NONE_NODE: Final = ("None", None, 0)
+_NONE_NODE: Final = (NONE, None, 0)
 
 
 class _Placeholder:
@@ -144,7 +145,7 @@ def encode_node(framework: str, cls: Any, data: Any, k: int, where: Where) -> No
         factory, keys = data
         keys = tuple(keys)
         _check_sorted(framework, "defaultdict", keys, where)
-        return ("collections.defaultdict", BUILTIN_NODE_TYPES[cls].getstate((factory, keys)), k)
+        return (DEFAULT_DICT, BUILTIN_NODE_TYPES[cls].getstate((factory, keys)), k)
     node = registered_node(cls) if isinstance(cls, type) else None
     if node is None:
         raise _not_registered(framework, cls, where)

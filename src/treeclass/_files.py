@@ -8,7 +8,9 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
 - ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 1, "leaves": [...]}``, one
   entry per leaf in leaf order -- ``{"path", "type", "tensor"}`` for an array (``type`` is
   ``"numpy"``, ``"numpy-scalar"``, ``"jax"`` or ``"torch"``, what it was saved from) or
-  ``{"path", "type", "value"}`` for a Python ``int``, ``float``, ``bool`` or ``str``;
+  ``{"path", "type", "value"}`` for a Python ``bool``, ``int``, ``float``, ``complex`` or
+  ``str`` (``type`` and ``value`` as :mod:`treeclass._scalars` encodes it, as
+  :mod:`treeclass.orbax` does);
 - the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
 
 Loading never unpickles and never imports: classes are looked up by registered name through
@@ -28,6 +30,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from ._dtypes import FILE_DTYPES
 from ._errors import (
     FileLoadError,
     FileSaveError,
@@ -37,6 +40,7 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
 )
+from ._scalars import SCALAR_TAGS, decode_scalar, encode_scalar
 
 if TYPE_CHECKING:
     import os
@@ -61,13 +65,10 @@ _SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
-_VALUE_TYPES: Final = frozenset(("int", "float", "bool", "str"))
 _ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
 _NO_KEYS: Final[frozenset[str]] = frozenset()
 _VALUE_KEYS: Final = frozenset(("path", "type", "value"))
 _FILE_KEYS: Final = frozenset(("format", "version", "leaves"))
-_SAFE_INT: Final = 1 << 53
-_FLOAT_WORDS: Final = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
 # A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
 _PLAIN_FORMATS: Final = {
     "pt": "torch",
@@ -78,35 +79,8 @@ _PLAIN_FORMATS: Final = {
     "jax": "jax",
 }
 
-# safetensors dtype code -> (numpy / ml_dtypes dtype name, torch dtype name). F4 is packed two
-# values a byte in the file and in torch (float4_e2m1fn_x2), one a byte in ml_dtypes.
-_DTYPES: Final[dict[str, tuple[str, str]]] = {
-    "BOOL": ("bool", "bool"),
-    "U8": ("uint8", "uint8"),
-    "I8": ("int8", "int8"),
-    "U16": ("uint16", "uint16"),
-    "I16": ("int16", "int16"),
-    "U32": ("uint32", "uint32"),
-    "I32": ("int32", "int32"),
-    "U64": ("uint64", "uint64"),
-    "I64": ("int64", "int64"),
-    "F16": ("float16", "float16"),
-    "BF16": ("bfloat16", "bfloat16"),
-    "F32": ("float32", "float32"),
-    "F64": ("float64", "float64"),
-    "C64": ("complex64", "complex64"),
-    "F8_E5M2": ("float8_e5m2", "float8_e5m2"),
-    "F8_E4M3": ("float8_e4m3fn", "float8_e4m3fn"),
-    "F8_E8M0": ("float8_e8m0fnu", "float8_e8m0fnu"),
-    "F8_E4M3FNUZ": ("float8_e4m3fnuz", "float8_e4m3fnuz"),
-    "F8_E5M2FNUZ": ("float8_e5m2fnuz", "float8_e5m2fnuz"),
-    "F4": ("float4_e2m1fn", "float4_e2m1fn_x2"),
-}
-_NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in _DTYPES.items()}
-_TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in _DTYPES.items()}
-_ML_DTYPES: Final = frozenset(
-    name for name, _ in _DTYPES.values() if name.startswith(("bfloat", "float8", "float4"))
-)
+_NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items()}
+_TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
 
 _EXTRA_HINT: Final = "install it with pip install 'treeclass[files]'"
@@ -131,26 +105,18 @@ def _numpy() -> Any:
         ) from e
 
 
-_NP_DTYPES: dict[str, Any] = {}  # numpy / ml_dtypes dtype name -> dtype, made on first use
-_CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: none), likewise
+_CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: none), on first use
 
 
-def _np_dtype(np: Any, name: str) -> Any:
-    dtype = _NP_DTYPES.get(name)
-    if dtype is not None:
-        return dtype
-    if name not in _ML_DTYPES:
-        dtype = np.dtype(name)
-    else:
-        try:
-            ml_dtypes = _module("ml_dtypes")
-        except ImportError as e:
-            raise MissingDependencyError(
-                f"numpy arrays of dtype {name} need the ml_dtypes package; {_EXTRA_HINT}."
-            ) from e
-        dtype = np.dtype(getattr(ml_dtypes, name))
-    _NP_DTYPES[name] = dtype
-    return dtype
+def _np_dtype(name: str) -> Any:
+    from ._dtypes import numpy_dtype
+
+    try:
+        return numpy_dtype(name)
+    except ImportError as e:
+        raise MissingDependencyError(
+            f"numpy arrays of dtype {name} need the ml_dtypes package ({e}); {_EXTRA_HINT}."
+        ) from e
 
 
 def _code_of(dtype: Any) -> str | None:
@@ -263,23 +229,6 @@ def _torch_payload(leaf: Any, where: str) -> tuple[str, list[int], Any]:
     return code, shape, t.reshape(-1).view(torch.uint8).numpy()
 
 
-def _encode_value(leaf: Any) -> tuple[str, Any]:
-    cls = leaf.__class__
-    if cls is bool:
-        return "bool", leaf
-    if cls is int:
-        return "int", leaf if -_SAFE_INT < leaf < _SAFE_INT else hex(leaf)
-    if cls is float:
-        import math
-
-        if math.isnan(leaf):
-            return "float", "nan"
-        if math.isinf(leaf):
-            return "float", "inf" if leaf > 0 else "-inf"
-        return "float", leaf
-    return "str", leaf
-
-
 def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
     if metadata is None:
         return {}
@@ -329,7 +278,8 @@ def save(
     Each array leaf (numpy, JAX or torch; any dtype safetensors holds, bfloat16 and the
     float8 / float4 types included) becomes one tensor named by the leaf's key path
     (``.encoder.weight``, ``['step']``); the structure (as :func:`treespec_dumps` writes it)
-    and the ``int`` / ``float`` / ``bool`` / ``str`` leaves go into the header's metadata.
+    and the ``bool`` / ``int`` / ``float`` / ``complex`` / ``str`` leaves go into the header's
+    metadata, exactly (ints of up to 4,300 digits; floats with ``-0.0``, ``inf`` and ``nan``).
     The file loads with :func:`load` in any process where the classes' names are registered,
     and with any safetensors reader as a flat dict of tensors. It is written to a temporary
     file first and renamed over ``path`` once complete.
@@ -343,9 +293,10 @@ def save(
     Raises:
         UnnamedClassError: a class in the tree has no registered name.
         UnserializableStaticError: a static value has no JSON form.
-        TreeclassTypeError: a leaf is neither an array nor an ``int`` / ``float`` / ``bool`` /
-            ``str`` (``None`` is never a leaf: it is kept in the structure), or an array of a
-            dtype safetensors cannot hold; ``metadata`` is not ``str -> str``.
+        TreeclassTypeError: a leaf is neither an array nor a ``bool`` / ``int`` / ``float`` /
+            ``complex`` / ``str`` (``None`` is never a leaf: it is kept in the structure), an
+            int of more than 4,300 digits, or an array of a dtype safetensors cannot hold;
+            ``metadata`` is not ``str -> str``.
         FileSaveError: a reserved metadata key, a key path that is not valid Unicode, a
             float4 array with an odd last axis, or a header larger than safetensors reads.
         MissingDependencyError: numpy is not installed and the tree has array leaves.
@@ -380,16 +331,16 @@ def save(
     leaves: list[dict[str, Any]] = []
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
     for i, (p, (_, leaf)) in enumerate(zip(paths, pairs)):
-        if leaf.__class__ in (bool, int, float, str):
-            kind, value = _encode_value(leaf)
-            leaves.append({"path": p, "type": kind, "value": value})
+        scalar = encode_scalar(leaf, p or "the root")
+        if scalar is not None:
+            leaves.append({"path": p, "type": scalar[0], "value": scalar[1]})
             continue
         array_kind = _leaf_kind(leaf)
         if array_kind is None:
             raise TreeclassTypeError(
                 f"the leaf at {p or 'the root'} is a {type(leaf).__module__}."
                 f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
-                "and Python int, float, bool and str leaves. Make it a static field "
+                "and Python bool, int, float, complex and str leaves. Make it a static field "
                 "(tc.field(static=True)) or convert it to one of those."
             )
         leaves.append({"path": p, "type": array_kind})
@@ -464,7 +415,7 @@ def _is_ours(metadata: dict[str, str]) -> bool:
 
 def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
     """The checked leaf list and the treespec document text of a treeclass file."""
-    from ._safetensors import loads_strict
+    from ._json import loads_strict
 
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
@@ -479,7 +430,7 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
         )
     try:
         doc = loads_strict(metadata[_FILE_KEY])
-    except (ValueError, RecursionError) as e:
+    except ValueError as e:
         raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
     if doc.__class__ is not dict or doc.get("format") != FILE_FORMAT:
         raise _bad(
@@ -500,32 +451,10 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
 
 
 def _decode_value(source: str, i: int, entry: dict[str, Any]) -> Any:
-    kind = entry["type"]
-    value = entry["value"]
-    cls = value.__class__
-    if kind == "bool" and cls is bool:
-        return value
-    if kind == "str" and cls is str:
-        return value
-    if kind == "int":
-        if cls is int and -_SAFE_INT < value < _SAFE_INT:
-            return value
-        if cls is str and value.lstrip("-").startswith("0x"):
-            try:
-                n = int(value, 16)
-            except ValueError:
-                pass
-            else:
-                if hex(n) == value:
-                    return n
-    if kind == "float":
-        if cls is float:
-            return value
-        if cls is str and value in _FLOAT_WORDS:
-            import math
-
-            return {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}[value]
-    raise _bad(source, f"leaf {i} is typed {kind!r} but holds {value!r:.60}.")
+    try:
+        return decode_scalar(entry["type"], entry["value"])
+    except ValueError as e:
+        raise _bad(source, f"leaf {i} is typed {entry['type']!r}, but {e}.") from None
 
 
 def _check_entry(source: str, i: int, entry: Any) -> dict[str, Any]:
@@ -536,7 +465,7 @@ def _check_entry(source: str, i: int, entry: Any) -> dict[str, Any]:
         raise _bad(source, f"leaf {i} has a type that is not a string: {kind!r:.60}.")
     if kind in _ARRAY_TYPES:
         keys: frozenset[str] = _ARRAY_KEYS if entry.get("tensor").__class__ is str else _NO_KEYS
-    elif kind in _VALUE_TYPES:
+    elif kind in SCALAR_TAGS:
         keys = _VALUE_KEYS
     else:
         raise _bad(source, f"leaf {i} has the unknown type {kind!r:.60}.")
@@ -605,7 +534,7 @@ def _target_of(kind: str, to: Target | None) -> str:
 
 
 def _check_loadable(source: str, info: TensorInfo, target: str) -> None:
-    if info.dtype not in _DTYPES:
+    if info.dtype not in FILE_DTYPES:
         raise FileLoadError(
             f"tensor {info.name!r:.200} of {source} has dtype {info.dtype}, which neither numpy "
             "(ml_dtypes), JAX nor torch can hold; it cannot be loaded."
@@ -637,7 +566,7 @@ def _read_array(
 ) -> Any:
     """The tensor ``info`` read into a new array of ``target`` (bytes read: its own only)."""
     np = _numpy()
-    np_name, torch_name = _DTYPES[info.dtype]
+    np_name, torch_name = FILE_DTYPES[info.dtype]
     offset = header.data_start + info.begin
     if target == "torch":
         torch = _framework("torch")
@@ -653,7 +582,7 @@ def _read_array(
         if sys.byteorder == "big":  # pragma: no cover - no big-endian machine in CI
             t = torch.from_numpy(t.numpy().byteswap())
         return t
-    dtype = _np_dtype(np, np_name)
+    dtype = _np_dtype(np_name)
     try:
         if info.dtype == "F4":
             packed = np.empty(info.nbytes, np.uint8)
@@ -728,10 +657,8 @@ def _load_plain(
 def _load_tree(
     f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
 ) -> Any:
-    import json
-
     from . import treespec_loads
-    from ._introspect import current_child_entries
+    from ._introspect import current_child_entries, document_nodes
     from ._treedoc import child_entries, walk
 
     leaves, document = _parse_ours(source, header.metadata)
@@ -747,10 +674,9 @@ def _load_tree(
             f"its structure has {spec.num_leaves} leaves but its leaf list has {len(leaves)}.",
         )
     entries = [_check_entry(source, i, e) for i, e in enumerate(leaves)]
-    parsed = json.loads(document)  # loaded above, so well-formed
-    nodes = parsed["nodes"]
+    nodes = document_nodes(document)  # loaded above, so well-formed
     try:
-        children = child_entries(nodes, parsed["version"])
+        children = child_entries(nodes)
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
         raise _bad(source, f"its dict keys do not decode: {e}") from None
     # Stored key paths are as the document writes them; paths= selects by the names fields
@@ -788,7 +714,7 @@ def _load_tree(
     )
 
     decoded: list[Any] = [
-        _decode_value(source, i, entry) if entry["type"] in _VALUE_TYPES else None
+        _decode_value(source, i, entry) if entry["type"] in SCALAR_TAGS else None
         for i, entry in enumerate(entries)
     ]
     array_entries = [entry for entry in entries if entry["type"] in _ARRAY_TYPES]
@@ -822,7 +748,7 @@ def _load_tree(
         kind = entry["type"]
         if not keep:
             values.append(None)
-        elif kind in _VALUE_TYPES:
+        elif kind in SCALAR_TAGS:
             values.append(value)
         else:
             target = _target_of(kind, to)

@@ -286,8 +286,11 @@ def _bad(message: str) -> TreespecLoadError:
 def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
     """Parse and check a document; return its node list (names are not looked up here).
 
-    The result is the document's own ``nodes`` list (``None`` for a leaf, a JSON list
-    ``[name, state, arity]`` for a node), checked to hold exactly one complete tree.
+    The one reader of treespec documents: :func:`treeclass.treespec_loads`,
+    :func:`treeclass.load` (a file's structure), :func:`treeclass.orbax.restore` and
+    ``treeclass inspect`` read documents through it. The result is the document's own
+    ``nodes`` list (``None`` for a leaf, a JSON list ``[name, state, arity]`` for a node),
+    checked to hold exactly one complete tree.
 
     Raises:
         TreespecLoadError: the text is not such a document (any problem at all).
@@ -298,9 +301,8 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
         )
     try:
         doc = loads_strict(text)
-    except (ValueError, RecursionError) as e:
-        reason = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
-        raise _bad(f"the text is not valid JSON ({reason:.200}).") from None
+    except ValueError as e:
+        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
     if doc.__class__ is not dict:
         raise _bad(f"the document must be a JSON object, got {doc.__class__.__name__}.")
     if doc.get("format") != FORMAT_ID:
@@ -389,7 +391,7 @@ def state_from_bytes(node: NodeType, data: bytes | str) -> Any:
     """
     try:
         return loads_strict(data)
-    except (ValueError, RecursionError) as e:
+    except ValueError as e:
         raise TreespecLoadError(
             f"the saved auxdata of {node.qualname} is not valid JSON: {brief(str(e), 200)}"
         ) from None

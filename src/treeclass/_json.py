@@ -1,9 +1,11 @@
 """Canonical JSON out, strict JSON in: the only place treeclass reads or writes JSON text.
 
 Reading treats the text as hostile: duplicate object keys, ``NaN``/``Infinity``, numbers that
-overflow a float and integer literals longer than Python prints are refused, so every failure
-is one ``ValueError`` (or ``RecursionError`` for a nesting too deep) that callers turn into a
-:class:`~treeclass.TreespecLoadError`.
+overflow a float and integer literals longer than Python prints are refused, and so is a
+nesting too deep for the parser, so every failure is one ``ValueError`` that callers turn into
+a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.FileLoadError`).
+:func:`loads_strict` is the one strict loader: every reader of JSON a user hands treeclass
+(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads_strict(data: str | bytes | bytearray) -> Any:
-    """Parse strict JSON (UTF-8 if bytes); raises ``ValueError`` or ``RecursionError``.
+    """Parse strict JSON (UTF-8 if bytes); any problem is a ``ValueError`` saying what.
 
     Example:
         >>> from treeclass._json import loads_strict
@@ -89,8 +91,11 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
             parse_constant=_reject_constant,
             object_pairs_hook=_object,
         ).decode
-    if isinstance(data, str):
-        return _decode(str(data))
     if isinstance(data, (bytes, bytearray)):
-        return _decode(bytes(data).decode("utf-8"))
-    raise ValueError(f"expected JSON text as str or bytes, got {type(data).__name__}")
+        data = bytes(data).decode("utf-8")  # a UnicodeDecodeError is a ValueError
+    elif not isinstance(data, str):
+        raise ValueError(f"expected JSON text as str or bytes, got {type(data).__name__}")
+    try:
+        return _decode(str(data))
+    except RecursionError:
+        raise ValueError("it nests too deeply") from None

@@ -23,12 +23,30 @@ from typing import Final
 
 from ._errors import RegistrationError
 
-__all__ = ["BUILTIN_NAMES", "MAX_NAME_LENGTH", "Origin", "check_name", "registration_origin"]
+__all__ = [
+    "BUILTIN_NAMES",
+    "DEFAULT_DICT",
+    "DICT",
+    "LIST",
+    "MAX_NAME_LENGTH",
+    "NONE",
+    "ORDERED_DICT",
+    "TUPLE",
+    "Origin",
+    "check_name",
+    "registration_origin",
+]
 
-#: The fixed names of the built-in node types in serialized treespecs.
-BUILTIN_NAMES: Final = frozenset(
-    ("tuple", "list", "dict", "collections.OrderedDict", "collections.defaultdict", "None")
-)
+# The fixed names of the built-in node types in serialized treespecs (``docs/format.md``):
+# every writer and reader of treespec documents takes them from here.
+TUPLE: Final = "tuple"
+LIST: Final = "list"
+DICT: Final = "dict"
+ORDERED_DICT: Final = "collections.OrderedDict"
+DEFAULT_DICT: Final = "collections.defaultdict"
+NONE: Final = "None"
+#: All of them.
+BUILTIN_NAMES: Final = frozenset((TUPLE, LIST, DICT, ORDERED_DICT, DEFAULT_DICT, NONE))
 MAX_NAME_LENGTH: Final = 256
 
 #: Modules of treeclass whose frames sit between a user's call and the registry.

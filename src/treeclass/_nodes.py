@@ -17,7 +17,7 @@ from ._codegen import Family, Generated, generate
 from ._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticError, brief
 from ._fields import ClassInfo, describe
 from ._keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
-from ._names import Origin
+from ._names import DEFAULT_DICT, DICT, LIST, NONE, ORDERED_DICT, TUPLE, Origin
 from ._state import Layout, StateCodec, decode_for, encode_for, make_state_codec
 from ._statics import BadStatic, check_hash_spread
 
@@ -334,15 +334,15 @@ def _load_keys(name: str, state: Any, *, sorted_order: bool) -> tuple[Any, ...]:
 
 
 def _dict_setstate(state: Any) -> tuple[Any, ...]:
-    return _load_keys("dict", state, sorted_order=True)
+    return _load_keys(DICT, state, sorted_order=True)
 
 
 def _odict_setstate(state: Any) -> tuple[Any, ...]:
-    return _load_keys("collections.OrderedDict", state, sorted_order=False)
+    return _load_keys(ORDERED_DICT, state, sorted_order=False)
 
 
 def _ddict_setstate(state: Any) -> tuple[Any, tuple[Any, ...]]:
-    name = "collections.defaultdict"
+    name = DEFAULT_DICT
     if state.__class__ is not dict or set(state) != {"factory", "keys"}:
         raise TreespecLoadError(
             f'the state of a {name!r} node must be {{"factory": ..., "keys": [...]}}, got '
@@ -404,31 +404,31 @@ def _builtins() -> dict[type, NodeType]:
     return {
         tuple: NodeType(
             tuple,
-            "tuple",
+            TUPLE,
             "builtin",
             flatten=_tuple_flatten,
             unflatten=lambda aux, children: tuple(children),
             flatten_with_keys=_seq_flatten_keys,
             getstate=_no_state,
-            load_state=_plain(_null_state("tuple")),
+            load_state=_plain(_null_state(TUPLE)),
             arity_of=_any_arity,
             show=_show_tuple,
         ),
         list: NodeType(
             list,
-            "list",
+            LIST,
             "builtin",
             flatten=lambda t: (t, None),
             unflatten=lambda aux, children: list(children),
             flatten_with_keys=_seq_flatten_keys,
             getstate=_no_state,
-            load_state=_plain(_null_state("list")),
+            load_state=_plain(_null_state(LIST)),
             arity_of=_any_arity,
             show=_show_list,
         ),
         dict: NodeType(
             dict,
-            "dict",
+            DICT,
             "builtin",
             flatten=_dict_flatten,
             unflatten=lambda aux, children: dict(zip(aux, children)),
@@ -440,7 +440,7 @@ def _builtins() -> dict[type, NodeType]:
         ),
         OrderedDict: NodeType(
             OrderedDict,
-            "collections.OrderedDict",
+            ORDERED_DICT,
             "builtin",
             flatten=_odict_flatten,
             unflatten=lambda aux, children: OrderedDict(zip(aux, children)),
@@ -452,7 +452,7 @@ def _builtins() -> dict[type, NodeType]:
         ),
         defaultdict: NodeType(
             defaultdict,
-            "collections.defaultdict",
+            DEFAULT_DICT,
             "builtin",
             flatten=_ddict_flatten,
             unflatten=lambda aux, children: defaultdict(aux[0], zip(aux[1], children)),
@@ -464,13 +464,13 @@ def _builtins() -> dict[type, NodeType]:
         ),
         type(None): NodeType(
             type(None),
-            "None",
+            NONE,
             "builtin",
             flatten=_none_flatten,
             unflatten=lambda aux, children: None,
             flatten_with_keys=_none_flatten,
             getstate=_no_state,
-            load_state=_plain(_null_state("None")),
+            load_state=_plain(_null_state(NONE)),
             arity_of=lambda aux: 0,
             show=lambda aux, parts: "None",
         ),

@@ -23,7 +23,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+from ._dtypes import SAFETENSORS_BITS
 from ._errors import FileLoadError, FileSaveError
+from ._json import loads_strict
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = [
-    "DTYPE_BITS",
     "MAX_HEADER_BYTES",
     "Header",
     "TensorInfo",
@@ -40,32 +41,7 @@ __all__ = [
     "write_file",
 ]
 
-#: Element size in bits of every dtype safetensors (0.8) knows, in its alignment order.
-DTYPE_BITS: Final[dict[str, int]] = {
-    "BOOL": 8,
-    "F4": 4,
-    "F6_E2M3": 6,
-    "F6_E3M2": 6,
-    "U8": 8,
-    "I8": 8,
-    "F8_E5M2": 8,
-    "F8_E4M3": 8,
-    "F8_E8M0": 8,
-    "F8_E4M3FNUZ": 8,
-    "F8_E5M2FNUZ": 8,
-    "I16": 16,
-    "U16": 16,
-    "F16": 16,
-    "BF16": 16,
-    "I32": 32,
-    "U32": 32,
-    "F32": 32,
-    "C64": 64,
-    "F64": 64,
-    "I64": 64,
-    "U64": 64,
-}
-_RANK: Final[dict[str, int]] = {code: i for i, code in enumerate(DTYPE_BITS)}
+_RANK: Final[dict[str, int]] = {code: i for i, code in enumerate(SAFETENSORS_BITS)}
 
 #: The largest header safetensors reads (its own ``MAX_HEADER_SIZE``).
 MAX_HEADER_BYTES: Final = 100_000_000
@@ -125,18 +101,6 @@ def _bad(source: str, message: str) -> FileLoadError:
     return FileLoadError(f"{source} is not a loadable safetensors file: {message}")
 
 
-def loads_strict(text: str) -> Any:
-    """Strict JSON, as :func:`treeclass._json.loads_strict` reads it.
-
-    No duplicate keys, no ``NaN``, ints of at most 4300 digits; sizes and offsets are then
-    checked against 2**64. Raises ``ValueError`` or ``RecursionError``; callers turn them into
-    treeclass errors.
-    """
-    from ._json import loads_strict as strict
-
-    return strict(text)
-
-
 def _count(value: Any) -> bool:
     return value.__class__ is int and 0 <= value < _MAX_DIM
 
@@ -151,7 +115,7 @@ def _check_tensor(source: str, name: str, info: Any, data_size: int) -> TensorIn
     dtype = info["dtype"]
     shape = info["shape"]
     offsets = info["data_offsets"]
-    if dtype.__class__ is not str or dtype not in DTYPE_BITS:
+    if dtype.__class__ is not str or dtype not in SAFETENSORS_BITS:
         raise _bad(source, f"{where} has the unknown dtype {str(dtype)[:40]!r}.")
     if shape.__class__ is not list or not all(_count(d) for d in shape):
         raise _bad(source, f"{where} has a shape that is not a list of sizes: {str(shape)[:80]}.")
@@ -170,7 +134,7 @@ def _check_tensor(source: str, name: str, info: Any, data_size: int) -> TensorIn
             f"{where} ends at byte {end} of a data section of {data_size} bytes (the file is "
             "truncated or its header lies about offsets).",
         )
-    bits = DTYPE_BITS[dtype]
+    bits = SAFETENSORS_BITS[dtype]
     # The element count, given up as soon as it exceeds what the byte range can hold.
     limit = (end - begin) * 8 // bits + 1
     numel = 0 if 0 in shape else 1
@@ -235,9 +199,8 @@ def read_header(f: BinaryIO, source: str) -> Header:
         raise _bad(source, "its header does not start with '{'.")
     try:
         doc: Any = loads_strict(text)
-    except (ValueError, RecursionError) as e:
-        reason = "it nests too deeply" if isinstance(e, RecursionError) else str(e)
-        raise _bad(source, f"its header is not valid JSON ({reason:.200}).") from None
+    except ValueError as e:
+        raise _bad(source, f"its header is not valid JSON ({e!s:.200}).") from None
     del text
     if doc.__class__ is not dict:
         raise _bad(source, "its header is not a JSON object.")

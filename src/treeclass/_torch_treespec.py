@@ -31,14 +31,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import torch.utils._pytree as pytree
 
-from . import _json
 from ._errors import TreespecLoadError, UnregisteredNameError
-from ._json import MAX_INT_DIGITS
+from ._json import MAX_INT_DIGITS, loads_strict
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "loads_strict", "treespec_from_json"]
+__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "parse_json", "treespec_from_json"]
 
 #: The treespec serialization protocols this reader understands.
 PROTOCOLS: Final = (1,)
@@ -69,17 +68,15 @@ def _brief(value: Any, limit: int = 80) -> str:
 # --- strict JSON ---------------------------------------------------------------------------
 
 
-def loads_strict(text: str | bytes | bytearray, what: str) -> Any:
-    """Parse strict JSON; any problem is a :class:`TreespecLoadError` about ``what``.
+def parse_json(text: str | bytes | bytearray, what: str) -> Any:
+    """``text`` as :func:`treeclass._json.loads_strict` parses it, or a TreespecLoadError.
 
-    The parser is :func:`treeclass._json.loads_strict`: no duplicate keys, no ``NaN``, ints of
-    at most :data:`MAX_INT_DIGITS` digits.
+    No duplicate keys, no ``NaN``, ints of at most :data:`MAX_INT_DIGITS` digits; any problem
+    is a :class:`TreespecLoadError` about ``what``.
     """
     try:
-        return _json.loads_strict(text)
-    except RecursionError:
-        raise TreespecLoadError(f"{what} nests too deeply to be loaded.") from None
-    except (ValueError, UnicodeDecodeError) as e:
+        return loads_strict(text)
+    except ValueError as e:
         raise TreespecLoadError(f"{what} is not valid JSON ({str(e)[:200]}).") from None
 
 
@@ -109,7 +106,7 @@ def _json_context(context: Any, where: str) -> Any:
         raise TreespecLoadError(
             f"the context of {where} must be a JSON string, got {_brief(context, 60)}."
         )
-    value = loads_strict(context, f"the context of {where}")
+    value = parse_json(context, f"the context of {where}")
     _no_enums(value, f"the context of {where}")
     return value
 
@@ -274,7 +271,7 @@ def _resolve(name: str, context: Any, where: str, k: int) -> tuple[Any, Any]:
         # torch would json.loads it with its enum hook (which imports); we parse it strictly.
         return cls, _json_context(context, label)
     if context.__class__ is str:
-        loads_strict(context, f"the context of {label}")  # duplicate keys, bad numbers
+        parse_json(context, f"the context of {label}")  # duplicate keys, bad numbers
     try:
         value = serialize.from_dumpable_context(context)
     except TreespecLoadError:
@@ -315,7 +312,7 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
             f"{type(text).__name__}."
         )
     try:
-        doc = loads_strict(text, "the text")
+        doc = parse_json(text, "the text")
     except TreespecLoadError as e:
         raise _not_a_treespec(str(e)) from None
     if doc.__class__ is not list or len(doc) != 2:

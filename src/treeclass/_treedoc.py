@@ -8,8 +8,8 @@ leaves can be computed from its document alone, without unflattening anything (n
 ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders).
 
 Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded
-in one batch through :func:`treeclass.treespec_loads` of a small document holding only those
-dicts, so they print exactly as ``keystr`` prints them.
+in one batch by :func:`treeclass._format.nodes_to_spec` of a small node list holding only
+those dicts, so they print exactly as ``keystr`` prints them.
 
 The walk is iterative (any depth) and yields each node's path as a live list of entries plus
 its length, so a caller can compare a path with a stored one without joining every prefix:
@@ -20,15 +20,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ._names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any, Final
 
 __all__ = ["child_entries", "walk"]
 
-_DICTS: Final = frozenset(("dict", "collections.OrderedDict"))
-_SEQUENCES: Final = frozenset(("tuple", "list"))
-_FORMAT_ID: Final = "treeclass.treespec"  # the "format" of every treespec document
+_DICTS: Final = frozenset((DICT, ORDERED_DICT))
+_SEQUENCES: Final = frozenset((TUPLE, LIST))
 
 
 def _scalar_key(key: Any) -> str | None:
@@ -48,20 +49,17 @@ def _entry(key_repr: str) -> str:
     return f"[{key_repr}]"
 
 
-def _decode_batch(batch: list[tuple[int, list[Any]]], version: int) -> dict[int, list[str]]:
-    """Decode the keys of several dict nodes with one :func:`treespec_loads`."""
-    import json
+def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
+    """Decode the keys of several dict nodes with one :func:`~treeclass._format.nodes_to_spec`."""
+    from ._format import nodes_to_spec
 
-    from . import treespec_loads
-
-    nodes: list[Any] = [["list", None, len(batch)]]
+    nodes: list[Any] = [(LIST, None, len(batch))]
     total = 0
     for _, keys in batch:
-        nodes.append(["collections.OrderedDict", keys, len(keys)])
+        nodes.append((ORDERED_DICT, keys, len(keys)))
         nodes.extend([None] * len(keys))
         total += len(keys)
-    doc = {"format": _FORMAT_ID, "leaves": total, "nodes": nodes, "version": version}
-    dicts: list[dict[Any, int]] = treespec_loads(json.dumps(doc)).unflatten(range(total))
+    dicts: list[dict[Any, int]] = nodes_to_spec(nodes).unflatten(range(total))
     out: dict[int, list[str]] = {}
     for (index, _), d in zip(batch, dicts):
         ordered = sorted(d.items(), key=lambda kv: kv[1])
@@ -72,14 +70,12 @@ def _decode_batch(batch: list[tuple[int, list[Any]]], version: int) -> dict[int,
 def _dict_keys(name: str, state: Any) -> Any:
     if name in _DICTS:
         return state
-    if name == "collections.defaultdict" and state.__class__ is dict:
+    if name == DEFAULT_DICT and state.__class__ is dict:
         return state.get("keys")
     return None
 
 
-def child_entries(
-    nodes: Sequence[Any], version: int, *, strict: bool = True
-) -> list[list[str] | None]:
+def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str] | None]:
     """For each node of a document's node list, the key entries of its children.
 
     ``None`` for a leaf. With ``strict``, a dict key that cannot be decoded raises (the
@@ -124,7 +120,7 @@ def child_entries(
         out.append(entries)
     if pending:
         try:
-            decoded = _decode_batch(pending, version)
+            decoded = _decode_batch(pending)
         except TreeclassError:
             if strict:
                 raise

@@ -13,15 +13,19 @@ written atomically by orbax) with two items:
 
 * ``treeclass``: a JSON document (orbax ``JsonSave``)::
 
-      {"format": "treeclass.orbax", "version": 1,
+      {"format": "treeclass.orbax", "version": 2,
        "treespec": "<tc.treespec_dumps of the tree's structure>",
        "leaves": [<one description per leaf, in leaf order>]}
 
   A leaf is described as ``{"array": "jax" | "numpy" | "numpy-scalar", "dtype": "float32",
   "shape": [2, 3], "key": "0"}`` (an array, stored in the ``arrays`` item under ``key``;
   ``key`` is ``null`` for an array with no elements, which orbax refuses to store), or by its
-  value: ``{"bool": true}``, ``{"int": 3}``, ``{"float": "0x1.8p+0"}`` (``float.hex``, exact,
-  ``inf``/``nan`` included), ``{"complex": [re, im]}`` or ``{"str": "..."}``.
+  value, ``{tag: value}`` as :func:`treeclass.save` writes a Python scalar
+  (:mod:`treeclass._scalars`): ``{"bool": true}``, ``{"int": 3}`` (``"0x..."`` hex text beyond
+  2**53), ``{"float": 1.5}`` (``"nan"``, ``"inf"``, ``"-inf"`` if not finite),
+  ``{"complex": [1.5, -0.0]}`` or ``{"str": "..."}``. Version 1 (treeclass 0.1.0 before the
+  shared encoding) wrote floats as ``float.hex`` text and ints as plain numbers; it still
+  restores.
 * ``arrays``: an orbax PyTree checkpoint (``PyTreeSave``) of a flat dict ``{key: array}``,
   readable with orbax alone.
 
@@ -29,9 +33,9 @@ Restoring treats the directory as hostile input. The structure item is read firs
 (orbax's ``JsonRestore``: ``json.loads``), and its ``treespec`` goes through
 :func:`treeclass.treespec_loads`, which imports and runs nothing by name: a class name that is
 not registered raises :class:`~treeclass.UnregisteredNameError` (naming every missing name)
-before any array is read. Every leaf description is checked (dtype names against a fixed list
-of numeric dtypes, shapes that a numpy array can have, keys, floats within float range); the
-arrays item's orbax metadata must then match them before orbax reads the arrays, so an edited
+before any array is read. Every leaf description is checked (dtype names against the numeric
+dtypes of :mod:`treeclass._dtypes`, shapes that a numpy array can have, keys); the arrays
+item's orbax metadata must then match them before orbax reads the arrays, so an edited
 document cannot make orbax cast or reshape what it reads. Nothing is unpickled. The other
 files are read by orbax (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``, tensorstore's
 OCDBT and zarr files); whatever orbax raises on an edited or damaged one (a ``RecursionError``
@@ -62,8 +66,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import importlib
-import json
 import math
 import os
 from collections.abc import Generator, Mapping
@@ -76,6 +78,7 @@ import orbax.checkpoint as ocp
 import treeclass as tc
 
 from ._codegen import class_in_traceback
+from ._dtypes import ORBAX_DTYPES, numpy_dtype
 from ._errors import (
     TreeclassError,
     TreeclassTypeError,
@@ -83,59 +86,24 @@ from ._errors import (
     UnregisteredNameError,
     brief,
 )
+from ._format import loads_nodes
+from ._names import BUILTIN_NAMES
+from ._scalars import decode_scalar, encode_scalar
 from ._treedoc import child_entries, walk
 
 __all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
 
 #: The ``format`` of the structure document.
 FORMAT: Final = "treeclass.orbax"
-#: The structure document's version. History: 1 (treeclass 0.1.0), the first.
-VERSION: Final = 1
+#: The structure document's version. History: 1 (treeclass 0.1.0), the first; 2, scalar
+#: leaves encoded as :func:`treeclass.save` encodes them (floats as numbers, not hex text).
+VERSION: Final = 2
+_READABLE: Final = (1, 2)
 #: The composite checkpoint's item holding the structure document (JSON).
 STRUCTURE_ITEM: Final = "treeclass"
 #: The composite checkpoint's item holding the array leaves (an orbax PyTree checkpoint).
 ARRAYS_ITEM: Final = "arrays"
 
-# The dtypes an array leaf may have: numeric only (no object, string, void, structured or
-# datetime dtypes, which orbax cannot store or which could hold Python objects). Names as
-# numpy (``np.dtype(x).name``) spells them; the second set comes from ml_dtypes, which jax
-# depends on.
-_NUMPY_DTYPES: Final = frozenset(
-    {
-        "bool",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "float16",
-        "float32",
-        "float64",
-        "complex64",
-        "complex128",
-    }
-)
-_ML_DTYPES: Final = frozenset(
-    {
-        "bfloat16",
-        "float4_e2m1fn",
-        "float8_e3m4",
-        "float8_e4m3",
-        "float8_e4m3b11fnuz",
-        "float8_e4m3fn",
-        "float8_e4m3fnuz",
-        "float8_e5m2",
-        "float8_e5m2fnuz",
-        "float8_e8m0fnu",
-        "int2",
-        "int4",
-        "uint2",
-        "uint4",
-    }
-)
 _ARRAY_KINDS: Final = frozenset({"jax", "numpy", "numpy-scalar"})
 _MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
@@ -191,24 +159,15 @@ def _dtype_name(leaf: Any) -> str | None:
     except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
         return None
     name = str(dtype.name)
-    if name in _NUMPY_DTYPES or name in _ML_DTYPES:
-        return name
-    return None
+    return name if name in ORBAX_DTYPES else None
 
 
 def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     """The JSON description of one leaf; arrays with elements go into ``arrays``."""
+    scalar = encode_scalar(leaf, path)
+    if scalar is not None:
+        return {scalar[0]: scalar[1]}
     kind: type = leaf.__class__
-    if kind is bool:
-        return {"bool": leaf}
-    if kind is int:
-        return {"int": leaf}
-    if kind is float:
-        return {"float": float.hex(leaf)}
-    if kind is complex:
-        return {"complex": [float.hex(leaf.real), float.hex(leaf.imag)]}
-    if kind is str:
-        return {"str": leaf}
     if isinstance(leaf, jax.Array):
         array_kind = "jax"
     elif kind is np.ndarray:
@@ -316,32 +275,23 @@ def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -
 # --- restore ----------------------------------------------------------------------------------
 
 
-def _builtin_names() -> frozenset[str]:
-    """The names the treespec format gives built-in containers (read from a dumped sample)."""
-    import collections
-
-    odict: collections.OrderedDict[str, int] = collections.OrderedDict()
-    ddict: collections.defaultdict[str, list[int]] = collections.defaultdict(list)
-    sample: tuple[Any, ...] = ((), [], {}, None, odict, ddict)
-    nodes: list[Any] = json.loads(tc.treespec_dumps(tc.tree_structure(sample)))["nodes"]
-    return frozenset(str(node[0]) for node in nodes if node.__class__ is list)
-
-
 def _unregistered_names(treespec: str) -> list[str]:
     """Every node name of a treespec document that no class is registered under."""
+    from ._format import loads_nodes
+
     try:
-        doc: Any = json.loads(treespec)
-    except ValueError:
+        nodes = loads_nodes(treespec)
+    except TreespecLoadError:
         return []
-    nodes: Any = doc.get("nodes") if doc.__class__ is dict else None
-    if nodes.__class__ is not list:
-        return []
-    builtin = _builtin_names()
     missing: dict[str, None] = {}
     for node in nodes:
-        if node.__class__ is list and node and node[0].__class__ is str:
+        if node is not None:
             name: str = node[0]
-            if name not in builtin and name not in missing and tc.class_for_name(name) is None:
+            if (
+                name not in BUILTIN_NAMES
+                and name not in missing
+                and tc.class_for_name(name) is None
+            ):
                 missing[name] = None
     return list(missing)
 
@@ -383,14 +333,11 @@ def _reading(where: str, what: str) -> Generator[None, None, None]:
 
 
 def _dtype(name: Any, where: str, label: str) -> np.dtype[Any]:
-    if isinstance(name, str) and name in _NUMPY_DTYPES:
-        return np.dtype(name)
-    if isinstance(name, str) and name in _ML_DTYPES:
-        ml_dtypes: Any = importlib.import_module("ml_dtypes")  # a jax dependency, untyped
-        found = getattr(ml_dtypes, name, None)
-        if found is None:
-            raise _bad(where, f"{label} has dtype {name!r}, which this ml_dtypes lacks")
-        dtype: np.dtype[Any] = np.dtype(found)
+    if isinstance(name, str) and name in ORBAX_DTYPES:
+        try:
+            dtype: np.dtype[Any] = numpy_dtype(name)
+        except ImportError:
+            raise _bad(where, f"{label} has dtype {name!r}, which this ml_dtypes lacks") from None
         return dtype
     raise _bad(where, f"{label} has dtype {str(name)[:40]!r}, not a numeric dtype")
 
@@ -419,28 +366,33 @@ def _float(text: Any) -> float | None:
         return None
 
 
-def _scalar(tag: str, value: Any) -> tuple[bool, Any]:
+def _scalar(tag: str, value: Any, version: int) -> tuple[bool, Any]:
     """``(True, value)`` for a valid scalar description ``{tag: value}``, else ``(False, None)``."""
-    if tag in ("bool", "int", "str"):
-        return value.__class__ is {"bool": bool, "int": int, "str": str}[tag], value
-    if tag == "float":
-        number = _float(value)
-        return number is not None, number
-    if tag == "complex" and value.__class__ is list and len(value) == 2:
-        real, imag = _float(value[0]), _float(value[1])
-        if real is not None and imag is not None:
-            return True, complex(real, imag)
-    return False, None
+    if version == 1 and tag in ("int", "float", "complex"):  # plain ints, float.hex text
+        if tag == "int":
+            return value.__class__ is int, value
+        if tag == "float":
+            number = _float(value)
+            return number is not None, number
+        if value.__class__ is list and len(value) == 2:
+            real, imag = _float(value[0]), _float(value[1])
+            if real is not None and imag is not None:
+                return True, complex(real, imag)
+        return False, None
+    try:
+        return True, decode_scalar(tag, value)
+    except ValueError:
+        return False, None
 
 
-def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
+def _check_leaf(desc: Any, index: int, label: str, where: str, version: int) -> Any:
     """The value a leaf description stands for, or an :class:`_Array` to read."""
     if desc.__class__ is not dict or not desc:
         raise _bad(where, f"{label} is described by {desc.__class__.__name__}, not an object")
     keys: set[str] = set(desc)
     if len(keys) == 1:
         (tag,) = keys
-        ok, value = _scalar(tag, desc[tag])
+        ok, value = _scalar(tag, desc[tag], version)
         if not ok:
             raise _bad(where, f"{label} has an invalid {tag[:40]!r} description")
         return value
@@ -472,7 +424,7 @@ def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
     return _Array(kind, dtype, dims, expected, label)
 
 
-def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
+def _check_document(raw: Any, where: str) -> tuple[str, list[Any], int]:
     if raw.__class__ is not dict:
         raise _bad(where, f"the {STRUCTURE_ITEM!r} item holds a {raw.__class__.__name__}")
     if raw.get("format") != FORMAT:
@@ -485,13 +437,13 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
             f"the checkpoint at {where} was written by a newer treeclass (structure version "
             f"{version}; this treeclass reads version {VERSION}); upgrade treeclass to restore it."
         )
-    if version != VERSION or set(raw) != {"format", "version", "treespec", "leaves"}:
-        raise _bad(where, "it does not have the fields of version 1")
+    if version not in _READABLE or set(raw) != {"format", "version", "treespec", "leaves"}:
+        raise _bad(where, f"it does not have the fields of version {version}")
     treespec: Any = raw["treespec"]
     leaves: Any = raw["leaves"]
     if treespec.__class__ is not str or leaves.__class__ is not list:
         raise _bad(where, "its treespec is not a string or its leaves not a list")
-    return treespec, leaves
+    return treespec, leaves, version
 
 
 def _leaf_labels(treespec: str, count: int) -> list[str]:
@@ -500,9 +452,8 @@ def _leaf_labels(treespec: str, count: int) -> list[str]:
     Read as ``tc.load`` reads them (:mod:`treeclass._treedoc`): no class is built, so no
     ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
     """
-    doc: Any = json.loads(treespec)  # treespec_loads accepted it: well-formed, bounded depth
-    nodes: list[Any] = doc["nodes"]
-    entries = child_entries(nodes, doc["version"], strict=False)
+    nodes = loads_nodes(treespec)  # treespec_loads accepted it: this cannot raise
+    entries = child_entries(nodes, strict=False)
     labels = [
         f"the leaf at {''.join(parts) or 'the root'}"
         for i, parts, _ in walk(nodes, entries)
@@ -613,7 +564,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
                 path, args=ocp.args.Composite(**{STRUCTURE_ITEM: ocp.args.JsonRestore()})
             )
             raw = restored[STRUCTURE_ITEM]
-        treespec, descriptions = _check_document(raw, where)
+        treespec, descriptions, version = _check_document(raw, where)
         spec = _load_spec(treespec, where)
         if len(descriptions) != spec.num_leaves:
             raise _bad(
@@ -621,7 +572,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
                 f"it describes {len(descriptions)} leaves for a structure of {spec.num_leaves}",
             )
         labels = _leaf_labels(treespec, spec.num_leaves)
-        checked = [_check_leaf(d, i, labels[i], where) for i, d in enumerate(descriptions)]
+        checked = [_check_leaf(d, i, labels[i], where, version) for i, d in enumerate(descriptions)]
         wanted = {a.key: a for a in checked if isinstance(a, _Array) and a.key is not None}
         if sharding is None:
             sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])

@@ -42,7 +42,7 @@ import torch.utils._pytree as pytree
 
 from ._errors import TreespecLoadError, UnregisteredNameError
 from ._torch_state import StatefulTree, load_state_dict, state_dict
-from ._torch_treespec import loads_strict, treespec_from_json
+from ._torch_treespec import parse_json, treespec_from_json
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -167,7 +167,7 @@ def _missing_in_archive(
             for record in reader.get_file_names():
                 if not record.startswith("models/"):
                     continue
-                doc: Any = loads_strict(reader.read_bytes(record), record)
+                doc: Any = parse_json(reader.read_bytes(record), record)
                 for call in doc["graph_module"]["module_call_graph"]:
                     signature: Any = call.get("signature") or {}
                     for key in ("in_spec", "out_spec"):

@@ -1,0 +1,138 @@
+"""Python scalar leaves as JSON values: the one encoding of tc.save and treeclass.orbax.
+
+:func:`treeclass.save` and :mod:`treeclass.orbax` accept the same scalar leaves and write the
+same JSON values for them. A leaf whose type is exactly ``bool``, ``int``, ``float``,
+``complex`` or ``str`` is stored by value, as a type tag and a JSON value (the ints and floats
+as the static codec, :mod:`treeclass._statics`, writes them)::
+
+    "bool"     true / false
+    "int"      the number, in (-2**53, 2**53) (exact in every JSON reader); beyond, its hex
+               text "0x1f..." / "-0x1f..." (at most MAX_INT_DIGITS decimal digits)
+    "float"    the number if finite (Python's shortest repr: exact, -0.0 included); else
+               "nan", "inf" or "-inf"
+    "complex"  [real, imag], each written as a "float"
+    "str"      the text
+
+Decoding is strict: a value of the wrong JSON type, a hex text that is not the canonical one
+or longer than the limit, is a ``ValueError``. A nan comes back as ``math.nan`` (its sign and
+payload are not kept).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ._errors import TreeclassTypeError, brief
+from ._json import MAX_INT_DIGITS
+
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+__all__ = ["SCALAR_TAGS", "SCALAR_TYPES", "decode_scalar", "encode_scalar"]
+
+_TAGS: Final[dict[type, str]] = {
+    bool: "bool",
+    int: "int",
+    float: "float",
+    complex: "complex",
+    str: "str",
+}
+#: The types of the leaves stored by value (exactly these: not subclasses).
+SCALAR_TYPES: Final = tuple(_TAGS)
+#: Their tags.
+SCALAR_TAGS: Final = frozenset(_TAGS.values())
+
+_SAFE_INT: Final = 1 << 53
+_INT_LIMIT: Final = 10**MAX_INT_DIGITS
+_MAX_HEX: Final = len(hex(_INT_LIMIT)) + 1  # the longest hex text, sign included
+_WORDS: Final = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _float(x: float) -> float | str:
+    if x - x == 0.0:
+        return x
+    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+
+
+def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
+    """``(tag, JSON value)`` of a scalar leaf, or ``None`` when ``leaf`` is not one.
+
+    Args:
+        leaf: the leaf.
+        where: its key path, for messages.
+
+    Raises:
+        TreeclassTypeError: an int of more than :data:`MAX_INT_DIGITS` decimal digits.
+
+    Example:
+        >>> from treeclass._scalars import encode_scalar
+        >>> encode_scalar(-0.0, "x"), encode_scalar(2**60, "n"), encode_scalar(1j, "z")
+        (('float', -0.0), ('int', '0x1000000000000000'), ('complex', [0.0, 1.0]))
+    """
+    tag = _TAGS.get(leaf.__class__)
+    if tag == "int":
+        if -_SAFE_INT < leaf < _SAFE_INT:
+            return tag, leaf
+        if not -_INT_LIMIT < leaf < _INT_LIMIT:
+            raise TreeclassTypeError(
+                f"the leaf at {where} is an integer of more than {MAX_INT_DIGITS:,} decimal "
+                f"digits (about {leaf.bit_length():,} bits), more than treeclass stores (Python "
+                "cannot print or parse it); store a smaller integer, or its text."
+            )
+        return tag, hex(leaf)
+    if tag == "float":
+        return tag, _float(leaf)
+    if tag == "complex":
+        return tag, [_float(leaf.real), _float(leaf.imag)]
+    return None if tag is None else (tag, leaf)
+
+
+def _decode_float(value: Any) -> float:
+    if value.__class__ is float:
+        return value
+    if value.__class__ is str and value in _WORDS:
+        return _WORDS[value]
+    raise ValueError(f"{brief(value, 40)} is not a float (a number, or nan, inf or -inf)")
+
+
+def decode_scalar(tag: str, value: Any) -> Any:
+    """Inverse of :func:`encode_scalar`: the leaf ``value`` encodes under ``tag``.
+
+    Raises:
+        ValueError: ``tag`` is not a scalar tag, or ``value`` is not its encoding.
+
+    Example:
+        >>> from treeclass._scalars import decode_scalar
+        >>> decode_scalar("int", "-0x1f"), decode_scalar("complex", [1.5, "-inf"])
+        (-31, (1.5-infj))
+    """
+    cls = value.__class__
+    if tag == "int":
+        if cls is int and -_SAFE_INT < value < _SAFE_INT:
+            return value
+        if cls is str and len(value) <= _MAX_HEX and value.lstrip("-").startswith("0x"):
+            try:
+                n = int(value, 16)
+            except ValueError:
+                pass
+            else:
+                if hex(n) == value and -_INT_LIMIT < n < _INT_LIMIT:
+                    return n
+        raise ValueError(
+            f"{brief(value, 40)} is not an int (a number in (-2**53, 2**53), or its hex text "
+            f"of at most {MAX_INT_DIGITS:,} decimal digits)"
+        )
+    if tag == "float":
+        return _decode_float(value)
+    if tag == "complex":
+        if cls is not list or len(value) != 2:
+            raise ValueError(f"{brief(value, 40)} is not a complex ([real, imag])")
+        return complex(_decode_float(value[0]), _decode_float(value[1]))
+    if tag == "bool" and cls is bool:
+        return value
+    if tag == "str" and cls is str:
+        return value
+    if tag not in SCALAR_TAGS:
+        raise ValueError(f"{tag[:40]!r} is not a scalar type ({', '.join(sorted(SCALAR_TAGS))})")
+    raise ValueError(f"{brief(value, 40)} is not a {tag}")
