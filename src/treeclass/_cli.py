@@ -113,15 +113,25 @@ def _import_modules(modules: Sequence[str], err: IO[str]) -> bool:
         except KeyboardInterrupt:
             raise
         except SystemExit as e:
+            code = repr(e.code) if e.code is None or isinstance(e.code, int) else _describe(e)
             err.write(
-                f"treeclass: cannot import {name!r}: it called sys.exit({e.code!r}) while "
-                "being imported.\n"
+                f"treeclass: cannot import {name!r}: it called sys.exit({code}) while being "
+                "imported.\n"
             )
             ok = False
         except BaseException as e:  # the user's module: report whatever it raised
-            err.write(f"treeclass: cannot import {name!r}: {type(e).__name__}: {_safe(str(e))}\n")
+            err.write(f"treeclass: cannot import {name!r}: {type(e).__name__}: {_describe(e)}\n")
             ok = False
     return ok
+
+
+def _describe(e: BaseException) -> str:
+    """The message of the user's exception, escaped and elided (even if ``str`` raises)."""
+    try:
+        text = str(e)
+    except Exception:  # the user's __str__
+        text = "(its message cannot be shown)"
+    return _safe(_elide(text, 500))
 
 
 def _safe(text: str) -> str:
