@@ -7,14 +7,22 @@ artifact are recognised by their content:
 - a **torch.export archive** (``.pt2``, a zip): the JSON of ``*/models/*.json`` only --
   ``graph_module.module_call_graph[0].signature.in_spec`` / ``out_spec`` (torch's treespec
   JSON text) and the tensor metadata of the graph's inputs and outputs (checked with torch
-  2.13.0). The archive's pickles (example inputs, constants) are never opened;
+  2.13.0). The archive's pickles (example inputs, constants) are never opened. Those members
+  are decompressed here, never by :mod:`zipfile` (which decompresses a bzip2 chunk whole):
+  entries that overlap are refused, and a member is refused before it is decompressed when
+  its size, the members' total or its compression ratio is past :data:`MAX_READ_BYTES`,
+  :data:`MAX_ZIP_TOTAL` or :data:`MAX_ZIP_RATIO`; decompression stops one byte past the size
+  the archive declares;
 - a **jax.export blob** (``Exported.serialize()``, a flatbuffer): read by a small bounded
   reader of the few fields needed -- ``in_tree`` / ``out_tree`` (``PyTreeDef`` tables) and
   ``in_avals`` / ``out_avals`` (shapes, dtypes) -- following jax 0.10.2's schema
   (``jax/_src/export/serialization.fbs``). jax's own generated reader (through the
   ``flatbuffers`` package) checks no offset, so a hostile blob sends it out of bounds or, with
   a shared or cyclic child, into exponential or endless recursion; and it imports jax. This
-  reader checks every offset, visits each table once and walks iteratively;
+  reader checks every offset and walks iteratively; it reaches each table, vector and string
+  of the trees once (one reached twice is refused: jax's serializer shares none; only
+  vtables, and avals through the index of a unique one, are shared), so its time and what it
+  prints are linear in the blob's size;
 - a **treespec document** (:func:`treeclass.treespec_dumps`).
 
 Nothing is imported or called by name; every problem is a :class:`~treeclass.FileLoadError`.
@@ -37,6 +45,17 @@ __all__ = ["Artifact", "Node", "Tree", "read_artifact"]
 
 #: Largest JSON member read from a .pt2 archive, and largest JSON / blob file read whole.
 MAX_READ_BYTES: Final = 256 * 1024 * 1024
+#: What a .pt2 archive's ``models/*.json`` members may decompress to, all together.
+MAX_ZIP_TOTAL: Final = MAX_READ_BYTES
+#: Largest ratio of decompressed to compressed size of those members (each, and all together)
+#: past :data:`ZIP_RATIO_FLOOR` decompressed bytes. torch stores them uncompressed (ratio 1);
+#: re-zipped, the model JSON of a 300-layer MLP (750 KB, torch 2.13.0) shrinks 30 times with
+#: deflate and 63 times with bzip2; a deflate bomb reaches 1,032, a bzip2 one millions. The
+#: ratio bounds the work to 200 times the archive's size, the total to 256 MiB.
+MAX_ZIP_RATIO: Final = 200
+ZIP_RATIO_FLOOR: Final = 1024 * 1024
+#: Most characters of an aval's shape shown (an aval is shared by every leaf pointing to it).
+_SHAPE_SHOWN: Final = 100
 
 # torch.utils._pytree's built-in serialized type names (torch 2.13.0).
 _TORCH_SEQUENCES: Final = frozenset(
@@ -335,20 +354,8 @@ def _pt2(path: str, source: str) -> Artifact:
 
     art = Artifact("torch.export archive (.pt2)")
     try:
-        with zipfile.ZipFile(path) as z:
-            members = [
-                i for i in z.infolist() if "/models/" in i.filename and i.filename.endswith(".json")
-            ]
-            if not members:
-                raise _bad(source, "torch.export archive", "it has no models/*.json member.")
-            for info in members:
-                if info.file_size > MAX_READ_BYTES:
-                    raise _bad(source, "torch.export archive", f"{info.filename} is too large.")
-                with z.open(info) as member:
-                    raw = member.read(MAX_READ_BYTES + 1)
-                if len(raw) > MAX_READ_BYTES:
-                    raise _bad(source, "torch.export archive", f"{info.filename} is too large.")
-                _pt2_model(info.filename, raw, art)
+        for name, raw in _pt2_members(path, source):
+            _pt2_model(name, raw, art)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError) as e:
         raise _bad(source, "torch.export archive", f"the zip cannot be read ({e}).") from None
     except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError) as e:
@@ -358,6 +365,127 @@ def _pt2(path: str, source: str) -> Artifact:
             source, "torch.export archive", f"{type(e).__name__}: {_short(str(e), 200)}"
         ) from None
     return art
+
+
+_STORED, _DEFLATED, _BZIP2 = 0, 8, 12
+_CHUNK: Final = 64 * 1024
+
+
+def _pt2_members(path: str, source: str) -> Iterator[tuple[str, bytes]]:
+    """``(name, content)`` of the archive's ``models/*.json`` members, read within the caps.
+
+    :mod:`zipfile` reads the central directory only; the members are decompressed here with
+    a bound on the output of every step.
+    """
+    import os
+    import zipfile
+
+    def bad(message: str) -> FileLoadError:
+        return _bad(source, "torch.export archive", message)
+
+    size = os.path.getsize(path)
+    with zipfile.ZipFile(path) as z:
+        infos = z.infolist()
+    # Entries that overlap (the same member listed twice, or a member inside another) are
+    # refused: each would be decompressed again. Where an entry ends is at least its local
+    # header, name and compressed data (its local extra field may add to that).
+    end = 0
+    for info in sorted(infos, key=lambda i: i.header_offset):
+        if info.header_offset < end:
+            where = f"{_short(info.filename, 80)!r} at byte {info.header_offset}"
+            raise bad(f"its entries overlap ({where}); each would be decompressed again.")
+        end = info.header_offset + 30 + len(info.orig_filename) + info.compress_size
+    members = [i for i in infos if "/models/" in i.filename and i.filename.endswith(".json")]
+    if not members:
+        raise bad("it has no models/*.json member.")
+    total = packed = 0
+    for info in members:
+        name = _short(info.filename, 80)
+        if info.flag_bits & 1:
+            raise bad(f"{name} is encrypted.")
+        if info.compress_type not in (_STORED, _DEFLATED, _BZIP2):
+            raise bad(
+                f"{name} uses compression method {info.compress_type} (torch stores members "
+                "uncompressed; inspect reads stored, deflate and bzip2 members)."
+            )
+        if info.file_size > MAX_READ_BYTES:
+            raise bad(f"{name} is too large ({info.file_size} bytes; the cap is {MAX_READ_BYTES}).")
+        if info.file_size > max(ZIP_RATIO_FLOOR, MAX_ZIP_RATIO * info.compress_size):
+            raise bad(
+                f"{name} decompresses to {info.file_size} bytes from {info.compress_size} "
+                f"(more than {MAX_ZIP_RATIO} times as many)."
+            )
+        total += info.file_size
+        packed += info.compress_size
+    if total > min(MAX_ZIP_TOTAL, max(ZIP_RATIO_FLOOR, MAX_ZIP_RATIO * packed)):
+        raise bad(
+            f"its models/*.json members decompress to {total} bytes from {packed} (the cap: "
+            f"{MAX_ZIP_RATIO} times as many, at most {MAX_ZIP_TOTAL})."
+        )
+    with open(path, "rb") as f:
+        for info in members:
+            yield info.filename, _read_member(f, info, size, bad)
+
+
+def _read_member(f: Any, info: Any, size: int, bad: Any) -> bytes:
+    """A member's content, decompressed to at most one byte past its declared size."""
+    import bz2
+    import zlib
+
+    name = _short(info.filename, 80)
+    f.seek(info.header_offset)
+    header = f.read(30)
+    if len(header) < 30 or header[:4] != b"PK\x03\x04":
+        raise bad(f"{name} has no local header.")
+    start = info.header_offset + 30
+    start += int.from_bytes(header[26:28], "little") + int.from_bytes(header[28:30], "little")
+    if start + info.compress_size > size:
+        raise bad(f"{name} runs past the end of the file.")
+    f.seek(start)
+    want = info.file_size
+    out = bytearray()
+    left = info.compress_size
+    method = info.compress_type
+    dec: Any = (
+        zlib.decompressobj(-15)
+        if method == _DEFLATED
+        else bz2.BZ2Decompressor()
+        if method == _BZIP2
+        else None
+    )
+    done = method == _STORED and info.compress_size != want
+    while left and not done:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        left -= len(chunk)
+        if dec is None:
+            out += chunk
+            continue
+        while True:
+            room = want + 1 - len(out)
+            try:
+                out += dec.decompress(chunk, room)
+            except (zlib.error, OSError, EOFError) as e:
+                raise bad(f"{name} cannot be decompressed ({e}).") from None
+            if method == _DEFLATED:
+                chunk = dec.unconsumed_tail
+                more = bool(chunk)
+            else:
+                chunk = b""
+                more = not dec.needs_input and not dec.eof
+            if len(out) > want:
+                raise bad(
+                    f"{name} decompresses to more than the {want} bytes the archive declares."
+                )
+            if not more or dec.eof:
+                break
+        done = dec.eof
+    if len(out) != want or (dec is not None and not dec.eof):
+        raise bad(f"{name} does not hold the {want} bytes the archive declares.")
+    if zlib.crc32(out) != info.CRC:
+        raise bad(f"{name} does not match its CRC.")
+    return bytes(out)
 
 
 def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
@@ -396,15 +524,29 @@ def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
 
 
 class _Flat:
-    """A bounds-checked reader of the few flatbuffer tables of a ``jax.export`` blob."""
+    """A bounds-checked reader of the few flatbuffer tables of a ``jax.export`` blob.
+
+    :meth:`claim` records every table, vector and string reached, and refuses one reached
+    twice: jax's serializer writes each anew (it shares only vtables), and a shared one would
+    be read, and shown, once for every reference -- quadratic, or exponential along a chain.
+    """
 
     def __init__(self, data: bytes, source: str) -> None:
         self.data = data
         self.n = len(data)
         self.source = source
+        self.seen: set[int] = set()
 
     def fail(self, message: str) -> FileLoadError:
         return _bad(self.source, "jax.export blob", message)
+
+    def claim(self, pos: int, what: str) -> None:
+        if pos in self.seen:
+            raise self.fail(
+                f"the {what} at byte {pos} is reached twice (a cycle or a shared {what}; "
+                "jax.export never writes one)."
+            )
+        self.seen.add(pos)
 
     def uint(self, pos: int, size: int) -> int:
         if pos < 0 or pos + size > self.n:
@@ -439,7 +581,9 @@ class _Flat:
         return self.uint(at, size) if at else default
 
     def string(self, pos: int) -> str:
+        """The string the reference at ``pos`` points to (claimed)."""
         at = self.ref(pos)
+        self.claim(at, "string")
         length = self.uint(at, 4)
         if at + 4 + length > self.n:
             raise self.fail(f"a string at byte {at} runs past the end.")
@@ -448,79 +592,103 @@ class _Flat:
         except UnicodeDecodeError:
             raise self.fail(f"a string at byte {at} is not UTF-8.") from None
 
-    def vector(self, table: tuple[int, int, int], slot: int, item: int) -> list[int]:
-        """Positions of the items of a vector field (empty when absent)."""
+    def vector(self, table: tuple[int, int, int], slot: int, item: int) -> range:
+        """Positions of the items of a vector field (empty when absent; the vector claimed)."""
         at = self.field(table, slot)
         if not at:
-            return []
+            return range(0)
         start = self.ref(at)
+        self.claim(start, "vector")
         length = self.uint(start, 4)
         if start + 4 + length * item > self.n:
             raise self.fail(f"a vector at byte {start} runs past the end.")
-        return [start + 4 + i * item for i in range(length)]
+        return range(start + 4, start + 4 + length * item, item)
 
 
-def _jax_avals(fb: _Flat, root: tuple[int, int, int], slot: int, idx_slot: int) -> list[str]:
-    def aval(pos: int) -> str:
-        t = fb.table(fb.ref(pos))
-        if fb.scalar(t, 0, 1):
-            return "token"
-        dims = [fb.string(p) for p in fb.vector(t, 1, 4)]
-        dtype = fb.scalar(t, 2, 1)
-        name = _JAX_DTYPES[dtype] if dtype < len(_JAX_DTYPES) else f"dtype {dtype}"
-        return f"{name}[{', '.join(dims)}]"
+def _shape(dtype: str, dims: list[str]) -> str:
+    """``dtype[d0, d1, ...]``, elided past :data:`_SHAPE_SHOWN` characters."""
+    text = ", ".join(dims)
+    if len(text) <= _SHAPE_SHOWN:
+        return f"{dtype}[{text}]"
+    cut = text.rfind(", ", 0, _SHAPE_SHOWN)
+    head = text[:cut] if cut > 0 else _short(text, _SHAPE_SHOWN)
+    return f"{dtype}[{head}, ...] ({len(dims)} dims)"
 
-    direct = fb.vector(root, slot, 4)
-    if direct:
-        return [aval(p) for p in direct]
-    uniques = fb.vector(root, 19, 4)
-    out: list[str] = []
-    for p in fb.vector(root, idx_slot, 4):
-        i = fb.uint(p, 4)
-        if i >= len(uniques):
-            raise fb.fail(f"an aval index {i} is out of range.")
-        out.append(aval(uniques[i]))
-    return out
+
+class _Avals:
+    """The avals of a blob, each read once (leaves share a unique aval by its index)."""
+
+    def __init__(self, fb: _Flat, root: tuple[int, int, int]) -> None:
+        self.fb = fb
+        self.root = root
+        self.uniques = fb.vector(root, 19, 4)
+        self.shown: dict[int, str] = {}
+
+    def aval(self, pos: int) -> str:
+        at = self.fb.ref(pos)
+        shown = self.shown.get(at)
+        if shown is None:
+            fb = self.fb
+            t = fb.table(at)
+            if fb.scalar(t, 0, 1):
+                shown = "token"
+            else:
+                dims = [_short(fb.string(p), 40) for p in fb.vector(t, 1, 4)]
+                dtype = fb.scalar(t, 2, 1)
+                name = _JAX_DTYPES[dtype] if dtype < len(_JAX_DTYPES) else f"dtype {dtype}"
+                shown = _shape(name, dims)
+            self.shown[at] = shown
+        return shown
+
+    def read(self, slot: int, idx_slot: int) -> list[str]:
+        fb = self.fb
+        direct = fb.vector(self.root, slot, 4)
+        if direct:
+            return [self.aval(p) for p in direct]
+        out: list[str] = []
+        for p in fb.vector(self.root, idx_slot, 4):
+            i = fb.uint(p, 4)
+            if i >= len(self.uniques):
+                raise fb.fail(f"an aval index {i} is out of range.")
+            out.append(self.aval(self.uniques[i]))
+        return out
 
 
 def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) -> Tree:
     out: list[Node] = []
-    seen: set[int] = set()
     stack: list[tuple[int, int, str]] = [(pos, 0, "")]
     leaf = 0
     while stack:
         at, depth, key = stack.pop()
-        if at in seen:
-            raise fb.fail(f"the table at byte {at} is reached twice (a cycle or a shared child).")
-        seen.add(at)
+        fb.claim(at, "table")
         t = fb.table(at)
         kind = fb.scalar(t, 0, 1)
         if kind >= len(_JAX_KINDS):
             raise fb.fail(f"a PyTreeDef has the unknown kind {kind}.")
-        children = [fb.ref(p) for p in fb.vector(t, 1, 4)]
+        children = fb.vector(t, 1, 4)
         if _JAX_KINDS[kind] == "leaf":
             out.append(
                 Node(depth, key, True, "leaf", None, avals[leaf] if leaf < len(avals) else "")
             )
             leaf += 1
             continue
-        keys = [f"[{j}]" for j in range(len(children))]
+        keys: Any = None
         shown = _JAX_KINDS[kind]
         needed: str | None = None
         detail = ""
         if shown == "none":
             shown = "None"
         elif shown == "dict":
-            names = [fb.string(p) for p in fb.vector(t, 2, 4)]
+            names = fb.vector(t, 2, 4)
             if len(names) == len(children):
-                keys = [f"[{n!r}]" for n in names]
+                keys = [f"[{fb.string(p)!r}]" for p in names]
         elif shown == "custom":
             name_at = fb.field(t, 3)
             needed = fb.string(name_at) if name_at else "?"
             shown = needed
             aux_items = fb.vector(t, 4, 1)
             if aux_items:
-                aux = fb.data[aux_items[0] : aux_items[-1] + 1]
+                aux = fb.data[aux_items.start : aux_items.stop]
                 state: Any = None
                 with contextlib.suppress(ValueError, RecursionError):
                     state = loads_strict(aux.decode("utf-8"))
@@ -532,8 +700,9 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
                     detail = _state_summary(state)
             art.names.add(needed)
         out.append(Node(depth, key, False, shown, needed, detail))
-        for k, child in reversed(list(zip(keys, children))):
-            stack.append((child, depth + 1, k))
+        for j in range(len(children) - 1, -1, -1):
+            k = keys[j] if keys is not None else f"[{j}]"
+            stack.append((fb.ref(children[j]), depth + 1, k))
     return Tree(label, out)
 
 
@@ -547,8 +716,9 @@ def _jax_blob(data: bytes, source: str) -> Artifact:
     name_at = fb.field(root, 1)
     if name_at:
         art.notes.append(f"function {_short(fb.string(name_at), 80)}")
-    in_avals = _jax_avals(fb, root, 3, 22)
-    out_avals = _jax_avals(fb, root, 5, 23)
+    avals = _Avals(fb, root)
+    in_avals = avals.read(3, 22)
+    out_avals = avals.read(5, 23)
     art.trees.append(_jax_tree(fb, fb.ref(in_at), "inputs", art, in_avals))
     art.trees.append(_jax_tree(fb, fb.ref(out_at), "outputs", art, out_avals))
     return art

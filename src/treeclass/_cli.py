@@ -13,6 +13,9 @@ name, data and static fields, aliases; it flags classes without a name and stati
 that cannot be serialized (status 1).
 
 Colour and the progress line appear only on a terminal (and never with ``NO_COLOR`` set).
+Text output escapes every character of the file's that is not printable (control characters,
+ANSI escapes, CR/LF, bidirectional overrides, lone surrogates) as Python writes it in a
+string literal: what the file holds can neither move the cursor nor fake a line.
 """
 
 from __future__ import annotations
@@ -92,7 +95,12 @@ class _Progress:
 
 
 def _import_modules(modules: Sequence[str], err: IO[str]) -> bool:
-    """Import the user's modules (found from the current directory too, as ``python -m``)."""
+    """Import the user's modules (found from the current directory too, as ``python -m``).
+
+    Fails closed: a module that raises anything at import -- ``sys.exit()`` (``SystemExit``,
+    even with status 0) or another ``BaseException`` -- is reported and the command exits
+    with status 2. ``KeyboardInterrupt`` (the user's Ctrl-C) still stops the command.
+    """
     import importlib
     import os
 
@@ -102,10 +110,40 @@ def _import_modules(modules: Sequence[str], err: IO[str]) -> bool:
     for name in modules:
         try:
             importlib.import_module(name)
-        except Exception as e:  # the user's module: report whatever it raised
-            err.write(f"treeclass: cannot import {name!r}: {type(e).__name__}: {e}\n")
+        except KeyboardInterrupt:
+            raise
+        except SystemExit as e:
+            code = repr(e.code) if e.code is None or isinstance(e.code, int) else _describe(e)
+            err.write(
+                f"treeclass: cannot import {name!r}: it called sys.exit({code}) while being "
+                "imported.\n"
+            )
+            ok = False
+        except BaseException as e:  # the user's module: report whatever it raised
+            err.write(f"treeclass: cannot import {name!r}: {type(e).__name__}: {_describe(e)}\n")
             ok = False
     return ok
+
+
+def _describe(e: BaseException) -> str:
+    """The message of the user's exception, escaped and elided (even if ``str`` raises)."""
+    try:
+        text = str(e)
+    except Exception:  # the user's __str__
+        text = "(its message cannot be shown)"
+    return _safe(_elide(text, 500))
+
+
+def _safe(text: str) -> str:
+    r"""``text`` with every non-printable character escaped (``\x1b``, ``\n``, ``\ud800``).
+
+    For anything that comes from a file: a control character, an ANSI escape, CR/LF or a
+    bidirectional override could move the cursor, recolour or fake a line of the output, and
+    a lone surrogate cannot be encoded at all.
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 # --- inspect ----------------------------------------------------------------------------------
@@ -158,27 +196,32 @@ def _elide(text: str, limit: int) -> str:
     return f"{text[:half]}...{text[-half:]}"
 
 
+def _shown(text: str, limit: int) -> str:
+    """``text`` elided to ``limit`` characters, then escaped (:func:`_safe`)."""
+    return _safe(_elide(text, limit))
+
+
 def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
     from ._artifacts import needed_names
 
     s = _Style(out)
-    out.write(f"{s.bold(path)}: {art.kind}")
+    out.write(f"{s.bold(_safe(path))}: {art.kind}")
     if art.notes:
-        out.write(f" ({'; '.join(art.notes)})")
+        out.write(f" ({_safe('; '.join(art.notes))})")
     out.write("\n")
     for tree in art.trees:
-        out.write(f"\n{s.bold(tree.label)}:\n")
+        out.write(f"\n{s.bold(_safe(tree.label))}:\n")
         for shown, node in enumerate(tree.nodes):
             if limit and shown >= limit:
                 out.write(f"  ... {len(tree.nodes) - shown} more nodes (--limit 0 shows all)\n")
                 break
             indent = "  " * min(node.depth, _DEPTH_SHOWN) + "  "
-            key = s.cyan(_elide(node.key, 120)) if node.key else s.dim("(root)")
+            key = s.cyan(_shown(node.key, 120)) if node.key else s.dim("(root)")
             if node.leaf:
-                out.write(f"{indent}{key}  {node.detail}\n")
+                out.write(f"{indent}{key}  {_safe(node.detail)}\n")
             else:
-                label = s.bold(node.type) if node.name else node.type
-                detail = f"  {s.dim(node.detail)}" if node.detail else ""
+                label = s.bold(_safe(node.type)) if node.name else _safe(node.type)
+                detail = f"  {s.dim(_safe(node.detail))}" if node.detail else ""
                 out.write(f"{indent}{key}  {label}{detail}\n")
     missing: list[str] = []
     needed = list(needed_names(art))
@@ -187,15 +230,17 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
     for kind, name in needed:
         ok, where, _ = _resolve(kind, name)
         if ok:
-            out.write(f"  {name}  {s.green('registered')} ({where})\n")
+            out.write(f"  {_safe(name)}  {s.green('registered')} ({_safe(where)})\n")
         else:
             missing.append(name)
             what = "class" if kind == "class" else "static type"
-            out.write(f"  {name}  {s.red('MISSING')} ({what}: no registration in this process)\n")
+            out.write(
+                f"  {_safe(name)}  {s.red('MISSING')} ({what}: no registration in this process)\n"
+            )
     if art.metadata:
         out.write(f"\n{s.bold('metadata')}:\n")
         for k, v in art.metadata.items():
-            out.write(f"  {k} = {_elide(v, 200)}\n")
+            out.write(f"  {_safe(k)} = {_shown(v, 200)}\n")
     return missing
 
 
@@ -222,14 +267,19 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
     trees: list[dict[str, Any]] = []
     for tree in art.trees:
         nodes: list[dict[str, Any]] = []
+        # The keys from the root to the current node, and the running length of their text.
         parts: list[str] = []
+        lengths: list[int] = [0]
         for node in tree.nodes:
-            del parts[node.depth :]
+            del parts[max(node.depth - 1, 0) :]
+            del lengths[max(node.depth, 1) :]
             if node.depth:
                 parts.append(node.key)
+                lengths.append(lengths[-1] + len(node.key))
             entry: dict[str, Any] = {"depth": node.depth, "key": node.key, "leaf": node.leaf}
             if node.leaf:
-                entry["path"] = _elide("".join(parts[-200:]), _PATH_LIMIT)
+                # As tc.keystr writes it (for tc.load(paths=...)); null past _PATH_LIMIT.
+                entry["path"] = "".join(parts) if lengths[-1] <= _PATH_LIMIT else None
                 entry["detail"] = node.detail
             else:
                 entry["type"] = node.type
@@ -260,16 +310,17 @@ def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         with _Progress(f"reading {args.path}"):
             art = read_artifact(args.path)
     except (TreeclassError, OSError) as e:
-        err.write(f"treeclass: {e}\n")
+        err.write(f"treeclass: {_safe(str(e))}\n")
         return ERROR
     if args.json:
         missing = _render_json(art, args.path, out)
     else:
         missing = _render_text(art, args.path, args.limit, out)
     if missing:
+        names = _safe(", ".join(missing))
         err.write(
-            f"treeclass: {len(missing)} name(s) not registered: {', '.join(missing)}; import the "
-            "module(s) that register them (--import MODULE).\n"
+            f"treeclass: {len(missing)} name(s) not registered: {names}; import the module(s) "
+            "that register them (--import MODULE).\n"
         )
         return MISSING
     return OK
@@ -407,6 +458,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m treeclass`` and the ``treeclass`` script."""
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     out, err = sys.stdout, sys.stderr
+    for stream in (out, err):
+        # A character the terminal's encoding lacks is written escaped, never an error.
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     if args.command == "inspect":
         return _inspect(args, out, err)
     if args.command == "check":
