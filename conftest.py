@@ -12,7 +12,7 @@ import importlib.util
 import pytest
 from _pytest.doctest import DoctestItem
 
-from treeclass._hooks import FRAMEWORKS
+from treeclass._backends.activation import FRAMEWORKS
 
 
 def _installed(module: str) -> bool:

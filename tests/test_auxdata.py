@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import treeclass as tc
-from treeclass._fields import describe
-from treeclass._format import aux_from_bytes, aux_to_bytes
-from treeclass._nodes import NodeType, class_node, namedtuple_node
-from treeclass._statics import MAX_STATIC_DEPTH, decode_static, encode_static
+from treeclass._core.fields import describe
+from treeclass._core.nodes import NodeType, class_node, namedtuple_node
+from treeclass._core.statics import MAX_STATIC_DEPTH, decode_static, encode_static
+from treeclass._treespec.format import aux_from_bytes, aux_to_bytes
 
 
 def same(a: Any, b: Any) -> bool:

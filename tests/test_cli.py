@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import treeclass as tc
-from treeclass._artifacts import read_artifact
-from treeclass._cli import main
+from treeclass._io.artifacts import read_artifact
+from treeclass._io.cli import main
 
 np = pytest.importorskip("numpy")
 

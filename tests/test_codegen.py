@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import treeclass as tc
-from treeclass._registry import registered_node as node_for_class
+from treeclass._core.registry import registered_node as node_for_class
 
 
 @tc.pytree_dataclass(name="tests.codegen.Shown")

@@ -3,7 +3,7 @@
 Classes whose direct stores go through descriptors (frozen, slots, attrs) get a path that
 stores with ``object.__setattr__``, taken when the tracing check returns ``True`` (torch sets
 ``torch.compiler.is_dynamo_compiling``); it must rebuild exactly what the direct path does.
-INTERNAL: uses ``treeclass._codegen`` and ``treeclass._registry``.
+INTERNAL: uses ``treeclass._core.codegen`` and ``treeclass._core.registry``.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def test_set_tracing_check_switches_the_path() -> None:
 
 
 def test_attrs_hash_cache_attribute_is_found() -> None:
-    from treeclass._fields import describe
+    from treeclass._core.fields import describe
 
     def reset(cls: type) -> tuple[str, ...]:
         return tuple(name for name, _ in describe(cls).plan.reset)

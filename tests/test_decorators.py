@@ -10,7 +10,7 @@ import attrs
 import pytest
 
 import treeclass as tc
-from treeclass._registry import registered_node as node_for_class
+from treeclass._core.registry import registered_node as node_for_class
 
 
 def test_bare_decorator_makes_a_dataclass_and_a_node() -> None:

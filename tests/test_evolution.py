@@ -800,7 +800,7 @@ def test_migration_hook_through_torch_and_its_errors() -> None:
 def test_check_lists_aliases_and_inspect_says_a_name_is_an_alias(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from treeclass._cli import main
+    from treeclass._io.cli import main
 
     new, old = names()
     module = f"evo_models_{uuid.uuid4().hex[:8]}"

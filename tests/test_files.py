@@ -27,8 +27,8 @@ np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import treeclass as tc  # noqa: E402
-import treeclass._files as files_module  # noqa: E402
-from treeclass._safetensors import read_header  # noqa: E402
+import treeclass._io.files as files_module  # noqa: E402
+from treeclass._io.safetensors import read_header  # noqa: E402
 
 # --- classes ----------------------------------------------------------------------------------
 

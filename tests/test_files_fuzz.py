@@ -39,7 +39,7 @@ safetensors = pytest.importorskip("safetensors")
 st_numpy = pytest.importorskip("safetensors.numpy")
 
 import treeclass as tc  # noqa: E402
-from treeclass._dtypes import SAFETENSORS_BITS  # noqa: E402
+from treeclass._io.dtypes import SAFETENSORS_BITS  # noqa: E402
 
 MUTATION_CASES = 8_000
 HYPOTHESIS_EXAMPLES = 1_200

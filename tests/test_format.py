@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import treeclass as tc
-from treeclass._format import (
+from treeclass._treespec.format import (
     FORMAT_ID,
     FORMAT_VERSION,
     READABLE_VERSIONS,

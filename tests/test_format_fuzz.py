@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import treeclass as tc
-from treeclass._format import FORMAT_ID
+from treeclass._treespec.format import FORMAT_ID
 
 MUTATION_CASES = 24_000
 HYPOTHESIS_EXAMPLES = 1_500

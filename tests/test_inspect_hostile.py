@@ -36,7 +36,7 @@ MEMORY_CAP = 400 * 1024 * 1024
 
 INSPECT = """
 import sys
-from treeclass._cli import main
+from treeclass._io.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -108,7 +108,7 @@ def _zip(entries: list[tuple[str, int, bytes, int, int]], repeat: int = 1) -> by
 
 @pytest.mark.parametrize("method", [0, 8, 12])
 def test_a_small_archive_reads_whatever_its_compression(tmp_path: Path, method: int) -> None:
-    from treeclass._artifacts import read_artifact
+    from treeclass._io.artifacts import read_artifact
 
     comp = zlib.compressobj(9, 8, -15)
     data = {0: MODEL, 8: comp.compress(MODEL) + comp.flush(), 12: bz2.compress(MODEL)}[method]
@@ -144,7 +144,7 @@ def test_zip_bombs_are_refused_before_they_are_decompressed(tmp_path: Path, kind
 
 
 def test_zip_refusals_say_why(tmp_path: Path) -> None:
-    from treeclass._artifacts import read_artifact
+    from treeclass._io.artifacts import read_artifact
 
     packed = len(_bomb("bzip2")[0])
     cases = {
@@ -330,7 +330,7 @@ def test_jax_blobs_with_shared_tables_are_read_in_linear_time(tmp_path: Path, ki
 
 def test_a_blob_may_share_vtables_and_unique_avals(tmp_path: Path) -> None:
     """What jax writes: shared vtables, avals shared through the uniques' indices."""
-    from treeclass._artifacts import read_artifact
+    from treeclass._io.artifacts import read_artifact
 
     b = Builder()
     aval = b.table([("u8", 0), ("ref", b.ref_vector([b.string("2"), b.string("3")])), ("u8", 10)])
@@ -396,7 +396,7 @@ def _json_paths(stdout: str, label: str) -> list[str]:
 
 
 def _check_paths(path: Path, label: str, tree: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    from treeclass._cli import main
+    from treeclass._io.cli import main
 
     expected = [tc.keystr(p) for p, _ in tc.tree_flatten_with_path(tree)[0]]
     main(["inspect", str(path), "--json"])
@@ -450,7 +450,7 @@ def test_paths_of_a_plain_safetensors_file(
     st = pytest.importorskip("safetensors.numpy")
     flat = {"b": np.ones(2, np.float32), "a": np.ones(3, np.float32)}
     st.save_file(flat, str(tmp_path / "plain.safetensors"))
-    from treeclass._cli import main
+    from treeclass._io.cli import main
 
     main(["inspect", str(tmp_path / "plain.safetensors"), "--json"])
     paths = _json_paths(capsys.readouterr().out, "structure")
@@ -491,7 +491,7 @@ EXITS = {
 
 CHECK = """
 import sys
-from treeclass._cli import main
+from treeclass._io.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 

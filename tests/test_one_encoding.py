@@ -1,8 +1,8 @@
 """One contract for ``tc.save`` and ``treeclass.orbax``: the same scalar leaves, the same dtypes.
 
 Scalar leaves: both accept exactly the same leaf types and write the same JSON value for each
-(``treeclass._scalars``), exactly (``-0.0``, ``inf``, big ints), and refuse the same others.
-Dtypes: every dtype of the one table (``treeclass._dtypes``) round-trips byte for byte through
+(``treeclass._io.scalars``), exactly (``-0.0``, ``inf``, big ints), and refuse the same others.
+Dtypes: every dtype of the one table (``treeclass._io.dtypes``) round-trips byte for byte through
 ``tc.save`` / ``tc.load`` where safetensors holds it, and through ``treeclass.orbax`` where
 orbax stores it; the others are refused with a clear error.
 """
@@ -23,14 +23,14 @@ np = pytest.importorskip("numpy")
 pytest.importorskip("ml_dtypes")
 
 import treeclass as tc  # noqa: E402
-from treeclass._dtypes import (  # noqa: E402
+from treeclass._io.dtypes import (  # noqa: E402
     DTYPES,
     FILE_DTYPES,
     ORBAX_DTYPES,
     SAFETENSORS_BITS,
     numpy_dtype,
 )
-from treeclass._scalars import SCALAR_TAGS, decode_scalar, encode_scalar  # noqa: E402
+from treeclass._io.scalars import SCALAR_TAGS, decode_scalar, encode_scalar  # noqa: E402
 
 
 class Color(enum.IntEnum):

@@ -307,7 +307,7 @@ def _leaves_as_torch_sees_them(tree: Any) -> list[Any]:
                     if isinstance(key, tc.GetAttrKey)
                     else parent[key.idx if isinstance(key, tc.SequenceKey) else key.key]
                 )
-            from treeclass._registry import registered_node
+            from treeclass._core.registry import registered_node
 
             node = registered_node(type(parent))
             if node is not None and node.kind != "namedtuple" and not node.return_none_fields:

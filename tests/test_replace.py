@@ -2,7 +2,7 @@
 
 Part 1 is the issue's promise: the decorator gives the method (unless the class defines
 ``replace`` or has a field of that name). It fails until the lead attaches the helper in the
-decorator. Part 2 tests the helper (``treeclass._replace``) directly.
+decorator. Part 2 tests the helper (``treeclass._core.replace``) directly.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import treeclass as tc
-from treeclass._replace import attach_replace, replace
+from treeclass._core.replace import attach_replace, replace
 
 # --- part 1: on decorated classes -------------------------------------------------------------
 

@@ -12,7 +12,7 @@ One two-rank job (run once for the module, ~15 s on 2 cores) covers:
   the shared definitions until registration does it (issue 11);
 - ``torch.distributed.checkpoint.save`` on both ranks of a training state made of treeclass
   classes (parameters, optimizer state, step counter, static configuration, and a ``DTensor``
-  sharded across the ranks), through ``treeclass._torch_state.state_dict``.
+  sharded across the ranks), through ``treeclass.torch._state.state_dict``.
 
 The checkpoint is then loaded in this (single) process into the same classes.
 
@@ -39,7 +39,7 @@ dist = pytest.importorskip("torch.distributed")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
 import treeclass as tc  # noqa: E402
-from treeclass._torch_state import load_state_dict, state_dict  # noqa: E402
+from treeclass.torch._state import load_state_dict, state_dict  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
@@ -124,7 +124,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.nn.parallel import DistributedDataParallel as DDP
 import treeclass as tc
-from treeclass._torch_state import state_dict
+from treeclass.torch._state import state_dict
 defs = __import__(module)
 report = {"rank": rank, "module": module}
 

@@ -1,6 +1,6 @@
 """Training states of treeclass classes in ``torch.distributed.checkpoint`` (one process).
 
-The state dict made by ``treeclass._torch_state.state_dict`` (to be exposed as
+The state dict made by ``treeclass.torch._state.state_dict`` (to be exposed as
 ``treeclass.torch.state_dict``) lets DCP store every tensor as a tensor; the DCP metadata is
 checked for it (``TensorStorageMetadata``, never ``BytesStorageMetadata``). The two-rank save
 is in ``test_torch_distributed.py``.
@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 dcp = pytest.importorskip("torch.distributed.checkpoint")
 
 import treeclass as tc  # noqa: E402
-from treeclass._torch_state import StatefulTree, load_state_dict, state_dict  # noqa: E402
+from treeclass.torch._state import StatefulTree, load_state_dict, state_dict  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -28,7 +28,7 @@ pt = pytest.importorskip("torch.utils._pytree")
 import treeclass as tc  # noqa: E402
 import treeclass.torch as tct  # noqa: E402
 from treeclass._backends import torch as backend  # noqa: E402
-from treeclass._fields import describe  # noqa: E402
+from treeclass._core.fields import describe  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.transformers]
 

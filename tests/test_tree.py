@@ -209,7 +209,7 @@ def test_trees_deeper_than_the_recursion_limit() -> None:
 def test_iterative_flatten_matches_the_recursive_one() -> None:
     from strategies import Plain
 
-    from treeclass._tree import _flatten_iterative, _flatten_with_path_iterative
+    from treeclass._core.tree import _flatten_iterative, _flatten_with_path_iterative
 
     tree = {"a": [Plain(1, None), (2, None)], "b": Plain([3], 4)}
     pairs, spec = _flatten_with_path_iterative(tree, None)

@@ -22,6 +22,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._backends.activation import activate_backends
+from ._core.keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
+from ._core.registry import active_backends, class_for_name, is_registered, name_of
+from ._core.statics import register_static
+from ._core.tree import (
+    TreeSpec,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_leaves,
+    tree_leaves_with_path,
+    tree_map,
+    tree_map_with_path,
+    tree_structure,
+    tree_unflatten,
+)
 from ._errors import (
     FileLoadError,
     FileSaveError,
@@ -40,27 +55,12 @@ from ._errors import (
     UnregisteredNameError,
     UnserializableStaticError,
 )
-from ._files import load, load_metadata, save
-from ._format import FORMAT_VERSION
-from ._hooks import activate_backends
-from ._keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
-from ._registry import active_backends, class_for_name, is_registered, name_of
-from ._serialize import treespec_dumps, treespec_loads
-from ._statics import register_static
-from ._tree import (
-    TreeSpec,
-    tree_flatten,
-    tree_flatten_with_path,
-    tree_leaves,
-    tree_leaves_with_path,
-    tree_map,
-    tree_map_with_path,
-    tree_structure,
-    tree_unflatten,
-)
+from ._io.files import load, load_metadata, save
+from ._treespec.format import FORMAT_VERSION
+from ._treespec.serialize import treespec_dumps, treespec_loads
 
 if TYPE_CHECKING:
-    from ._api import (
+    from ._core.api import (
         PytreeNode,
         field,
         pytree_dataclass,
@@ -147,7 +147,7 @@ if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any 
         import importlib
 
         if name in _LAZY_API:
-            value = getattr(importlib.import_module("treeclass._api"), name)
+            value = getattr(importlib.import_module("treeclass._core.api"), name)
             globals()[name] = value
             return value
         if name in _LAZY_SUBMODULES:
@@ -158,7 +158,7 @@ if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any 
         return sorted({*globals(), *_LAZY_API})
 
 
-from ._hooks import install as _install_hooks  # noqa: E402 (once everything above is defined)
+from ._backends.activation import install as _install_hooks  # noqa: E402 (once everything above is defined)
 
 _install_hooks()
 del _install_hooks

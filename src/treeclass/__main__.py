@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ._cli import main
+from ._io.cli import main
 
 __all__ = ["main"]
 

@@ -57,16 +57,16 @@ from collections.abc import Callable
 from typing import Any, Final
 from weakref import WeakKeyDictionary
 
-from ._codegen import compile_function
+from ._core.codegen import compile_function
+from ._core.fields import is_namedtuple_class
+from ._core.nodes import NodeType
+from ._core.registry import class_for_name, registered_node
 from ._errors import (
     StructureMismatchError,
     TreespecLoadError,
     UnnamedClassError,
     UnregisteredNameError,
 )
-from ._fields import is_namedtuple_class
-from ._nodes import NodeType
-from ._registry import class_for_name, registered_node
 
 __all__ = [
     "BACKEND",
@@ -160,7 +160,7 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     lines.append(f"{ind * 2}return _slow(state)")
     aux = "(" + "".join(f"s{i}, " for i in range(len(statics))) + ")"
     children = "[" + ", ".join(f"v{i}" for i in range(len(data))) + "]"
-    if statics:  # what every reader checks (treeclass._kinds.static_check)
+    if statics:  # what every reader checks (treeclass._core.kinds.static_check)
         lines.append(f"{ind}aux = {aux}")
         lines.append(f"{ind}_check(aux, None, False)")
         aux = "aux"
@@ -263,7 +263,7 @@ def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
     superseded = "_node.superseded" if node is not None else "_rebuilder.superseded()"
     check = ""
     if node is not None and node.codec is not None and node.static_fields:
-        # What every reader refuses is never written (treeclass._kinds.static_check).
+        # What every reader refuses is never written (treeclass._core.kinds.static_check).
         statics = "".join(f"obj.{f}, " for f in node.static_fields)
         check = f"    _check(({statics}), None, True)\n"
     source = (

@@ -33,7 +33,7 @@ __all__ = ["namespaces", "register_namespace"]
 
 def _backend() -> ModuleType:
     """Import optree (which activates treeclass's optree backend) and return the adapter."""
-    from ._hooks import adapter, framework_named
+    from ._backends.activation import adapter, framework_named
 
     framework = framework_named("optree")
     assert framework is not None
@@ -95,7 +95,7 @@ def namespaces() -> tuple[str, ...]:
         >>> "docs-listed" in tc.optree.namespaces()
         True
     """
-    from ._hooks import complete
+    from ._backends.activation import complete
 
     adapter = complete("treeclass._backends.optree")
     if adapter is None:

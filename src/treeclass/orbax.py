@@ -21,7 +21,7 @@ written atomically by orbax) with two items:
   "shape": [2, 3], "key": "0"}`` (an array, stored in the ``arrays`` item under ``key``;
   ``key`` is ``null`` for an array with no elements, which orbax refuses to store), or by its
   value, ``{tag: value}`` as :func:`treeclass.save` writes a Python scalar
-  (:mod:`treeclass._scalars`): ``{"bool": true}``, ``{"int": 3}`` (``"0x..."`` hex text beyond
+  (:mod:`treeclass._io.scalars`): ``{"bool": true}``, ``{"int": 3}`` (``"0x..."`` hex text beyond
   2**53), ``{"float": 1.5}`` (``"nan"``, ``"inf"``, ``"-inf"`` if not finite),
   ``{"complex": [1.5, -0.0]}`` or ``{"str": "..."}``. Version 1 (treeclass 0.1.0 before the
   shared encoding) wrote floats as ``float.hex`` text and ints as plain numbers; it still
@@ -34,7 +34,7 @@ Restoring treats the directory as hostile input. The structure item is read firs
 :func:`treeclass.treespec_loads`, which imports and runs nothing by name: a class name that is
 not registered raises :class:`~treeclass.UnregisteredNameError` (naming every missing name)
 before any array is read. Every leaf description is checked (dtype names against the numeric
-dtypes of :mod:`treeclass._dtypes`, shapes that a numpy array can have, keys); the arrays
+dtypes of :mod:`treeclass._io.dtypes`, shapes that a numpy array can have, keys); the arrays
 item's orbax metadata must then match them before orbax reads the arrays, so an edited
 document cannot make orbax cast or reshape what it reads. Nothing is unpickled. The other
 files are read by orbax (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``, tensorstore's
@@ -77,8 +77,8 @@ import orbax.checkpoint as ocp
 
 import treeclass as tc
 
-from ._codegen import class_in_traceback
-from ._dtypes import ORBAX_DTYPES, numpy_dtype
+from ._core.codegen import class_in_traceback
+from ._core.names import BUILTIN_NAMES
 from ._errors import (
     TreeclassError,
     TreeclassTypeError,
@@ -86,10 +86,10 @@ from ._errors import (
     UnregisteredNameError,
     brief,
 )
-from ._format import loads_nodes
-from ._names import BUILTIN_NAMES
-from ._scalars import decode_scalar, encode_scalar
-from ._treedoc import child_entries, walk
+from ._io.dtypes import ORBAX_DTYPES, numpy_dtype
+from ._io.scalars import decode_scalar, encode_scalar
+from ._treespec.format import loads_nodes
+from ._treespec.treedoc import child_entries, walk
 
 __all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
 
@@ -277,7 +277,7 @@ def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -
 
 def _unregistered_names(treespec: str) -> list[str]:
     """Every node name of a treespec document that no class is registered under."""
-    from ._format import loads_nodes
+    from ._treespec.format import loads_nodes
 
     try:
         nodes = loads_nodes(treespec)
@@ -449,7 +449,7 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any], int]:
 def _leaf_labels(treespec: str, count: int) -> list[str]:
     """The key path of every leaf, for messages, read from the structure document.
 
-    Read as ``tc.load`` reads them (:mod:`treeclass._treedoc`): no class is built, so no
+    Read as ``tc.load`` reads them (:mod:`treeclass._treespec.treedoc`): no class is built, so no
     ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
     """
     nodes = loads_nodes(treespec)  # treespec_loads accepted it: this cannot raise

@@ -1,1 +1,1 @@
-"""One adapter per framework; see ``docs/contributing.md`` and ``treeclass._hooks.FRAMEWORKS``."""
+"""One adapter per framework; see ``docs/contributing.md`` and ``treeclass._backends.activation.FRAMEWORKS``."""

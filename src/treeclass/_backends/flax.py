@@ -1,6 +1,6 @@
 """The flax adapter: treeclass classes in ``flax.serialization``'s state-dict registry.
 
-Activated by :mod:`treeclass._hooks` once ``flax.serialization`` is imported. flax keeps its
+Activated by :mod:`treeclass._backends.activation` once ``flax.serialization`` is imported. flax keeps its
 own registry of how an object becomes a *state dict* and back; ``to_state_dict`` /
 ``from_state_dict`` / ``to_bytes`` / ``from_bytes`` (flax's msgpack checkpoints) only know the
 classes in it. Each dataclass / attrs class gets the registration ``flax.struct.dataclass``
@@ -19,8 +19,8 @@ from typing import Any, Final
 
 import flax.serialization as fs
 
+from .._core.nodes import NodeType
 from .._errors import RegistrationError, StructureMismatchError
-from .._nodes import NodeType
 
 __all__ = ["BACKEND", "CHECKED_FLAX_VERSION", "FlaxBackend"]
 

@@ -1,6 +1,6 @@
 """The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
 
-Activated by :mod:`treeclass._hooks` once ``jax`` is imported. Classes are registered with
+Activated by :mod:`treeclass._backends.activation` once ``jax`` is imported. Classes are registered with
 ``register_pytree_with_keys`` (``GetAttrKey`` paths, the generated flatten as ``flatten_func``,
 an unflatten that never runs ``__init__``); named classes and namedtuples also with
 ``jax.export``'s serialization, the auxdata as the canonical JSON of their state. JAX never
@@ -24,17 +24,17 @@ from typing import Any, Final, NoReturn
 import jax.export
 import jax.tree_util
 
-from .._convert import leaf_count_error, nodes_of, skeleton
+from .._core.nodes import NodeType
+from .._core.state import Layout
+from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
     RegistrationError,
     TreespecLoadError,
     UnhashableStaticError,
     UnnamedClassError,
 )
-from .._format import Node, aux_to_bytes, state_from_bytes
-from .._nodes import NodeType
-from .._state import Layout
-from .._tree import TreeSpec, spec_depth
+from .._treespec.convert import leaf_count_error, nodes_of, skeleton
+from .._treespec.format import Node, aux_to_bytes, state_from_bytes
 
 __all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
 

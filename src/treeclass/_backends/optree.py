@@ -1,6 +1,6 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Activated by :mod:`treeclass._hooks` once ``optree`` is imported. Classes go into optree's
+Activated by :mod:`treeclass._backends.activation` once ``optree`` is imported. Classes go into optree's
 global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace falls
 back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``, as
 ``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._core.nodes import NodeType
+from .._core.tree import TreeSpec
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
-from .._format import Node
-from .._nodes import NodeType
-from .._tree import TreeSpec
+from .._treespec.convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._treespec.format import Node
 
 if TYPE_CHECKING:
     from optree.registry import PyTreeNodeRegistryEntry

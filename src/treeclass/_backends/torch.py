@@ -1,6 +1,6 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Activated by :mod:`treeclass._hooks` once ``torch`` is imported. Every class is registered with
+Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. Every class is registered with
 torch's Python pytree under its treeclass name as ``serialized_type_name``, with exact dumpable
 contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its C++ pytree.
 Beyond ``register_pytree_node``, it checks before changing anything, refuses a name torch maps
@@ -24,8 +24,13 @@ from typing import Any, Final, NamedTuple
 
 import torch.utils._pytree as pytree
 
-from .._codegen import set_tracing_check
-from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._core.codegen import set_tracing_check
+from .._core.fields import is_namedtuple_class
+from .._core.json import dumps_canonical
+from .._core.nodes import NodeType
+from .._core.registry import node_for_name, registered_node
+from .._core.state import StateCodec
+from .._core.tree import TreeSpec
 from .._errors import (
     NameConflictError,
     RegistrationError,
@@ -33,15 +38,10 @@ from .._errors import (
     UnnamedClassError,
     brief,
 )
-from .._fields import is_namedtuple_class
-from .._format import Node, state_from_bytes
-from .._hooks import complete
-from .._json import dumps_canonical
-from .._nodes import NodeType
 from .._pickle import rebuild_registered
-from .._registry import node_for_name, registered_node
-from .._state import StateCodec
-from .._tree import TreeSpec
+from .._treespec.convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._treespec.format import Node, state_from_bytes
+from .activation import complete
 
 __all__ = [
     "BACKEND",

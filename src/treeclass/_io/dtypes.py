@@ -4,7 +4,7 @@ A row is one dtype: its name as numpy spells it (``np.dtype(x).name``), whether 
 comes from ml_dtypes (bfloat16, the float8 / float6 / float4 types, the narrow ints), its
 safetensors code and element size in bits (``None``: safetensors has no such dtype), its
 torch name (``None``: torch has none), and whether :mod:`treeclass.orbax` stores it. Every
-writer and reader -- :mod:`treeclass._safetensors`, :func:`treeclass.save` /
+writer and reader -- :mod:`treeclass._io.safetensors`, :func:`treeclass.save` /
 :func:`treeclass.load`, :mod:`treeclass.orbax`, ``treeclass inspect`` -- takes its dtypes from
 here. Nothing is imported at import time; :func:`numpy_dtype` imports numpy (and ml_dtypes) on
 first use.
@@ -91,7 +91,7 @@ def numpy_dtype(name: str) -> Any:
         ImportError: the dtype comes from ml_dtypes, which is not installed or lacks it.
 
     Example:
-        >>> from treeclass._dtypes import numpy_dtype
+        >>> from treeclass._io.dtypes import numpy_dtype
         >>> numpy_dtype("bfloat16").itemsize
         2
     """

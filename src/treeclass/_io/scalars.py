@@ -3,7 +3,7 @@
 :func:`treeclass.save` and :mod:`treeclass.orbax` accept the same scalar leaves and write the
 same JSON values for them. A leaf whose type is exactly ``bool``, ``int``, ``float``,
 ``complex`` or ``str`` is stored by value, as a type tag and a JSON value (the ints and floats
-as the static codec, :mod:`treeclass._statics`, writes them)::
+as the static codec, :mod:`treeclass._core.statics`, writes them)::
 
     "bool"     true / false
     "int"      the number, in (-2**53, 2**53) (exact in every JSON reader); beyond, its hex
@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ._errors import TreeclassTypeError, brief
-from ._json import MAX_INT_DIGITS
+from .._core.json import MAX_INT_DIGITS
+from .._errors import TreeclassTypeError, brief
 
 if TYPE_CHECKING:
     from typing import Any, Final
@@ -66,7 +66,7 @@ def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
         TreeclassTypeError: an int of more than :data:`MAX_INT_DIGITS` decimal digits.
 
     Example:
-        >>> from treeclass._scalars import encode_scalar
+        >>> from treeclass._io.scalars import encode_scalar
         >>> encode_scalar(-0.0, "x"), encode_scalar(2**60, "n"), encode_scalar(1j, "z")
         (('float', -0.0), ('int', '0x1000000000000000'), ('complex', [0.0, 1.0]))
     """
@@ -103,7 +103,7 @@ def decode_scalar(tag: str, value: Any) -> Any:
         ValueError: ``tag`` is not a scalar tag, or ``value`` is not its encoding.
 
     Example:
-        >>> from treeclass._scalars import decode_scalar
+        >>> from treeclass._io.scalars import decode_scalar
         >>> decode_scalar("int", "-0x1f"), decode_scalar("complex", [1.5, "-inf"])
         (-31, (1.5-infj))
     """

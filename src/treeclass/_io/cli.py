@@ -6,7 +6,7 @@
 name it needs, registered or not after importing the given modules (and whether it is
 registered as an alias, an earlier name of a class); it exits with status 1 naming any that
 is missing. It never executes anything from the artifact
-(:mod:`treeclass._artifacts`).
+(:mod:`treeclass._io.artifacts`).
 
 ``treeclass check MODULE ...`` imports the modules and lists every registered class: its
 name, data and static fields, aliases; it flags classes without a name and static defaults
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import IO, Any, Final
 
-    from ._artifacts import Artifact
+    from .artifacts import Artifact
 
 __all__ = ["main"]
 
@@ -154,10 +154,10 @@ def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
 
     The third item is the class's name when ``name`` is one of its aliases (earlier names).
     """
-    from . import class_for_name, name_of
+    from .. import class_for_name, name_of
 
     if kind == "static":
-        from ._introspect import static_name_registered
+        from .introspect import static_name_registered
 
         return static_name_registered(name), "static type", None
     cls = class_for_name(name)
@@ -202,7 +202,7 @@ def _shown(text: str, limit: int) -> str:
 
 
 def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
-    from ._artifacts import needed_names
+    from .artifacts import needed_names
 
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
@@ -247,7 +247,7 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
 def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
     import json
 
-    from ._artifacts import needed_names
+    from .artifacts import needed_names
 
     names: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -301,8 +301,8 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from ._artifacts import read_artifact
-    from ._errors import TreeclassError
+    from .._errors import TreeclassError
+    from .artifacts import read_artifact
 
     if not _import_modules(args.modules, err):
         return ERROR
@@ -332,7 +332,7 @@ def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     import json
 
-    from ._introspect import registered_classes, static_problem
+    from .introspect import registered_classes, static_problem
 
     if not _import_modules(args.modules, err):
         return ERROR
@@ -468,13 +468,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return _check(args, out, err)
     if args.command == "demo":
-        from ._demo import run
+        from .demo import run
 
         return run()
     if args.command == "version":
         import treeclass
 
-        from ._hooks import FRAMEWORKS
+        from .._backends.activation import FRAMEWORKS
 
         found = [f.name for f in FRAMEWORKS if f.installed()]
         names = ", ".join(found) or "none"

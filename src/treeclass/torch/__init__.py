@@ -40,9 +40,9 @@ from typing import IO, TYPE_CHECKING, Any, Final
 import torch.export
 import torch.utils._pytree as pytree
 
-from ._errors import TreespecLoadError, UnregisteredNameError
-from ._torch_state import StatefulTree, load_state_dict, state_dict
-from ._torch_treespec import parse_json, treespec_from_json
+from .._errors import TreespecLoadError, UnregisteredNameError
+from ._state import StatefulTree, load_state_dict, state_dict
+from ._treespec import parse_json, treespec_from_json
 
 if TYPE_CHECKING:
     from collections.abc import Generator
@@ -318,6 +318,6 @@ def allow_weights_only(allow: bool) -> bool:
 
     .. versionadded:: 0.1.0
     """
-    from ._backends.torch import allow_pickled_instances
+    from .._backends.torch import allow_pickled_instances
 
     return allow_pickled_instances(allow)

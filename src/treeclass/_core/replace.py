@@ -18,8 +18,8 @@ from __future__ import annotations
 import importlib
 from typing import Any, Final, TypeVar
 
-from ._errors import TreeclassTypeError
-from ._fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
+from .._errors import TreeclassTypeError
+from .fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
 
 __all__ = ["attach_replace", "replace"]
 

@@ -2,7 +2,7 @@
 
 The embedded registry's :class:`~treeclass.TreeSpec` is converted here; a framework's structure
 (JAX ``PyTreeDef``, torch ``TreeSpec``, optree ``PyTreeSpec``) by its adapter, found through
-the :data:`~treeclass._hooks.FRAMEWORKS` table. A ``TreeSpec`` pickles as its document.
+the :data:`~treeclass._backends.activation.FRAMEWORKS` table. A ``TreeSpec`` pickles as its document.
 """
 
 from __future__ import annotations
@@ -10,8 +10,10 @@ from __future__ import annotations
 import copyreg
 from typing import Any, Literal, overload
 
-from ._codegen import class_in_traceback
-from ._errors import (
+from .._backends.activation import FRAMEWORKS, adapter, framework_named
+from .._core.codegen import class_in_traceback
+from .._core.tree import TreeSpec
+from .._errors import (
     RegistrationError,
     TreeclassError,
     TreeclassTypeError,
@@ -19,9 +21,7 @@ from ._errors import (
     brief,
     qualname,
 )
-from ._format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
-from ._hooks import FRAMEWORKS, adapter, framework_named
-from ._tree import TreeSpec
+from .format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
 
 __all__ = ["treespec_dumps", "treespec_loads"]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from ._errors import RegistrationError
+from .._errors import RegistrationError
 
 __all__ = [
     "BUILTIN_NAMES",
@@ -51,7 +51,12 @@ MAX_NAME_LENGTH: Final = 256
 
 #: Modules of treeclass whose frames sit between a user's call and the registry.
 _INTERNAL: Final = frozenset(
-    ("treeclass._api", "treeclass._names", "treeclass._nodes", "treeclass._statics")
+    (
+        "treeclass._core.api",
+        "treeclass._core.names",
+        "treeclass._core.nodes",
+        "treeclass._core.statics",
+    )
 )
 
 

@@ -49,10 +49,10 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
-from ._errors import StructureMismatchError, TreeclassTypeError
-from ._fields import is_namedtuple_class
-from ._nodes import NodeType
-from ._registry import registered_node
+from .._core.fields import is_namedtuple_class
+from .._core.nodes import NodeType
+from .._core.registry import registered_node
+from .._errors import StructureMismatchError, TreeclassTypeError
 
 T = TypeVar("T")
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from ._dtypes import SAFETENSORS_BITS
-from ._errors import FileLoadError, FileSaveError
-from ._json import loads_strict
+from .._core.json import loads_strict
+from .._errors import FileLoadError, FileSaveError
+from .dtypes import SAFETENSORS_BITS
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence

@@ -1,6 +1,6 @@
 """The embedded registry's walkers (flatten, unflatten, key paths, map) and :class:`TreeSpec`.
 
-Works with no framework installed; node types come from :mod:`treeclass._registry` (exact type
+Works with no framework installed; node types come from :mod:`treeclass._core.registry` (exact type
 match: a subclass of a registered class is a leaf until it is registered itself). A ``dict`` is
 flattened in sorted key order, as JAX and optree do; an ``OrderedDict`` keeps its order.
 
@@ -16,16 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any, overload
 
-from ._errors import (
+from .._errors import (
     StructureMismatchError,
     TreeclassError,
     TreeclassTypeError,
     UnhashableStaticError,
     brief,
 )
-from ._keys import KeyPath
-from ._nodes import LEAF_TYPES, NodeType
-from ._registry import get_node_type, node_type_for
+from .keys import KeyPath
+from .nodes import LEAF_TYPES, NodeType
+from .registry import get_node_type, node_type_for
 
 __all__ = [
     "TreeSpec",

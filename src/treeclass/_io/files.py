@@ -9,7 +9,7 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
   entry per leaf in leaf order -- ``{"path", "type", "tensor"}`` for an array (``type`` is
   ``"numpy"``, ``"numpy-scalar"``, ``"jax"`` or ``"torch"``, what it was saved from) or
   ``{"path", "type", "value"}`` for a Python ``bool``, ``int``, ``float``, ``complex`` or
-  ``str`` (``type`` and ``value`` as :mod:`treeclass._scalars` encodes it, as
+  ``str`` (``type`` and ``value`` as :mod:`treeclass._io.scalars` encodes it, as
   :mod:`treeclass.orbax` does);
 - the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
 
@@ -30,8 +30,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from ._dtypes import FILE_DTYPES
-from ._errors import (
+from .._errors import (
     FileLoadError,
     FileSaveError,
     MissingDependencyError,
@@ -40,7 +39,8 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
 )
-from ._scalars import SCALAR_TAGS, decode_scalar, encode_scalar
+from .dtypes import FILE_DTYPES
+from .scalars import SCALAR_TAGS, decode_scalar, encode_scalar
 
 if TYPE_CHECKING:
     import os
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from io import BufferedReader
     from typing import Any, Final, Literal, TypeAlias
 
-    from ._safetensors import Header, TensorInfo
+    from .safetensors import Header, TensorInfo
 
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
@@ -109,7 +109,7 @@ _CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: non
 
 
 def _np_dtype(name: str) -> Any:
-    from ._dtypes import numpy_dtype
+    from .dtypes import numpy_dtype
 
     try:
         return numpy_dtype(name)
@@ -315,7 +315,7 @@ def save(
 
     .. versionadded:: 0.1.0
     """
-    from . import keystr, tree_flatten_with_path, treespec_dumps
+    from .. import keystr, tree_flatten_with_path, treespec_dumps
 
     user = _check_metadata(metadata)
     pairs, spec = tree_flatten_with_path(tree)
@@ -365,10 +365,10 @@ def save(
         else:
             code, shape, data = _numpy_payload(np, leaf, where)
         tensors.append((name, code, shape, data))
-    from ._json import dumps_canonical
+    from .._core.json import dumps_canonical
 
     ours = dumps_canonical({"format": FILE_FORMAT, "leaves": leaves, "version": FILE_VERSION})
-    from ._safetensors import write_file
+    from .safetensors import write_file
 
     write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
 
@@ -400,7 +400,7 @@ def _check_options(to: object, paths: object) -> None:
 
 
 def _open_header(f: BufferedReader, source: str) -> Header:
-    from ._safetensors import read_header
+    from .safetensors import read_header
 
     return read_header(f, source)
 
@@ -415,7 +415,7 @@ def _is_ours(metadata: dict[str, str]) -> bool:
 
 def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
     """The checked leaf list and the treespec document text of a treeclass file."""
-    from ._json import loads_strict
+    from .._core.json import loads_strict
 
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
@@ -657,9 +657,9 @@ def _load_plain(
 def _load_tree(
     f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
 ) -> Any:
-    from . import treespec_loads
-    from ._introspect import current_child_entries, document_nodes
-    from ._treedoc import child_entries, walk
+    from .. import treespec_loads
+    from .._treespec.treedoc import child_entries, walk
+    from .introspect import current_child_entries, document_nodes
 
     leaves, document = _parse_ours(source, header.metadata)
     try:

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import torch.utils._pytree as pytree
 
-from ._errors import TreespecLoadError, UnregisteredNameError
-from ._json import MAX_INT_DIGITS, loads_strict
+from .._core.json import MAX_INT_DIGITS, loads_strict
+from .._errors import TreespecLoadError, UnregisteredNameError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -69,7 +69,7 @@ def _brief(value: Any, limit: int = 80) -> str:
 
 
 def parse_json(text: str | bytes | bytearray, what: str) -> Any:
-    """``text`` as :func:`treeclass._json.loads_strict` parses it, or a TreespecLoadError.
+    """``text`` as :func:`treeclass._core.json.loads_strict` parses it, or a TreespecLoadError.
 
     No duplicate keys, no ``NaN``, ints of at most :data:`MAX_INT_DIGITS` digits; any problem
     is a :class:`TreespecLoadError` about ``what``.
@@ -244,9 +244,9 @@ def _treeclass_arity(cls: type, context: Any) -> int | None:
 
     torch's auxdata of a class holds the names of its ``None`` fields first when they are left
     out of the children (``return_none_fields=False`` and data fields), and only the static
-    values otherwise (see ``treeclass._state.make_state_codec``). Reads treeclass's registry.
+    values otherwise (see ``treeclass._core.state.make_state_codec``). Reads treeclass's registry.
     """
-    from ._registry import registered_node
+    from .._core.registry import registered_node
 
     node = registered_node(cls)
     if node is None or node.kind not in ("dataclass", "attrs"):

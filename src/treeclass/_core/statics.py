@@ -24,8 +24,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 from weakref import WeakKeyDictionary
 
-from ._errors import NameConflictError, RegistrationError, RegistrationTypeError, brief
-from ._names import Origin, check_name, registration_origin
+from .._errors import NameConflictError, RegistrationError, RegistrationTypeError, brief
+from .names import Origin, check_name, registration_origin
 
 __all__ = [
     "MAX_INT_DIGITS",
@@ -164,7 +164,7 @@ def static_for_name(name: str) -> StaticType | None:
 
 
 def _frozenset_key(encoded: Any) -> str:
-    from ._json import dumps_canonical
+    from .json import dumps_canonical
 
     return dumps_canonical(encoded)
 
@@ -176,7 +176,7 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
         Unencodable: the value, or a value inside it, has no JSON form.
 
     Example:
-        >>> from treeclass._statics import encode_static
+        >>> from treeclass._core.statics import encode_static
         >>> encode_static((1, [b"x", float("inf")]))
         {'tuple': [1, [{'bytes': 'eA=='}, {'float': 'inf'}]]}
     """
@@ -349,7 +349,7 @@ def decode_static(data: Any, _depth: int = 0) -> Any:
         BadStatic: ``data`` is not an encoded static value.
 
     Example:
-        >>> from treeclass._statics import decode_static
+        >>> from treeclass._core.statics import decode_static
         >>> decode_static({"tuple": [1, [{"bytes": "eA=="}]]})
         (1, [b'x'])
     """
@@ -383,7 +383,7 @@ def _enum_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], A
 
 
 def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-    from ._fields import describe, is_dataclass_class
+    from .fields import describe, is_dataclass_class
 
     params = vars(cls).get("__dataclass_params__")
     if is_dataclass_class(cls) and not getattr(params, "frozen", False):
@@ -416,7 +416,7 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
                 f"have (its fields are {list(names)!r})"
             )
         if not checks:
-            from ._kinds import field_checks
+            from .kinds import field_checks
 
             checks.append(field_checks(cls, names))
         for name, check in checks[0]:
@@ -432,7 +432,7 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
 def _converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     import enum
 
-    from ._fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
+    from .fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
 
     if isinstance(cls, enum.EnumMeta):
         return _enum_converters(cls)

@@ -8,7 +8,7 @@ leaves can be computed from its document alone, without unflattening anything (n
 ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders).
 
 Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded
-in one batch by :func:`treeclass._format.nodes_to_spec` of a small node list holding only
+in one batch by :func:`treeclass._treespec.format.nodes_to_spec` of a small node list holding only
 those dicts, so they print exactly as ``keystr`` prints them.
 
 The walk is iterative (any depth) and yields each node's path as a live list of entries plus
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
+from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -50,8 +50,8 @@ def _entry(key_repr: str) -> str:
 
 
 def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
-    """Decode the keys of several dict nodes with one :func:`~treeclass._format.nodes_to_spec`."""
-    from ._format import nodes_to_spec
+    """Decode the keys of several dict nodes with one :func:`~treeclass._treespec.format.nodes_to_spec`."""
+    from .format import nodes_to_spec
 
     nodes: list[Any] = [(LIST, None, len(batch))]
     total = 0
@@ -86,7 +86,7 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
     Raises:
         TreeclassError: with ``strict``, a dict key could not be decoded.
     """
-    from ._errors import TreeclassError
+    from .._errors import TreeclassError
 
     out: list[list[str] | None] = []
     pending: list[tuple[int, list[Any]]] = []

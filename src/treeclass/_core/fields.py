@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable
 from typing import Any, Final, Literal, cast
 
-from ._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
+from .._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
 
 __all__ = [
     "ALIASES_KEY",

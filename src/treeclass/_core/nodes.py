@@ -13,13 +13,13 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
-from ._codegen import Family, Generated, generate
-from ._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticError, brief
-from ._fields import ClassInfo, describe
-from ._keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
-from ._names import DEFAULT_DICT, DICT, LIST, NONE, ORDERED_DICT, TUPLE, Origin
-from ._state import Layout, StateCodec, decode_for, encode_for, make_state_codec
-from ._statics import BadStatic, check_hash_spread
+from .._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticError, brief
+from .codegen import Family, Generated, generate
+from .fields import ClassInfo, describe
+from .keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
+from .names import DEFAULT_DICT, DICT, LIST, NONE, ORDERED_DICT, TUPLE, Origin
+from .state import Layout, StateCodec, decode_for, encode_for, make_state_codec
+from .statics import BadStatic, check_hash_spread
 
 __all__ = [
     "BUILTIN_NODE_TYPES",
@@ -57,7 +57,7 @@ class NodeType:
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
             ``None`` children: the document was written before the class had them), or is a
-            :class:`~treeclass._state.Layout` (the document holds removed fields' children).
+            :class:`~treeclass._core.state.Layout` (the document holds removed fields' children).
         arity_of: the number of children ``aux`` implies (``None``: any number).
         codec: the class's state codec, torch's form included (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
@@ -192,8 +192,8 @@ class NodeType:
         return f"<treeclass node type {self.type.__qualname__} name={self.name!r}>"
 
     def __reduce__(self) -> Any:
-        # Specs pickle by name (see treeclass._format); a NodeType is never pickled alone.
-        from ._errors import TreeclassTypeError
+        # Specs pickle by name (see treeclass._treespec.format); a NodeType is never pickled alone.
+        from .._errors import TreeclassTypeError
 
         raise TreeclassTypeError(
             f"a treeclass NodeType ({self.type.__qualname__}) cannot be pickled by itself; "
@@ -526,7 +526,7 @@ def namedtuple_node(cls: type) -> NodeType:
 def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> NodeType:
     """The node type of a dataclass or attrs class, with its generated functions.
 
-    Its source is compiled once (see :mod:`treeclass._codegen`); the embedded registry's
+    Its source is compiled once (see :mod:`treeclass._core.codegen`); the embedded registry's
     functions are bound here, the frameworks' by their adapters with :meth:`NodeType.bind`.
     """
     if info.kind == "namedtuple":

@@ -72,8 +72,10 @@ def run(echo: Callable[[str], None] = print) -> int:
         f"3. treespec_dumps -> {len(document)} bytes of JSON (classes named by their stable name):"
     )
     echo(f"   {document}")
-    echo("4. A fresh interpreter imports only treeclass._demo, loads the JSON and rebuilds:")
-    code = "import sys, treeclass._demo as d; print(d.load_in_this_process(sys.stdin.read(), 10.0))"
+    echo("4. A fresh interpreter imports only treeclass._io.demo, loads the JSON and rebuilds:")
+    code = (
+        "import sys, treeclass._io.demo as d; print(d.load_in_this_process(sys.stdin.read(), 10.0))"
+    )
     child = subprocess.run(
         [sys.executable, "-c", code],
         input=document,

@@ -1,7 +1,7 @@
 """Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
 A class's functions come in two families, each one source text written from its
-:class:`~treeclass._fields.ClassInfo` (one line per field, no loops), compiled once (the torch
+:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), compiled once (the torch
 family only when torch first needs it) and put into :mod:`linecache` as
 ``<treeclass generated pkg.mod.Point>`` (``... [torch]>``), so that tracebacks and
 ``inspect.getsource`` show it. A registry gets its own function objects by executing the code
@@ -22,8 +22,8 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any, Final, Literal
 
-from ._errors import RebuildError
-from ._fields import ClassInfo
+from .._errors import RebuildError
+from .fields import ClassInfo
 
 __all__ = [
     "Family",

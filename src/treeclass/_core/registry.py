@@ -14,11 +14,11 @@ from _thread import RLock
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
-from ._codegen import release
-from ._errors import NameConflictError, RegistrationError, report_failures
-from ._fields import is_namedtuple_class
-from ._names import BUILTIN_NAMES, Origin, check_name
-from ._nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
+from .._errors import NameConflictError, RegistrationError, report_failures
+from .codegen import release
+from .fields import is_namedtuple_class
+from .names import BUILTIN_NAMES, Origin, check_name
+from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
 
 __all__ = [
     "Backend",
@@ -40,7 +40,7 @@ __all__ = [
 class Backend(Protocol):
     """What a framework adapter provides to mirror the registry (see docs/contributing.md)."""
 
-    #: The framework's name, as in :data:`treeclass._hooks.FRAMEWORKS`.
+    #: The framework's name, as in :data:`treeclass._backends.activation.FRAMEWORKS`.
     name: str
     #: Whether :meth:`unregister` can undo :meth:`register` (JAX cannot).
     can_unregister: bool
@@ -180,7 +180,7 @@ def register(
 ) -> NodeType:
     """Register ``node`` under ``name`` everywhere, atomically; return the node type in force.
 
-    ``node`` is a new class node (:func:`~treeclass._nodes.class_node`), or the node type a
+    ``node`` is a new class node (:func:`~treeclass._core.nodes.class_node`), or the node type a
     namedtuple class already has (from :func:`node_type_for`): a namedtuple keeps its node
     type, so that structures made before it was named stay equal to those made after.
     ``aliases`` are earlier names the class also loads under (never written); they are

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._errors import TreespecLoadError, UnserializableStaticError, brief
-from ._fields import MISSING, ClassInfo, describe
+from .._errors import TreespecLoadError, UnserializableStaticError, brief
+from .fields import MISSING, ClassInfo, describe
 
 __all__ = ["field_checks", "static_check"]
 
@@ -72,7 +72,7 @@ def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None]
     if base in _PLAIN:
         return _PLAIN[base], None
     if isinstance(base, type):
-        from ._statics import static_for_type
+        from .statics import static_for_type
 
         if static_for_type(base) is not None:
             return (base,), None

@@ -2,7 +2,7 @@
 
 An adapter reads its framework's structure object node by node and hands each node to
 :func:`encode_node`, which gives the ``(name, state, arity)`` entry of the node list
-(:mod:`treeclass._format`); to build a framework's structure it takes the framework's
+(:mod:`treeclass._treespec.format`); to build a framework's structure it takes the framework's
 ``tree_structure`` of a :func:`skeleton` tree. Where the frameworks differ by design (``None``,
 dict key order) is in ``docs/parity.md``.
 """
@@ -13,13 +13,13 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
-from ._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
-from ._fields import is_namedtuple_class
-from ._format import Node
-from ._names import DEFAULT_DICT, NONE
-from ._nodes import BUILTIN_NODE_TYPES
-from ._registry import registered_node
-from ._tree import TreeSpec
+from .._core.fields import is_namedtuple_class
+from .._core.names import DEFAULT_DICT, NONE
+from .._core.nodes import BUILTIN_NODE_TYPES
+from .._core.registry import registered_node
+from .._core.tree import TreeSpec
+from .._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
+from .format import Node
 
 __all__ = [
     "LEAF",

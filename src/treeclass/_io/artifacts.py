@@ -34,8 +34,8 @@ import contextlib
 import json
 from typing import TYPE_CHECKING
 
-from ._errors import FileLoadError, TreespecLoadError
-from ._json import loads_strict
+from .._core.json import loads_strict
+from .._errors import FileLoadError, TreespecLoadError
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -185,9 +185,9 @@ def _document_tree(
     text: str | bytes, label: str, art: Artifact, leaf_detail: list[str] | None
 ) -> Tree:
     """A treespec document as a tree (names need not be registered)."""
-    from ._introspect import document_nodes
-    from ._names import BUILTIN_NAMES
-    from ._treedoc import child_entries, walk
+    from .._core.names import BUILTIN_NAMES
+    from .._treespec.treedoc import child_entries, walk
+    from .introspect import document_nodes
 
     nodes = document_nodes(text)
     entries = child_entries(nodes, strict=False)
@@ -225,8 +225,8 @@ def _leaf_details(meta_file: str) -> list[Any] | None:
 
 
 def _safetensors(path: str, source: str) -> Artifact:
-    from ._dtypes import SAFETENSORS_NAMES
-    from ._safetensors import read_header
+    from .dtypes import SAFETENSORS_NAMES
+    from .safetensors import read_header
 
     with open(path, "rb") as f:
         header = read_header(f, source)

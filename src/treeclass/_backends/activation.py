@@ -50,8 +50,8 @@ from time import monotonic, sleep
 from types import FrameType, ModuleType
 from typing import Any, Final
 
-from . import _registry
-from ._errors import RegistrationError, report_failures
+from .._core import registry as _registry
+from .._errors import RegistrationError, report_failures
 
 __all__ = [
     "FRAMEWORKS",

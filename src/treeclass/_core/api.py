@@ -12,14 +12,14 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final, TypeVar, overload
 
-from . import _pickle
-from ._errors import (
+from .. import _pickle
+from .._errors import (
     NotAPytreeClassError,
     RegistrationError,
     RegistrationTypeError,
     TreeclassTypeError,
 )
-from ._fields import (
+from .fields import (
     ALIASES_KEY,
     MISSING,
     check_field_names,
@@ -28,10 +28,10 @@ from ._fields import (
     is_dataclass_class,
     is_namedtuple_class,
 )
-from ._names import registration_origin
-from ._nodes import class_node
-from ._registry import activate_backend, node_type_for, register
-from ._replace import attach_replace, replace
+from .names import registration_origin
+from .nodes import class_node
+from .registry import activate_backend, node_type_for, register
+from .replace import attach_replace, replace
 
 if sys.version_info >= (3, 11):
     from typing import Self, dataclass_transform

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
-from ._errors import TreespecLoadError, UnregisteredNameError, brief
-from ._json import dumps_canonical, loads_strict
-from ._nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
-from ._registry import node_for_name
-from ._state import Layout
-from ._tree import TreeSpec
+from .._core.json import dumps_canonical, loads_strict
+from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
+from .._core.registry import node_for_name
+from .._core.state import Layout
+from .._core.tree import TreeSpec
+from .._errors import TreespecLoadError, UnregisteredNameError, brief
 
 __all__ = [
     "FORMAT_ID",
@@ -132,7 +132,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     class since with a default of ``None``) becomes a ``None`` child, as the class flattens
     today. A name may be an alias of a class (an earlier name). The children of fields the
     class declares removed stay in the spec, under a node type that drops them on unflatten
-    (:func:`~treeclass._nodes.dropping_node`), so the leaves still line up.
+    (:func:`~treeclass._core.nodes.dropping_node`), so the leaves still line up.
 
     Raises:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.

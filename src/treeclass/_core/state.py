@@ -18,7 +18,7 @@ added or removed since, ``None``-valued fields, a malformed value) takes a check
 loads what can be loaded and raises an error naming the field otherwise.
 
 A class that declares how it evolved (renamed fields' ``aliases``, ``removed_fields``, a
-``migrate`` hook: its :class:`~treeclass._fields.Evolution`) gets a codec that first runs the
+``migrate`` hook: its :class:`~treeclass._core.fields.Evolution`) gets a codec that first runs the
 hook, then maps earlier field names to today's and drops removed fields, and then loads the
 result the same way. Classes without one get the codec above, unchanged.
 """
@@ -28,14 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._errors import (
+from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     UnserializableStaticError,
     brief,
 )
-from ._fields import ClassInfo, Evolution
-from ._statics import SUPPORTED, BadStatic, Unencodable, decode_static, encode_static, type_label
+from .fields import ClassInfo, Evolution
+from .statics import SUPPORTED, BadStatic, Unencodable, decode_static, encode_static, type_label
 
 __all__ = ["Layout", "LoadPlan", "StateCodec", "decode_for", "encode_for", "make_state_codec"]
 
@@ -71,7 +71,7 @@ def _load_error(label: str, where: str, e: BadStatic | RecursionError) -> Treesp
 
 
 def encode_for(label: str, where: str, value: Any) -> Any:
-    """:func:`~treeclass._statics.encode_static`, raising an error naming ``where``.
+    """:func:`~treeclass._core.statics.encode_static`, raising an error naming ``where``.
 
     Raises:
         UnserializableStaticError: the value has no JSON form.
@@ -83,7 +83,7 @@ def encode_for(label: str, where: str, value: Any) -> Any:
 
 
 def decode_for(label: str, where: str, data: Any) -> Any:
-    """:func:`~treeclass._statics.decode_static`, raising an error naming ``where``.
+    """:func:`~treeclass._core.statics.decode_static`, raising an error naming ``where``.
 
     Raises:
         TreespecLoadError: the data is not an encoded static value.
@@ -104,7 +104,7 @@ class Layout:
     The loaded node keeps the document's children in the document's order (the children of
     removed fields included, so that the leaves still line up), with ``None`` children added
     for data fields the document does not hold; its unflatten puts each child into its field
-    and drops the removed ones (see :func:`treeclass._nodes.dropping_node`).
+    and drops the removed ones (see :func:`treeclass._core.nodes.dropping_node`).
 
     Attributes:
         plan: for each child of the loaded node, whether it comes from the document (``True``)
@@ -150,12 +150,12 @@ class StateCodec:
             :class:`Layout` when it also holds removed fields' children.
         torch_getstate: torch auxdata -> state.
         torch_setstate: state -> torch auxdata.
-        child_names: for a class with an :class:`~treeclass._fields.Evolution`, state ->
+        child_names: for a class with an :class:`~treeclass._core.fields.Evolution`, state ->
             the names its children have today (after the migration hook and renames; removed
             fields keep theirs), or ``None`` for a state too malformed to say; ``None`` for
             other classes, whose children are named as the state says.
         check_statics: ``(values, saved, writing)``: the class's check of its static values
-            (see :func:`treeclass._kinds.static_check`), which every writer and reader runs.
+            (see :func:`treeclass._core.kinds.static_check`), which every writer and reader runs.
         from_fields: the ``{field: value}`` of an instance pickled by any version of the
             class -> today's ``{field: value}`` (the same evolution as ``load``).
     """
@@ -195,7 +195,7 @@ def make_state_codec(
     """The :class:`StateCodec` of a class: exact both ways, with the same types.
 
     ``name`` (the class's registered name) is only used in the messages of a class with an
-    :class:`~treeclass._fields.Evolution`.
+    :class:`~treeclass._core.fields.Evolution`.
     """
     if info.kind == "namedtuple":
         nt_getstate, nt_setstate = _namedtuple_codec(info)
@@ -231,7 +231,7 @@ def make_state_codec(
         if checker:
             check = checker[0]
         else:
-            from ._kinds import static_check
+            from .kinds import static_check
 
             check = static_check(info)
             checker.append(check)

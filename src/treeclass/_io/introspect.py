@@ -51,7 +51,7 @@ class ClassRecord:
 
 def registered_classes() -> list[ClassRecord]:
     """Every class registered with treeclass, in registration order."""
-    from ._registry import registered_nodes
+    from .._core.registry import registered_nodes
 
     out: list[ClassRecord] = []
     for node in registered_nodes():
@@ -76,7 +76,7 @@ def registered_classes() -> list[ClassRecord]:
 
 def static_problem(value: Any) -> str | None:
     """Why ``value`` cannot be a serialized static value, or ``None`` if it can."""
-    from ._statics import Unencodable, encode_static
+    from .._core.statics import Unencodable, encode_static
 
     try:
         encode_static(value)
@@ -89,7 +89,7 @@ def static_problem(value: Any) -> str | None:
 
 def static_name_registered(name: str) -> bool:
     """Whether a static type (``tc.register_static``) is registered under ``name``."""
-    from ._statics import static_for_name
+    from .._core.statics import static_for_name
 
     return static_for_name(name) is not None
 
@@ -100,13 +100,13 @@ def current_child_entries(
     """The key entries of each node's children by the names its class's fields have today.
 
     ``entries`` are the key entries as the document writes them
-    (:func:`treeclass._treedoc.child_entries`). A class that renamed fields (``aliases=``,
+    (:func:`treeclass._treespec.treedoc.child_entries`). A class that renamed fields (``aliases=``,
     or a ``migrate=`` hook) names some of its children differently today; returns a copy of
     ``entries`` with those, or ``None`` when every node's are as written (the usual case).
     Only classes that declare how they evolved are looked at.
     """
-    from ._errors import TreeclassError
-    from ._registry import node_for_name
+    from .._core.registry import node_for_name
+    from .._errors import TreeclassError
 
     out: list[list[str] | None] | None = None
     found: dict[str, Any] = {}
@@ -141,6 +141,6 @@ def document_nodes(text: str | bytes) -> list[Any]:
     Raises:
         TreespecLoadError: the text is not a well-formed document.
     """
-    from ._format import loads_nodes
+    from .._treespec.format import loads_nodes
 
     return loads_nodes(text)

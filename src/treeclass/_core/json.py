@@ -26,7 +26,7 @@ def dumps_canonical(obj: Any) -> str:
     """Canonical, compact JSON text: sorted keys, no spaces, ASCII only, no nan.
 
     Example:
-        >>> from treeclass._json import dumps_canonical
+        >>> from treeclass._core.json import dumps_canonical
         >>> dumps_canonical({"b": [1, 2.5], "a": None})
         '{"a":null,"b":[1,2.5]}'
     """
@@ -73,7 +73,7 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
     """Parse strict JSON (UTF-8 if bytes); any problem is a ``ValueError`` saying what.
 
     Example:
-        >>> from treeclass._json import loads_strict
+        >>> from treeclass._core.json import loads_strict
         >>> loads_strict('{"a": [1, 2.5]}')
         {'a': [1, 2.5]}
         >>> loads_strict('{"a": 1, "a": 2}')
