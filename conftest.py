@@ -27,9 +27,9 @@ def _installed(module: str) -> bool:
 _NEEDS = {
     f.module: [f.adapter.removeprefix("treeclass.").replace(".", "/") + ".py"] for f in FRAMEWORKS
 }
-_NEEDS["torch"] += ["torch.py", "_torch_state.py", "_torch_treespec.py"]
+_NEEDS["torch"] += ["torch/__init__.py", "torch/_state.py", "torch/_treespec.py"]
 _NEEDS["optree"].append("optree.py")
-_NEEDS.setdefault("numpy", []).append("_files.py")
+_NEEDS.setdefault("numpy", []).append("_io/files.py")
 _NEEDS.setdefault("orbax.checkpoint", []).append("orbax.py")
 
 collect_ignore = [

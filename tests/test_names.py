@@ -203,7 +203,7 @@ def test_the_docs_do_not_claim_the_guard_stops_same_process_code() -> None:
 
     root = Path(__file__).resolve().parent.parent
     texts = [root / "README.md", root / "CHANGELOG.md", *sorted((root / "docs").glob("*.md"))]
-    texts.append(root / "src" / "treeclass" / "_names.py")
+    texts.append(root / "src" / "treeclass" / "_core" / "names.py")
     for path in texts:
         text = " ".join(path.read_text().split()).lower()
         assert "impostor elsewhere that sets" not in text, path

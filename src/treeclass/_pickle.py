@@ -160,7 +160,7 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     lines.append(f"{ind * 2}return _slow(state)")
     aux = "(" + "".join(f"s{i}, " for i in range(len(statics))) + ")"
     children = "[" + ", ".join(f"v{i}" for i in range(len(data))) + "]"
-    if statics:  # what every reader checks (treeclass._core.kinds.static_check)
+    if statics:  # what every reader checks (treeclass._core.statics.static_check)
         lines.append(f"{ind}aux = {aux}")
         lines.append(f"{ind}_check(aux, None, False)")
         aux = "aux"
@@ -263,7 +263,7 @@ def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
     superseded = "_node.superseded" if node is not None else "_rebuilder.superseded()"
     check = ""
     if node is not None and node.codec is not None and node.static_fields:
-        # What every reader refuses is never written (treeclass._core.kinds.static_check).
+        # What every reader refuses is never written (treeclass._core.statics.static_check).
         statics = "".join(f"obj.{f}, " for f in node.static_fields)
         check = f"    _check(({statics}), None, True)\n"
     source = (

@@ -1,1 +1,4 @@
-"""One adapter per framework; see ``docs/contributing.md`` and ``treeclass._backends.activation.FRAMEWORKS``."""
+"""The framework adapters, one module each, and the activation table that loads them.
+
+See ``docs/contributing.md`` and :data:`treeclass._backends.activation.FRAMEWORKS`.
+"""

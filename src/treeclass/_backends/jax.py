@@ -1,12 +1,12 @@
 """The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
 
-Activated by :mod:`treeclass._backends.activation` once ``jax`` is imported. Classes are registered with
-``register_pytree_with_keys`` (``GetAttrKey`` paths, the generated flatten as ``flatten_func``,
-an unflatten that never runs ``__init__``); named classes and namedtuples also with
-``jax.export``'s serialization, the auxdata as the canonical JSON of their state. JAX never
+Activated by :mod:`treeclass._backends.activation` once ``jax`` is imported. Classes are
+registered with ``register_pytree_with_keys`` (``GetAttrKey`` paths, the generated flatten as
+``flatten_func``, an unflatten that never runs ``__init__``); named classes and namedtuples also
+with ``jax.export``'s serialization, the auxdata as the canonical JSON of their state. JAX never
 hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and names the
-unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the
-treespec node list.
+unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the treespec
+node list.
 
 ``jax.export`` has no public way to look up or drop a serialization registration, nor to give
 one a second name (a class's ``aliases=``, loaded as the class): each access to ``jax._src`` is

@@ -1,9 +1,9 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Activated by :mod:`treeclass._backends.activation` once ``optree`` is imported. Classes go into optree's
-global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace falls
-back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``, as
-``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
+Activated by :mod:`treeclass._backends.activation` once ``optree`` is imported. Classes go into
+optree's global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace
+falls back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``,
+as ``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
 paths, treeclass's auxdata as metadata and an unflatten that never runs ``__init__``;
 :func:`treeclass.optree.register_namespace` adds named namespaces. A class another library
 registered is refused unless ``override=True``. Namedtuples are optree's own. Also converts

@@ -1,14 +1,14 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. Every class is registered with
-torch's Python pytree under its treeclass name as ``serialized_type_name``, with exact dumpable
-contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its C++ pytree.
-Beyond ``register_pytree_node``, it checks before changing anything, refuses a name torch maps
-to another class, replaces another library's registration only with ``override=True``, moves
-a name to a re-run class definition, gives unnamed classes a placeholder name whose use is
-a clear error (``docs/torch.md``), and makes torch load a class's ``aliases=`` (earlier
-names) as the class. Also converts torch ``TreeSpec``s to and from the treespec
-node list.
+Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. Every class is
+registered with torch's Python pytree under its treeclass name as ``serialized_type_name``, with
+exact dumpable contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its
+C++ pytree. Beyond ``register_pytree_node``, it checks before changing anything, refuses a name
+torch maps to another class, replaces another library's registration only with
+``override=True``, moves a name to a re-run class definition, gives unnamed classes a
+placeholder name whose use is a clear error (``docs/torch.md``), and makes torch load a class's
+``aliases=`` (earlier names) as the class. Also converts torch ``TreeSpec``s to and from the
+treespec node list.
 
 torch offers no public way to inspect or undo a registration: each access to its private state
 is one small function below, checked against :data:`CHECKED_TORCH_VERSION` and covered by

@@ -1,1 +1,4 @@
-"""The core: class description, generated code, node types, the registry, static values, saved state and the embedded tree."""
+"""The core: classes described, code generated, node types, registry, statics, state, tree.
+
+Imports nothing of the package outside ``_core`` but ``treeclass._errors``.
+"""

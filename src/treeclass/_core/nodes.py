@@ -13,7 +13,13 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
-from .._errors import TreespecLoadError, UnnamedClassError, UnserializableStaticError, brief
+from .._errors import (
+    TreeclassTypeError,
+    TreespecLoadError,
+    UnnamedClassError,
+    UnserializableStaticError,
+    brief,
+)
 from .codegen import Family, Generated, generate
 from .fields import ClassInfo, describe
 from .keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
@@ -193,8 +199,6 @@ class NodeType:
 
     def __reduce__(self) -> Any:
         # Specs pickle by name (see treeclass._treespec.format); a NodeType is never pickled alone.
-        from .._errors import TreeclassTypeError
-
         raise TreeclassTypeError(
             f"a treeclass NodeType ({self.type.__qualname__}) cannot be pickled by itself; "
             "pickle the TreeSpec that holds it."

@@ -35,7 +35,15 @@ from .._errors import (
     brief,
 )
 from .fields import ClassInfo, Evolution
-from .statics import SUPPORTED, BadStatic, Unencodable, decode_static, encode_static, type_label
+from .statics import (
+    SUPPORTED,
+    BadStatic,
+    Unencodable,
+    decode_static,
+    encode_static,
+    static_check,
+    type_label,
+)
 
 __all__ = ["Layout", "LoadPlan", "StateCodec", "decode_for", "encode_for", "make_state_codec"]
 
@@ -155,7 +163,7 @@ class StateCodec:
             fields keep theirs), or ``None`` for a state too malformed to say; ``None`` for
             other classes, whose children are named as the state says.
         check_statics: ``(values, saved, writing)``: the class's check of its static values
-            (see :func:`treeclass._core.kinds.static_check`), which every writer and reader runs.
+            (see :func:`treeclass._core.statics.static_check`), which every writer and reader runs.
         from_fields: the ``{field: value}`` of an instance pickled by any version of the
             class -> today's ``{field: value}`` (the same evolution as ``load``).
     """
@@ -231,8 +239,6 @@ def make_state_codec(
         if checker:
             check = checker[0]
         else:
-            from .kinds import static_check
-
             check = static_check(info)
             checker.append(check)
         if check is not None:

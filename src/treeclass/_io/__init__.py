@@ -1,1 +1,1 @@
-"""Files and artifacts: safetensors files, leaf encodings, the artifact reader and the command line."""
+"""Files and artifacts: safetensors files, leaf encodings, the artifact reader, the CLI."""

@@ -35,7 +35,12 @@ import json
 from typing import TYPE_CHECKING
 
 from .._core.json import loads_strict
+from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreespecLoadError
+from .._treespec.format import loads_nodes
+from .._treespec.treedoc import child_entries, walk
+from .dtypes import SAFETENSORS_NAMES
+from .safetensors import read_header
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -185,11 +190,7 @@ def _document_tree(
     text: str | bytes, label: str, art: Artifact, leaf_detail: list[str] | None
 ) -> Tree:
     """A treespec document as a tree (names need not be registered)."""
-    from .._core.names import BUILTIN_NAMES
-    from .._treespec.treedoc import child_entries, walk
-    from .introspect import document_nodes
-
-    nodes = document_nodes(text)
+    nodes = loads_nodes(text)
     entries = child_entries(nodes, strict=False)
     out: list[Node] = []
     leaf = 0
@@ -225,9 +226,6 @@ def _leaf_details(meta_file: str) -> list[Any] | None:
 
 
 def _safetensors(path: str, source: str) -> Artifact:
-    from .dtypes import SAFETENSORS_NAMES
-    from .safetensors import read_header
-
     with open(path, "rb") as f:
         header = read_header(f, source)
     ours = [k for k in header.metadata if k.startswith("treeclass.")]

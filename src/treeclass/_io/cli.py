@@ -23,12 +23,18 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from .._backends.activation import FRAMEWORKS
+from .._core.registry import class_for_name, name_of, registered_nodes
+from .._core.statics import Unencodable, encode_static, static_for_name
+from .._errors import TreeclassError
+from .artifacts import Artifact, needed_names, read_artifact
+from .demo import run as run_demo
+
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
     from typing import IO, Any, Final
 
-    from .artifacts import Artifact
 
 __all__ = ["main"]
 
@@ -154,11 +160,7 @@ def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
 
     The third item is the class's name when ``name`` is one of its aliases (earlier names).
     """
-    from .. import class_for_name, name_of
-
     if kind == "static":
-        from .introspect import static_name_registered
-
         return static_name_registered(name), "static type", None
     cls = class_for_name(name)
     if cls is not None:
@@ -202,7 +204,6 @@ def _shown(text: str, limit: int) -> str:
 
 
 def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
-    from .artifacts import needed_names
 
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
@@ -246,8 +247,6 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
 
 def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
     import json
-
-    from .artifacts import needed_names
 
     names: list[dict[str, Any]] = []
     missing: list[str] = []
@@ -301,8 +300,6 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from .._errors import TreeclassError
-    from .artifacts import read_artifact
 
     if not _import_modules(args.modules, err):
         return ERROR
@@ -326,13 +323,80 @@ def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return OK
 
 
+class ClassRecord:
+    """What ``treeclass check`` shows about one registered class."""
+
+    __slots__ = ("aliases", "cls", "data", "kind", "name", "static_defaults")
+
+    cls: type
+    name: str | None
+    kind: str
+    data: tuple[str, ...]
+    #: Each static field with its default: ``(name, has_default, default value)``.
+    static_defaults: tuple[tuple[str, bool, Any], ...]
+    aliases: tuple[str, ...]
+
+    def __init__(
+        self,
+        cls: type,
+        name: str | None,
+        kind: str,
+        data: tuple[str, ...],
+        static_defaults: tuple[tuple[str, bool, Any], ...],
+        aliases: tuple[str, ...],
+    ) -> None:
+        self.cls = cls
+        self.name = name
+        self.kind = kind
+        self.data = data
+        self.static_defaults = static_defaults
+        self.aliases = aliases
+
+
+def registered_classes() -> list[ClassRecord]:
+    """Every class registered with treeclass, in registration order."""
+    out: list[ClassRecord] = []
+    for node in registered_nodes():
+        statics: list[tuple[str, bool, Any]] = []
+        if node.info is None:  # pragma: no cover - registered classes are described
+            continue
+        for f in node.info.fields:
+            if f.static:
+                has = f.has_default
+                try:
+                    value = f.make_default() if has else None
+                except Exception as e:  # a default_factory that fails is worth showing
+                    value = e
+                statics.append((f.name, has, value))
+        out.append(
+            ClassRecord(
+                node.type, node.name, node.kind, node.info.data_fields, tuple(statics), node.aliases
+            )
+        )
+    return out
+
+
+def static_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a serialized static value, or ``None`` if it can."""
+    try:
+        encode_static(value)
+    except Unencodable as e:
+        return e.problem
+    except RecursionError:
+        return "it nests too deeply"
+    return None
+
+
+def static_name_registered(name: str) -> bool:
+    """Whether a static type (``tc.register_static``) is registered under ``name``."""
+    return static_for_name(name) is not None
+
+
 # --- check ------------------------------------------------------------------------------------
 
 
 def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     import json
-
-    from .introspect import registered_classes, static_problem
 
     if not _import_modules(args.modules, err):
         return ERROR
@@ -468,13 +532,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "check":
         return _check(args, out, err)
     if args.command == "demo":
-        from .demo import run
-
-        return run()
+        return run_demo()
     if args.command == "version":
         import treeclass
-
-        from .._backends.activation import FRAMEWORKS
 
         found = [f.name for f in FRAMEWORKS if f.installed()]
         names = ", ".join(found) or "none"

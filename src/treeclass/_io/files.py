@@ -30,6 +30,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from .._core.json import dumps_canonical, loads_strict
+from .._core.keys import keystr
+from .._core.tree import tree_flatten_with_path
 from .._errors import (
     FileLoadError,
     FileSaveError,
@@ -39,7 +42,11 @@ from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
 )
-from .dtypes import FILE_DTYPES
+from .._treespec.format import loads_nodes
+from .._treespec.serialize import treespec_dumps, treespec_loads
+from .._treespec.treedoc import child_entries, current_child_entries, walk
+from .dtypes import FILE_DTYPES, numpy_dtype
+from .safetensors import Header, TensorInfo, read_header, write_file
 from .scalars import SCALAR_TAGS, decode_scalar, encode_scalar
 
 if TYPE_CHECKING:
@@ -47,8 +54,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Mapping, Sequence
     from io import BufferedReader
     from typing import Any, Final, Literal, TypeAlias
-
-    from .safetensors import Header, TensorInfo
 
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
@@ -109,7 +114,6 @@ _CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: non
 
 
 def _np_dtype(name: str) -> Any:
-    from .dtypes import numpy_dtype
 
     try:
         return numpy_dtype(name)
@@ -315,8 +319,6 @@ def save(
 
     .. versionadded:: 0.1.0
     """
-    from .. import keystr, tree_flatten_with_path, treespec_dumps
-
     user = _check_metadata(metadata)
     pairs, spec = tree_flatten_with_path(tree)
     document = treespec_dumps(spec)
@@ -365,10 +367,8 @@ def save(
         else:
             code, shape, data = _numpy_payload(np, leaf, where)
         tensors.append((name, code, shape, data))
-    from .._core.json import dumps_canonical
 
     ours = dumps_canonical({"format": FILE_FORMAT, "leaves": leaves, "version": FILE_VERSION})
-    from .safetensors import write_file
 
     write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
 
@@ -400,7 +400,6 @@ def _check_options(to: object, paths: object) -> None:
 
 
 def _open_header(f: BufferedReader, source: str) -> Header:
-    from .safetensors import read_header
 
     return read_header(f, source)
 
@@ -415,8 +414,6 @@ def _is_ours(metadata: dict[str, str]) -> bool:
 
 def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
     """The checked leaf list and the treespec document text of a treeclass file."""
-    from .._core.json import loads_strict
-
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
     )
@@ -657,10 +654,6 @@ def _load_plain(
 def _load_tree(
     f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
 ) -> Any:
-    from .. import treespec_loads
-    from .._treespec.treedoc import child_entries, walk
-    from .introspect import current_child_entries, document_nodes
-
     leaves, document = _parse_ours(source, header.metadata)
     try:
         spec = treespec_loads(document)
@@ -674,7 +667,7 @@ def _load_tree(
             f"its structure has {spec.num_leaves} leaves but its leaf list has {len(leaves)}.",
         )
     entries = [_check_entry(source, i, e) for i, e in enumerate(leaves)]
-    nodes = document_nodes(document)  # loaded above, so well-formed
+    nodes = loads_nodes(document)  # loaded above, so well-formed
     try:
         children = child_entries(nodes)
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode

@@ -1,8 +1,9 @@
 """``treespec_dumps`` / ``treespec_loads``: any registry's structure to the document and back.
 
 The embedded registry's :class:`~treeclass.TreeSpec` is converted here; a framework's structure
-(JAX ``PyTreeDef``, torch ``TreeSpec``, optree ``PyTreeSpec``) by its adapter, found through
-the :data:`~treeclass._backends.activation.FRAMEWORKS` table. A ``TreeSpec`` pickles as its document.
+(JAX ``PyTreeDef``, torch ``TreeSpec``, optree ``PyTreeSpec``) by its adapter, found through the
+:data:`~treeclass._backends.activation.FRAMEWORKS` table. A ``TreeSpec`` pickles as its
+document.
 """
 
 from __future__ import annotations

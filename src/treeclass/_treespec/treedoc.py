@@ -21,6 +21,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
+from .._core.registry import node_for_name
+from .._errors import TreeclassError
+from .format import nodes_to_spec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -50,9 +53,7 @@ def _entry(key_repr: str) -> str:
 
 
 def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
-    """Decode the keys of several dict nodes with one :func:`~treeclass._treespec.format.nodes_to_spec`."""
-    from .format import nodes_to_spec
-
+    """Decode the keys of several dict nodes with one :func:`.format.nodes_to_spec` call."""
     nodes: list[Any] = [(LIST, None, len(batch))]
     total = 0
     for _, keys in batch:
@@ -86,8 +87,6 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
     Raises:
         TreeclassError: with ``strict``, a dict key could not be decoded.
     """
-    from .._errors import TreeclassError
-
     out: list[list[str] | None] = []
     pending: list[tuple[int, list[Any]]] = []
     for i, item in enumerate(nodes):
@@ -168,3 +167,41 @@ def walk(
             if stack:
                 parts.pop()
                 lengths.pop()
+
+
+def current_child_entries(
+    nodes: list[Any], entries: list[list[str] | None]
+) -> list[list[str] | None] | None:
+    """The key entries of each node's children by the names its class's fields have today.
+
+    ``entries`` are the key entries as the document writes them
+    (:func:`treeclass._treespec.treedoc.child_entries`). A class that renamed fields (``aliases=``,
+    or a ``migrate=`` hook) names some of its children differently today; returns a copy of
+    ``entries`` with those, or ``None`` when every node's are as written (the usual case).
+    Only classes that declare how they evolved are looked at.
+    """
+    out: list[list[str] | None] | None = None
+    found: dict[str, Any] = {}
+    for i, item in enumerate(nodes):
+        if item is None:
+            continue
+        name = item[0]
+        child_names = found.get(name, found)
+        if child_names is found:
+            node = node_for_name(name)
+            codec = None if node is None else node.codec
+            child_names = found[name] = None if codec is None else codec.child_names
+        if child_names is None:
+            continue
+        try:
+            names = child_names(item[1])
+        except TreeclassError:  # pragma: no cover - the document loaded, so its states do
+            continue
+        if names is None or len(names) != item[2]:
+            continue  # pragma: no cover - as above
+        renamed = [f".{n}" for n in names]
+        if renamed != entries[i]:
+            if out is None:
+                out = list(entries)
+            out[i] = renamed
+    return out
