@@ -28,13 +28,13 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from ._backends.activation import adapter, complete, framework_named
+
 __all__ = ["namespaces", "register_namespace"]
 
 
 def _backend() -> ModuleType:
     """Import optree (which activates treeclass's optree backend) and return the adapter."""
-    from ._backends.activation import adapter, framework_named
-
     framework = framework_named("optree")
     assert framework is not None
     try:
@@ -95,8 +95,6 @@ def namespaces() -> tuple[str, ...]:
         >>> "docs-listed" in tc.optree.namespaces()
         True
     """
-    from ._backends.activation import complete
-
     adapter = complete("treeclass._backends.optree")
     if adapter is None:
         return ()

@@ -277,8 +277,6 @@ def save(directory: str | os.PathLike[str], tree: Any, *, force: bool = False) -
 
 def _unregistered_names(treespec: str) -> list[str]:
     """Every node name of a treespec document that no class is registered under."""
-    from ._treespec.format import loads_nodes
-
     try:
         nodes = loads_nodes(treespec)
     except TreespecLoadError:

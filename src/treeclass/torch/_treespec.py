@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Final
 import torch.utils._pytree as pytree
 
 from .._core.json import MAX_INT_DIGITS, loads_strict
+from .._core.registry import registered_node
 from .._errors import TreespecLoadError, UnregisteredNameError
 
 if TYPE_CHECKING:
@@ -246,8 +247,6 @@ def _treeclass_arity(cls: type, context: Any) -> int | None:
     out of the children (``return_none_fields=False`` and data fields), and only the static
     values otherwise (see ``treeclass._core.state.make_state_codec``). Reads treeclass's registry.
     """
-    from .._core.registry import registered_node
-
     node = registered_node(cls)
     if node is None or node.kind not in ("dataclass", "attrs"):
         return None
