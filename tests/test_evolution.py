@@ -752,6 +752,17 @@ def make_gained(name: str, **options: Any) -> type:
     return Gained
 
 
+def make_before(name: str) -> type:
+    """The class as it was before it gained "extra" and "more"."""
+
+    @tc.pytree_dataclass(name=name)
+    class Before:
+        x: Any
+        s: str = tc.field(static=True, default="a")
+
+    return Before
+
+
 def test_a_loaded_spec_gives_a_new_data_field_its_default() -> None:
     import pickle
 
@@ -787,10 +798,7 @@ def test_a_new_data_field_with_its_default_through_tc_load(tmp_path: Path) -> No
     np = pytest.importorskip("numpy")
     new, old = names()
 
-    @tc.pytree_dataclass(name=old)
-    class Before:
-        x: Any
-        s: str = tc.field(static=True, default="a")
+    Before = make_before(old)
 
     Gained = make_gained(new)
     path = tmp_path / "g.safetensors"
@@ -836,10 +844,7 @@ def test_a_new_data_field_with_another_default_through_jax_export() -> None:
     jnp = pytest.importorskip("jax.numpy")
     new, old = names()
 
-    @tc.pytree_dataclass(name=old)
-    class Before:
-        x: Any
-        s: str = tc.field(static=True, default="a")
+    Before = make_before(old)
 
     make_gained(new)
     blob = jax.export.export(jax.jit(lambda b: b.x))(Before(jnp.ones(1), "b")).serialize()
@@ -858,10 +863,7 @@ def test_a_new_data_field_with_another_default_in_torch_structures() -> None:
     pt = pytest.importorskip("torch.utils._pytree")
     new, old = names()
 
-    @tc.pytree_dataclass(name=old)
-    class Before:
-        x: Any
-        s: str = tc.field(static=True, default="a")
+    Before = make_before(old)
 
     make_gained(new)
     text = pt.treespec_dumps(pt.tree_structure(Before(torch.ones(1), "b"))).replace(old, new)

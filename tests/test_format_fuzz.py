@@ -166,6 +166,18 @@ class Checker:
 
 # --- mutations --------------------------------------------------------------------------------
 
+#: The names of the corpus's nodes.
+NODE_NAMES = (
+    "tuple",
+    "list",
+    "dict",
+    "None",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "tests.fuzz.Node",
+    "tests.fuzz.Leafy",
+    "tests.fuzz.Pt",
+)
 _CHARS = '[]{}",:0123456789-+.eE nulltruefalse\\\x00é\ud800 NaNInfinity'
 _TOKENS = [
     "1e999",
@@ -206,15 +218,7 @@ _VALUES: list[Any] = [
     "",
     "x",
     "a",
-    "tuple",
-    "list",
-    "dict",
-    "None",
-    "collections.OrderedDict",
-    "collections.defaultdict",
-    "tests.fuzz.Node",
-    "tests.fuzz.Leafy",
-    "tests.fuzz.Pt",
+    *NODE_NAMES,
     "tests.fuzz.Unknown",
     "os.system",
     FORMAT_ID,
@@ -328,19 +332,7 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
-names = st.sampled_from(
-    [
-        "tuple",
-        "list",
-        "dict",
-        "None",
-        "collections.OrderedDict",
-        "collections.defaultdict",
-        "tests.fuzz.Node",
-        "tests.fuzz.Leafy",
-        "tests.fuzz.Pt",
-    ]
-) | st.text(max_size=8)
+names = st.sampled_from(NODE_NAMES) | st.text(max_size=8)
 states = (
     json_values
     | st.fixed_dictionaries(
