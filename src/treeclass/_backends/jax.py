@@ -33,7 +33,7 @@ from .._errors import (
 )
 from .._format import Node, aux_to_bytes, state_from_bytes
 from .._nodes import NodeType
-from .._state import Layout
+from .._state import Layout, cannot_fill
 from .._tree import TreeSpec, spec_depth
 
 __all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
@@ -257,6 +257,9 @@ def _deserialize_aux(node: NodeType, data: bytes) -> Any:
             leaves as inputs), names the class, the field and why.
     """
     aux, plan = node.load_state(state_from_bytes(node, data))
+    if isinstance(plan, Layout) and plan.fills:
+        filled = [node.info.data_fields[t] for t in plan.fills] if node.info else []
+        raise cannot_fill(node.qualname, filled, "the serialized function")
     if isinstance(plan, Layout):
         dropped = [n for n, t in zip(plan.names, plan.targets) if t < 0]
         raise TreespecLoadError(
