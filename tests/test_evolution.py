@@ -730,6 +730,151 @@ def test_tc_load_drops_a_removed_fields_leaf(tmp_path: Path) -> None:
     assert part.x.tolist() == [1.0, 1.0]
 
 
+# --- a new data field with a default other than None ---------------------------------------------
+
+
+def _without_extra(name: str) -> str:
+    """A treespec written before the class gained its data fields "extra" and "more"."""
+    state = {"data": ["x"], "none": [], "static": {"s": "b"}}
+    doc = {"format": "treeclass.treespec", "leaves": 1, "nodes": [[name, state, 1], None]}
+    return json.dumps({**doc, "version": 1})
+
+
+def make_gained(name: str, **options: Any) -> type:
+    @tc.pytree_dataclass(name=name, **options)
+    class Gained:
+        x: Any
+        s: str = tc.field(static=True, default="a")
+        extra: Any = 2.0
+        more: Any = tc.field(default_factory=lambda: [3.0])
+        y: Any = None
+
+    return Gained
+
+
+def make_before(name: str) -> type:
+    """The class as it was before it gained "extra" and "more"."""
+
+    @tc.pytree_dataclass(name=name)
+    class Before:
+        x: Any
+        s: str = tc.field(static=True, default="a")
+
+    return Before
+
+
+def test_a_loaded_spec_gives_a_new_data_field_its_default() -> None:
+    import pickle
+
+    name = names()[0]
+    Gained = make_gained(name)
+    text = _without_extra(name)
+    spec = tc.treespec_loads(text)
+    assert spec.num_leaves == 1  # the document's leaves: the defaults have no place among them
+    first, second = spec.unflatten([1.0]), spec.unflatten([7.0])
+    assert first == Gained(1.0, "b", 2.0, [3.0], None) and second.x == 7.0
+    assert first.more is not second.more  # the default factory runs for every object
+    assert repr(spec) == "TreeSpec(Gained(x=*, s='b', extra=<default>, more=<default>, y=None))"
+    # Written back as read (so it loads the same again), equal to itself, hashable, pickles.
+    assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+    assert hash(tc.treespec_loads(text)) == hash(spec)
+    assert pickle.loads(pickle.dumps(spec)) == spec
+    # Not the structure of a live object, which has the fields as children.
+    assert spec != tc.tree_structure(first)
+
+
+def test_a_new_data_field_with_its_default_and_a_removed_child() -> None:
+    name = names()[0]
+    Gained = make_gained(name, removed_fields=("cache",))
+    state = {"data": ["cache", "x"], "none": [], "static": {"s": "b"}}
+    doc = {"format": "treeclass.treespec", "leaves": 2, "nodes": [[name, state, 2], None, None]}
+    spec = tc.treespec_loads(json.dumps({**doc, "version": 1}))
+    assert spec.unflatten(["gone", 4.0]) == Gained(4.0, "b")
+    assert "removed: cache=*" in repr(spec) and "extra=<default>" in repr(spec)
+    assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+
+
+def test_a_new_data_field_with_its_default_through_tc_load(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    new, old = names()
+
+    Before = make_before(old)
+
+    Gained = make_gained(new)
+    path = tmp_path / "g.safetensors"
+    tc.save(path, Before(np.ones(2), "b"))
+    path.write_bytes(path.read_bytes().replace(old.encode(), new.encode()))  # as if Gained's
+    got = tc.load(path)
+    assert type(got) is Gained and got.x.tolist() == [1.0, 1.0]
+    assert (got.s, got.extra, got.more, got.y) == ("b", 2.0, [3.0], None)
+    assert tc.load(path, paths=[".x"]).extra == 2.0
+
+
+def test_a_new_data_field_with_another_default_in_framework_structures() -> None:
+    name = names()[0]
+    make_gained(name)
+    for to in ("jax", "torch", "optree"):
+        pytest.importorskip(to)
+        with pytest.raises(
+            tc.TreespecLoadError,
+            match=r"Gained without its data field\(s\) \['extra', 'more'\], added to the class "
+            r"since with a default other than None: a JAX, torch or optree structure",
+        ):
+            tc.treespec_loads(_without_extra(name), to=to)
+
+
+def test_a_new_data_field_whose_default_has_no_leaves_loads_into_jax() -> None:
+    """The loaded spec unflattens to today's object; if its default has no leaves, JAX can
+    describe that object with the document's leaves."""
+    jax = pytest.importorskip("jax")
+    name = names()[0]
+
+    @tc.pytree_dataclass(name=name)
+    class Gained:
+        x: Any
+        s: str = tc.field(static=True, default="a")
+        extra: Any = ()
+
+    treedef = tc.treespec_loads(_without_extra(name), to="jax")
+    assert treedef == jax.tree_util.tree_structure(Gained(1.0, "b"))
+
+
+def test_a_new_data_field_with_another_default_through_jax_export() -> None:
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    new, old = names()
+
+    Before = make_before(old)
+
+    make_gained(new)
+    blob = jax.export.export(jax.jit(lambda b: b.x))(Before(jnp.ones(1), "b")).serialize()
+    data = bytes(blob).replace(old.encode(), new.encode())  # as if exported with Gained's name
+    with pytest.raises(
+        tc.TreespecLoadError,
+        match=r"the serialized function holds .*Gained without its data field\(s\) "
+        r"\['extra', 'more'\].*treeclass.treespec_loads, treeclass.load and "
+        r"treeclass.orbax.restore give the field its default",
+    ):
+        jax.export.deserialize(bytearray(data))
+
+
+def test_a_new_data_field_with_another_default_in_torch_structures() -> None:
+    torch = pytest.importorskip("torch")
+    pt = pytest.importorskip("torch.utils._pytree")
+    new, old = names()
+
+    Before = make_before(old)
+
+    make_gained(new)
+    text = pt.treespec_dumps(pt.tree_structure(Before(torch.ones(1), "b"))).replace(old, new)
+    with pytest.raises(
+        tc.TreespecLoadError,
+        match=r"Gained has a data field 'extra' that the saved auxdata does not have, and its "
+        r"default is not None: a torch structure has one child per data field",
+    ):
+        pt.treespec_loads(text)
+
+
 # --- migration hooks: every loader ----------------------------------------------------------------
 
 

@@ -3,11 +3,12 @@
 One change at a time: version 1 of a module is written to a temporary folder and its objects
 saved through every writer in a fresh process; then, in another fresh process where only
 version 2 of the module exists (under another module name, so nothing is found by module
-path), every loader reads them back. Each cell loads the values version 2 describes, except
-where a compiled program cannot take the change: a removed data field that a jax.export or
-torch.export program takes as input, and a new data field with a non-``None`` default in a
-structure whose leaves are fixed (a program's inputs, a treespec's, a file's). Those cells
-raise a treeclass error naming the class and the field.
+path), every loader reads them back. Each cell loads the values version 2 describes (a new
+data field takes its default: a plain default, a default factory, attrs' ``default=`` and
+``factory=``), except where a compiled program cannot take the change: a removed data field
+that a jax.export or torch.export program takes as input, and a new data field with a
+non-``None`` default, which the program does not take as input (its inputs are fixed). Those
+cells raise a treeclass error naming the class and the field.
 
 The whole matrix costs two fresh processes (one that saves, one that loads).
 """
@@ -27,6 +28,7 @@ pytest.importorskip("orbax.checkpoint")
 
 V1 = """
 from typing import Any
+import attrs
 import treeclass as tc
 
 @tc.pytree_dataclass(name="evo.CROld", frozen=True)
@@ -54,6 +56,18 @@ class NewData:
     x: Any
     s: str = tc.field(static=True, default="a")
 
+@tc.pytree_dataclass(name="evo.NewFactoryData", frozen=True)
+class NewFactoryData:
+    x: Any
+    s: str = tc.field(static=True, default="a")
+
+@attrs.frozen
+class NewAttrsData:
+    x: Any
+    s: str = attrs.field(default="a", metadata={"static": True})
+
+tc.register_dataclass(NewAttrsData, name="evo.NewAttrsData")
+
 @tc.pytree_dataclass(name="evo.Removed", frozen=True)
 class Removed:
     x: Any
@@ -72,6 +86,8 @@ def examples(array):
         "new_static": NewStatic(array([1.0, 2.0]), "b"),
         "new_none_data": NewNoneData(array([1.0, 2.0]), "b"),
         "new_data": NewData(array([1.0, 2.0]), "b"),
+        "new_factory_data": NewFactoryData(array([1.0, 2.0]), "b"),
+        "new_attrs_data": NewAttrsData(array([1.0, 2.0]), "b"),
         "removed": Removed(array([1.0, 2.0]), array([5.0]), "b"),
         "migrate": Migrated(array([1.0, 2.0]), 30),
     }
@@ -79,6 +95,7 @@ def examples(array):
 
 V2 = """
 from typing import Any
+import attrs
 import treeclass as tc
 
 @tc.pytree_dataclass(name="evo.CR", aliases=("evo.CROld",), frozen=True)
@@ -108,6 +125,21 @@ class NewData:
     x: Any
     s: str = tc.field(static=True, default="a")
     extra: Any = 2.0
+
+@tc.pytree_dataclass(name="evo.NewFactoryData", frozen=True)
+class NewFactoryData:
+    x: Any
+    s: str = tc.field(static=True, default="a")
+    extra: Any = tc.field(default_factory=lambda: [3.0, {"k": 4.0}])
+
+@attrs.frozen
+class NewAttrsData:
+    x: Any
+    s: str = attrs.field(default="a", metadata={"static": True})
+    extra: Any = attrs.field(default=5.0)
+    more: Any = attrs.field(factory=lambda: (6.0,))
+
+tc.register_dataclass(NewAttrsData, name="evo.NewAttrsData")
 
 @tc.pytree_dataclass(name="evo.Removed", removed_fields=("old",), frozen=True)
 class Removed:
@@ -173,7 +205,8 @@ base = Path(sys.argv[1])
 
 def describe(obj):
     fields = {}
-    for name in obj.__dataclass_fields__:
+    names = getattr(obj, "__dataclass_fields__", None) or [a.name for a in obj.__attrs_attrs__]
+    for name in names:
         v = getattr(obj, name)
         fields[name] = np.asarray(v).tolist() if hasattr(v, "shape") else v
     return {"name": tc.name_of(type(obj)), "fields": fields}
@@ -249,18 +282,25 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "fields": {"x": [1.0, 2.0], "s": "b", "extra": None},
     },
     "new_data": {"name": "evo.NewData", "fields": {"x": [1.0, 2.0], "s": "b", "extra": 2.0}},
+    "new_factory_data": {
+        "name": "evo.NewFactoryData",
+        "fields": {"x": [1.0, 2.0], "s": "b", "extra": [3.0, {"k": 4.0}]},
+    },
+    "new_attrs_data": {
+        "name": "evo.NewAttrsData",
+        "fields": {"x": [1.0, 2.0], "s": "b", "extra": 5.0, "more": [6.0]},
+    },
     "removed": {"name": "evo.Removed", "fields": {"x": [1.0, 2.0], "s": "b"}},
     "migrate": {"name": "evo.Migrated", "fields": {"x": [1.0, 2.0], "frac": 0.3}},
 }
-# Cells where the saved structure's leaves are fixed and cannot take the change: the error
-# must name the class and the field.
+# Cells where a compiled program's inputs are fixed and cannot take the change: the error
+# must name the class and the field. Every other cell loads EXPECTED.
+PROGRAMS = ("jax.export", "torch.export.load")
 REFUSED: dict[tuple[str, str], tuple[str, str]] = {
-    ("removed", "jax.export"): ("Removed", "old"),
-    ("removed", "torch.export.load"): ("Removed", "old"),
-    **{
-        ("new_data", loader): ("NewData", "extra")
-        for loader in ("tc.load", "treespec_loads", "orbax", "jax.export", "torch.export.load")
-    },
+    **{("removed", loader): ("Removed", "old") for loader in PROGRAMS},
+    **{("new_data", loader): ("NewData", "extra") for loader in PROGRAMS},
+    **{("new_factory_data", loader): ("NewFactoryData", "extra") for loader in PROGRAMS},
+    **{("new_attrs_data", loader): ("NewAttrsData", "extra") for loader in PROGRAMS},
 }
 
 

@@ -24,13 +24,23 @@ import json
 import math
 import random
 import struct
-import traceback
 import tracemalloc
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from _mutate import (
+    JsonMutator,
+    Splicer,
+    Tally,
+    append,
+    delete,
+    flip,
+    insert,
+    random_bytes,
+    run_hypothesis,
+    truncate,
+)
 from hypothesis import strategies as st
 
 np = pytest.importorskip("numpy")
@@ -102,56 +112,46 @@ def join(header: Any, body: bytes, *, pad: bool = True) -> bytes:
 # --- the check every case goes through --------------------------------------------------------
 
 
-class Failures:
-    def __init__(self, tmp: Path) -> None:
+class Checker:
+    """Loads each file; a loaded file must load in safetensors too, with the same bytes."""
+
+    def __init__(self, tmp: Path, label: str) -> None:
         self.path = tmp / "case.safetensors"
-        self.cases = 0
-        self.rejected = 0
-        self.accepted = 0
-        self.failures: list[str] = []
+        self.tally = Tally(
+            "fuzz",
+            f"files {label}",
+            refusal="a TreeclassError",
+            accepted="and checked against safetensors",
+            record=f"fuzz_cases_files_{label}",
+        )
 
     def check(self, data: bytes, *, paths: Any = None, memory: bool = False) -> None:
-        self.cases += 1
         self.path.write_bytes(data)
         if memory:
             tracemalloc.start()
-        try:
-            tree = tc.load(self.path, paths=paths)
-        except tc.TreeclassError as e:
-            self.rejected += 1
-            if not isinstance(e, ValueError) or not str(e):
-                self.failures.append(f"{data[:300]!r}: bad error {e!r}")
+        loaded, tree = self.tally.attempt(
+            lambda: tc.load(self.path, paths=paths), data, tc.TreeclassError
+        )
+        if memory:
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            if peak > 32 * len(data) + MEMORY_SLACK:
+                self.tally.fail(data, f"peak memory {peak}, {len(data)} bytes")
+        if loaded or tree is not None:  # refused or accepted, not broken
             self._metadata(data)
-            return
-        except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            self.failures.append(
-                f"{data[:300]!r}\n{''.join(traceback.format_exception(e))[-1500:]}"
-            )
-            return
-        finally:
-            if memory:
-                peak = tracemalloc.get_traced_memory()[1]
-                tracemalloc.stop()
-                if peak > 32 * len(data) + MEMORY_SLACK:
-                    self.failures.append(f"{data[:300]!r}: peak memory {peak}, {len(data)} bytes")
-        self.accepted += 1
-        self._metadata(data)
-        self._agrees_with_safetensors(data, tree, paths)
+        if loaded:
+            self._agrees_with_safetensors(data, tree, paths)
 
     def _metadata(self, data: bytes) -> None:
         try:
             tc.load_metadata(self.path)
         except tc.TreeclassError as e:
             if not isinstance(e, ValueError):
-                self.failures.append(f"load_metadata: {e!r}")
+                self.tally.fail(data, f"load_metadata: {e!r}", "load_metadata")
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
-            self.failures.append(
-                f"load_metadata {data[:300]!r}\n{''.join(traceback.format_exception(e))[-1500:]}"
-            )
+            self.tally.fail(data, e, "load_metadata")
 
     def _agrees_with_safetensors(self, data: bytes, tree: Any, paths: Any) -> None:
         """What treeclass accepts, safetensors accepts, with the same bytes."""
@@ -173,22 +173,7 @@ class Failures:
                     b, e = info["data_offsets"]
                     assert as_numpy[name].tobytes() == body[b:e], name
         except Exception as e:
-            self.failures.append(
-                f"accepted by treeclass, not by safetensors: {data[:300]!r}\n"
-                f"{''.join(traceback.format_exception(e))[-1500:]}"
-            )
-
-    def report(self, label: str, record_property: Any, capsys: Any) -> None:
-        with capsys.disabled():
-            print(
-                f"\n[fuzz] files {label}: {self.cases} cases, {self.rejected} rejected with a "
-                f"TreeclassError, {self.accepted} accepted (and checked against safetensors)"
-            )
-        record_property(f"fuzz_cases_files_{label}", self.cases)
-        assert not self.failures, (
-            f"{len(self.failures)} of {self.cases} cases broke the loader's promise:\n\n"
-            + "\n\n".join(self.failures[:5])
-        )
+            self.tally.fail(data, e, "accepted by treeclass, not by safetensors")
 
 
 # --- mutations --------------------------------------------------------------------------------
@@ -241,67 +226,14 @@ _VALUES: list[Any] = [
 ]
 
 
-def _containers(value: Any) -> list[Any]:
-    out: list[Any] = []
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, list):
-            out.append(v)
-            stack.extend(v)
-        elif isinstance(v, dict):
-            out.append(v)
-            stack.extend(v.values())
-    return out
-
-
-def _random_value(rng: random.Random) -> Any:
-    return json.loads(json.dumps(rng.choice(_VALUES)))
-
-
-def mutate_json(doc: Any, rng: random.Random) -> Any:
-    """Edit a JSON value in place (and return it): one to three random edits anywhere."""
-    for _ in range(rng.choice((1, 1, 2, 3))):
-        conts = _containers(doc)
-        if not conts:
-            return _random_value(rng)
-        c = rng.choice(conts)
-        op = rng.randrange(6)
-        if isinstance(c, list):
-            if not c or op == 0:
-                c.insert(rng.randrange(len(c) + 1), _random_value(rng))
-            elif op == 1:
-                del c[rng.randrange(len(c))]
-            elif op == 2 and len(c) > 1:
-                i, j = rng.randrange(len(c)), rng.randrange(len(c))
-                c[i], c[j] = c[j], c[i]
-            elif op == 3:
-                i = rng.randrange(len(c))
-                if type(c[i]) is int:
-                    c[i] += rng.choice((-1, 1, 8, -8, 2**40))
-                else:
-                    c[i] = _random_value(rng)
-            else:
-                c[rng.randrange(len(c))] = _random_value(rng)
-        else:
-            keys = list(c)
-            if not keys or op == 0:
-                key = rng.choice(("dtype", "shape", "data_offsets", "path", "type", "x", "tensor"))
-                c[key] = _random_value(rng)
-            elif op == 1:
-                del c[rng.choice(keys)]
-            elif op == 2:
-                k = rng.choice(keys)
-                c[k + rng.choice(("x", "_", "#2"))] = c.pop(k)
-            elif op == 3:
-                k = rng.choice(keys)
-                if type(c[k]) is int:
-                    c[k] += rng.choice((-1, 1, 8, 2**40))
-                else:
-                    c[k] = _random_value(rng)
-            else:
-                c[rng.choice(keys)] = _random_value(rng)
-    return doc
+MUTATOR = JsonMutator(
+    _VALUES,
+    new_keys=("dtype", "shape", "data_offsets", "path", "type", "x", "tensor"),
+    suffixes=("x", "_", "#2"),
+    list_nudges=(-1, 1, 8, -8, 2**40),
+    dict_nudges=(-1, 1, 8, 2**40),
+)
+mutate_json = MUTATOR.mutate
 
 
 def mutate_header(data: bytes, rng: random.Random) -> bytes:
@@ -324,7 +256,7 @@ def mutate_header(data: bytes, rng: random.Random) -> bytes:
                 ("", "{}", "[]", "pt", '{"format":"treeclass.file"}')
             )
         elif choice == 2:
-            header["__metadata__"] = _random_value(rng)
+            header["__metadata__"] = MUTATOR.value(rng)
         else:
             header.pop("__metadata__", None)
     else:
@@ -334,35 +266,35 @@ def mutate_header(data: bytes, rng: random.Random) -> bytes:
     return join(header, body, pad=rng.random() < 0.9)
 
 
-def mutate_bytes(data: bytes, rng: random.Random) -> bytes:
-    b = bytearray(data)
-    op = rng.randrange(7)
-    n = len(b)
-    i = rng.randrange(n + 1)
-    if op == 0:
-        return bytes(b[:i])  # truncated
-    if op == 1:
-        for _ in range(rng.randrange(1, 4)):
-            b[rng.randrange(n)] = rng.randrange(256)
-        return bytes(b)
-    if op == 2:
-        return bytes(b[:i] + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9))) + b[i:])
-    if op == 3:
-        return bytes(b[:i] + b[i + rng.randrange(1, 16) :])
-    if op == 4:  # the header length field lies
-        size = struct.unpack("<Q", data[:8])[0]
-        lie = rng.choice(
-            (0, 1, 7, size - 1, size + 1, size + 8, n - 8, n, 2**63, 2**64 - 1, 100_000_001)
-        )
-        return struct.pack("<Q", max(0, min(lie, 2**64 - 1))) + data[8:]
-    if op == 5:
-        return data + bytes(rng.randrange(256) for _ in range(rng.randrange(1, 9)))
-    # one byte of the header JSON replaced by a JSON-significant character
+def _lying_length(data: bytes, rng: random.Random, i: int, j: int | None) -> bytes:
+    """The header length field lies."""
+    size, n = struct.unpack("<Q", data[:8])[0], len(data)
+    lie = rng.choice(
+        (0, 1, 7, size - 1, size + 1, size + 8, n - 8, n, 2**63, 2**64 - 1, 100_000_001)
+    )
+    return struct.pack("<Q", max(0, min(lie, 2**64 - 1))) + data[8:]
+
+
+def _header_char(data: bytes, rng: random.Random, i: int, j: int | None) -> bytes:
+    """One byte of the header JSON replaced by a JSON-significant character."""
     size = struct.unpack("<Q", data[:8])[0]
-    j = 8 + rng.randrange(max(size, 1))
-    if j < n:
-        b[j] = ord(rng.choice('{}[]",:0-9e\\ "\x00\xff'))
-    return bytes(b)
+    k = 8 + rng.randrange(max(size, 1))
+    if k >= len(data):
+        return data
+    return data[:k] + rng.choice('{}[]",:0-9e\\ "\x00\xff').encode("latin-1") + data[k + 1 :]
+
+
+mutate_bytes = Splicer(
+    (
+        truncate,
+        flip,
+        insert(random_bytes(1, 9)),
+        delete(16),
+        _lying_length,
+        append(lambda rng, data: random_bytes(1, 9)(rng)),
+        _header_char,
+    )
+)
 
 
 def hostile_cases() -> list[bytes]:
@@ -403,22 +335,22 @@ def hostile_cases() -> list[bytes]:
 def test_mutation_fuzz(tmp_path: Path, record_property: Any, capsys: Any) -> None:
     rng = random.Random(20260601)
     docs = corpus(tmp_path)
-    f = Failures(tmp_path)
+    f = Checker(tmp_path, "mutations")
     for d in docs:
         f.check(d)  # the originals load
-    assert f.accepted == len(docs), f.failures
+    assert f.tally.accepted == len(docs), f.tally.failures
     for d in hostile_cases():
         f.check(d, memory=True)
-    while f.cases < MUTATION_CASES:
+    while f.tally.total < MUTATION_CASES:
         d = rng.choice(docs)
         r = rng.random()
         case = mutate_header(d, rng) if r < 0.6 else mutate_bytes(d, rng)
         paths = None
         if rng.random() < 0.15:
             paths = rng.choice((lambda p: len(p) % 2 == 0, ["['w']"], ["[0]"], [""]))
-        f.check(case, paths=paths, memory=f.cases % MEMORY_EVERY == 0)
-    assert f.cases >= 5_000
-    f.report("mutations", record_property, capsys)
+        f.check(case, paths=paths, memory=f.tally.total % MEMORY_EVERY == 0)
+    assert f.tally.total >= 5_000
+    f.tally.report(record_property, capsys)
 
 
 # --- hypothesis -------------------------------------------------------------------------------
@@ -496,25 +428,14 @@ def consistent_files(draw: Any) -> bytes:
 
 @pytest.mark.slow
 def test_hypothesis_fuzz(tmp_path: Path, record_property: Any, capsys: Any) -> None:
-    f = Failures(tmp_path)
-
-    @settings(
-        max_examples=HYPOTHESIS_EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(
+    f = Checker(tmp_path, "hypothesis")
+    files = (
         st.binary(max_size=64)
         | st.tuples(headers, st.integers(0, 48), st.booleans()).map(
             lambda t: join(t[0], b"\x01" * t[1], pad=t[2])
         )
         | consistent_files()
     )
-    def case(data: bytes) -> None:
-        f.check(data)
-
-    case()
-    assert f.cases >= HYPOTHESIS_EXAMPLES
-    f.report("hypothesis", record_property, capsys)
+    run_hypothesis(files, HYPOTHESIS_EXAMPLES, f.check)
+    assert f.tally.total >= HYPOTHESIS_EXAMPLES
+    f.tally.report(record_property, capsys)

@@ -23,12 +23,27 @@ import enum
 import json
 import math
 import random
-import traceback
 from typing import Any, NamedTuple
 
 import pytest
+from _mutate import (
+    JsonMutator,
+    Splicer,
+    Tally,
+    append,
+    delete,
+    duplicate,
+    flip,
+    insert,
+    one_of,
+    overwrite,
+    random_chars,
+    replace_span,
+    rotate,
+    run_hypothesis,
+    truncate,
+)
 from _treespec_schema import is_valid_document
-from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import treeclass as tc
@@ -117,29 +132,25 @@ def corpus() -> list[str]:
 # --- the check every case goes through --------------------------------------------------------
 
 
-class Failures:
-    def __init__(self) -> None:
-        self.cases = 0
-        self.rejected = 0
-        self.accepted = 0
-        self.failures: list[str] = []
+class Checker:
+    """Loads each case; a loaded spec must match the JSON Schema and dump and load back."""
+
+    def __init__(self, label: str) -> None:
+        self.tally = Tally(
+            "fuzz",
+            label,
+            refusal="TreespecLoadError",
+            accepted="and re-checked",
+            record=f"fuzz_cases_{label}",
+        )
         self.schema_checked: set[Any] = set()
 
     def check(self, data: Any) -> None:
-        self.cases += 1
-        try:
-            spec = tc.treespec_loads(data)
-        except tc.TreespecLoadError as e:
-            self.rejected += 1
-            if not isinstance(e, ValueError) or not str(e):
-                self.failures.append(f"{data!r:.300}: bad error {e!r}")
+        loaded, spec = self.tally.attempt(
+            lambda: tc.treespec_loads(data), data, tc.TreespecLoadError
+        )
+        if not loaded:
             return
-        except BaseException as e:  # anything else breaks the promise
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            self.failures.append(f"{data!r:.300}\n{''.join(traceback.format_exception(e))[-1500:]}")
-            return
-        self.accepted += 1
         try:
             assert isinstance(spec, tc.TreeSpec)
             # jsonschema takes ~10 ms a document: check the first distinct accepted ones.
@@ -150,25 +161,23 @@ class Failures:
             text = tc.treespec_dumps(spec)
             assert tc.treespec_loads(text) == spec
         except Exception as e:
-            self.failures.append(
-                f"accepted {data!r:.300}\n{''.join(traceback.format_exception(e))[-1500:]}"
-            )
-
-    def report(self, label: str, record_property: Any, capsys: Any) -> None:
-        with capsys.disabled():
-            print(
-                f"\n[fuzz] {label}: {self.cases} cases, {self.rejected} rejected with "
-                f"TreespecLoadError, {self.accepted} accepted (and re-checked)"
-            )
-        record_property(f"fuzz_cases_{label}", self.cases)
-        assert not self.failures, (
-            f"{len(self.failures)} of {self.cases} cases broke the loader's promise:\n\n"
-            + "\n\n".join(self.failures[:5])
-        )
+            self.tally.fail(data, e, "accepted")
 
 
 # --- mutations --------------------------------------------------------------------------------
 
+#: The names of the corpus's nodes.
+NODE_NAMES = (
+    "tuple",
+    "list",
+    "dict",
+    "None",
+    "collections.OrderedDict",
+    "collections.defaultdict",
+    "tests.fuzz.Node",
+    "tests.fuzz.Leafy",
+    "tests.fuzz.Pt",
+)
 _CHARS = '[]{}",:0123456789-+.eE nulltruefalse\\\x00é\ud800 NaNInfinity'
 _TOKENS = [
     "1e999",
@@ -209,15 +218,7 @@ _VALUES: list[Any] = [
     "",
     "x",
     "a",
-    "tuple",
-    "list",
-    "dict",
-    "None",
-    "collections.OrderedDict",
-    "collections.defaultdict",
-    "tests.fuzz.Node",
-    "tests.fuzz.Leafy",
-    "tests.fuzz.Pt",
+    *NODE_NAMES,
     "tests.fuzz.Unknown",
     "os.system",
     FORMAT_ID,
@@ -252,120 +253,47 @@ _VALUES: list[Any] = [
 ]
 
 
-def _deep(n: int) -> Any:
-    v: Any = 1
-    for _ in range(n):
-        v = [v]
-    return v
-
-
-def _containers(value: Any) -> list[Any]:
-    """Every list and dict inside ``value`` (iteratively)."""
-    out: list[Any] = []
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, list):
-            out.append(v)
-            stack.extend(v)
-        elif isinstance(v, dict):
-            out.append(v)
-            stack.extend(v.values())
-    return out
-
-
-def _random_value(rng: random.Random) -> Any:
-    r = rng.random()
-    if r < 0.02:
-        return _deep(rng.choice((50, 150, 600)))  # deeper ones come as text tokens
-    if r < 0.1:
-        return [_random_value(rng) for _ in range(rng.randrange(3))]
-    return json.loads(json.dumps(rng.choice(_VALUES)))
+MUTATOR = JsonMutator(
+    _VALUES,
+    new_keys=("data", "none", "static", "fields", "x", "tuple", "version"),
+    suffixes=("", "x", "_"),
+    list_nudges=(-1, 1, 2**64, -(2**64)),
+    dict_nudges=(-1, 1, 10**30),
+    edits=(1, 1, 1, 2, 3),
+    deep=True,
+)
+mutate_text = Splicer(
+    (
+        truncate,
+        delete(),
+        insert(random_chars(_CHARS, 1, 4)),
+        overwrite(one_of(_CHARS)),
+        duplicate,
+        replace_span(one_of(_TOKENS)),  # a number or a string replaced with a token
+        rotate,
+        append(lambda rng, text: rng.choice(("", " ", "x", "]", "}", "null", text))),
+    ),
+    span=40,
+)
 
 
 def mutate_structure(text: str, rng: random.Random) -> str:
-    doc = json.loads(text)
-    for _ in range(rng.choice((1, 1, 1, 2, 3))):
-        conts = _containers(doc)
-        c = rng.choice(conts)
-        op = rng.randrange(6)
-        if isinstance(c, list):
-            if not c or op == 0:
-                c.insert(rng.randrange(len(c) + 1), _random_value(rng))
-            elif op == 1:
-                del c[rng.randrange(len(c))]
-            elif op == 2 and len(c) > 1:
-                i, j = rng.randrange(len(c)), rng.randrange(len(c))
-                c[i], c[j] = c[j], c[i]
-            elif op == 3:
-                i = rng.randrange(len(c))
-                if type(c[i]) is int:
-                    c[i] += rng.choice((-1, 1, 2**64, -(2**64)))
-                else:
-                    c[i] = _random_value(rng)
-            else:
-                c[rng.randrange(len(c))] = _random_value(rng)
-        else:
-            keys = list(c)
-            if not keys or op == 0:
-                c[rng.choice(("data", "none", "static", "fields", "x", "tuple", "version"))] = (
-                    _random_value(rng)
-                )
-            elif op == 1:
-                del c[rng.choice(keys)]
-            elif op == 2:
-                k = rng.choice(keys)
-                c[k + rng.choice(("", "x", "_"))[:1] or k.upper()] = c.pop(k)
-            elif op == 3:
-                k = rng.choice(keys)
-                if type(c[k]) is int:
-                    c[k] += rng.choice((-1, 1, 10**30))
-                else:
-                    c[k] = _random_value(rng)
-            else:
-                c[rng.choice(keys)] = _random_value(rng)
+    doc = MUTATOR.mutate(json.loads(text), rng)
     return json.dumps(doc, separators=(",", ":"), sort_keys=rng.random() < 0.5)
 
 
-def mutate_text(text: str, rng: random.Random) -> str:
-    n = len(text)
-    op = rng.randrange(8)
-    i = rng.randrange(n + 1)
-    j = min(n, i + rng.randrange(1, 40))
-    if op == 0:
-        return text[:i]  # truncated
-    if op == 1:
-        return text[:i] + text[j:]
-    if op == 2:
-        return text[:i] + "".join(rng.choice(_CHARS) for _ in range(rng.randrange(1, 4))) + text[i:]
-    if op == 3:
-        return text[:i] + rng.choice(_CHARS) + text[i + 1 :]
-    if op == 4:
-        return text[:i] + text[i:j] + text[i:]
-    if op == 5:  # replace a number or a string with a token
-        return text[:i] + rng.choice(_TOKENS) + text[j:]
-    if op == 6:
-        k = rng.randrange(n + 1)
-        a, b = sorted((i, k))
-        return text[b:] + text[a:b] + text[:a]
-    return text + rng.choice(("", " ", "x", "]", "}", "null", text))
-
-
 def mutate_bytes(text: str, rng: random.Random) -> bytes:
-    data = bytearray(text.encode())
-    for _ in range(rng.randrange(1, 4)):
-        data[rng.randrange(len(data))] = rng.randrange(256)
-    return bytes(data)
+    return flip(text.encode(), rng)
 
 
 @pytest.mark.slow
 def test_mutation_fuzz(record_property: Any, capsys: Any) -> None:
     rng = random.Random(20240611)
     docs = corpus()
-    f = Failures()
+    f = Checker("mutations")
     for d in docs:
         f.check(d)  # the originals load
-    assert f.accepted == len(docs)
+    assert f.tally.accepted == len(docs)
     # Fixed bad-input families, once each, so that they are in every run.
     for special in (
         "",
@@ -377,7 +305,7 @@ def test_mutation_fuzz(record_property: Any, capsys: Any) -> None:
         docs[0].encode("utf-16"),
     ):
         f.check(special)
-    while f.cases < MUTATION_CASES:
+    while f.tally.total < MUTATION_CASES:
         d = rng.choice(docs)
         r = rng.random()
         if r < 0.5:
@@ -386,8 +314,8 @@ def test_mutation_fuzz(record_property: Any, capsys: Any) -> None:
             f.check(mutate_text(d, rng))
         else:
             f.check(mutate_bytes(d, rng))
-    assert f.cases >= 10_000
-    f.report("mutations", record_property, capsys)
+    assert f.tally.total >= 10_000
+    f.tally.report(record_property, capsys)
 
 
 # --- hypothesis -------------------------------------------------------------------------------
@@ -404,19 +332,7 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
-names = st.sampled_from(
-    [
-        "tuple",
-        "list",
-        "dict",
-        "None",
-        "collections.OrderedDict",
-        "collections.defaultdict",
-        "tests.fuzz.Node",
-        "tests.fuzz.Leafy",
-        "tests.fuzz.Pt",
-    ]
-) | st.text(max_size=8)
+names = st.sampled_from(NODE_NAMES) | st.text(max_size=8)
 states = (
     json_values
     | st.fixed_dictionaries(
@@ -444,19 +360,9 @@ documents = st.fixed_dictionaries(
 
 @pytest.mark.slow
 def test_hypothesis_fuzz(record_property: Any, capsys: Any) -> None:
-    f = Failures()
-
-    @settings(
-        max_examples=HYPOTHESIS_EXAMPLES,
-        derandomize=True,
-        database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck),
+    f = Checker("hypothesis")
+    run_hypothesis(
+        st.text() | st.binary() | documents.map(json.dumps), HYPOTHESIS_EXAMPLES, f.check
     )
-    @given(st.text() | st.binary() | documents.map(json.dumps))
-    def case(data: Any) -> None:
-        f.check(data)
-
-    case()
-    assert f.cases >= HYPOTHESIS_EXAMPLES
-    f.report("hypothesis", record_property, capsys)
+    assert f.tally.total >= HYPOTHESIS_EXAMPLES
+    f.tally.report(record_property, capsys)

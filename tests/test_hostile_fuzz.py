@@ -38,13 +38,13 @@ import enum
 import json
 import random
 import sys
-import traceback
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from _mutate import Tally, nested, objects
 
 import treeclass as tc
 
@@ -108,33 +108,14 @@ def corpus() -> list[Any]:
 # --- bookkeeping --------------------------------------------------------------------------------
 
 
-class Tally:
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self.cases: collections.Counter[str] = collections.Counter()
-        self.refused = 0
-        self.accepted = 0
-        self.failures: list[str] = []
-        self.failed: collections.Counter[str] = collections.Counter()
-
-    def fail(self, family: str, data: Any, e: BaseException | str) -> None:
-        self.failed[family] += 1
-        detail = e if isinstance(e, str) else "".join(traceback.format_exception(e))[-1500:]
-        if len(self.failures) < 20:
-            self.failures.append(f"[{family}] {str(data)[:300]}\n{detail}")
-
-    def report(self, record_property: Any, capsys: Any) -> None:
-        total = sum(self.cases.values())
-        with capsys.disabled():
-            print(
-                f"\n[hostile fuzz] {self.label}: {total} cases ({self.refused} refused, "
-                f"{self.accepted} accepted) by family: {dict(sorted(self.cases.items()))}"
-            )
-        record_property(f"hostile_fuzz_cases_{self.label}", total)
-        assert not self.failures, (
-            f"{sum(self.failed.values())} case(s) broke a promise, by family: "
-            f"{dict(self.failed)}\n\n" + "\n\n".join(self.failures[:5])
-        )
+def make_tally(label: str) -> Tally:
+    return Tally(
+        "hostile fuzz",
+        label,
+        refusal="TreespecLoadError",
+        accepted="and re-checked",
+        record=f"hostile_fuzz_cases_{label}",
+    )
 
 
 # --- the embedded loader ------------------------------------------------------------------------
@@ -153,24 +134,15 @@ REFUSE, ACCEPT, EITHER = "refuse", "accept", "either"
 
 
 def check_embedded(tally: Tally, family: str, data: Any, expect: str) -> None:
-    tally.cases[family] += 1
-    try:
-        spec = tc.treespec_loads(data)
-    except tc.TreespecLoadError as e:
-        tally.refused += 1
-        if not str(e):
-            tally.fail(family, data, "empty message")
-        if expect == ACCEPT:
-            tally.fail(family, data, f"refused a valid document: {e}")
+    loaded, spec = tally.attempt(
+        lambda: tc.treespec_loads(data), data, tc.TreespecLoadError, family
+    )
+    if not loaded:
+        if spec is not None and expect == ACCEPT:
+            tally.fail(data, f"refused a valid document: {spec}", family)
         return
-    except BaseException as e:
-        if isinstance(e, KeyboardInterrupt):
-            raise
-        tally.fail(family, data, e)
-        return
-    tally.accepted += 1
     if expect == REFUSE:
-        tally.fail(family, data, f"accepted: {spec!r:.300}")
+        tally.fail(data, f"accepted: {spec!r:.300}", family)
         return
     try:
         assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
@@ -179,10 +151,10 @@ def check_embedded(tally: Tally, family: str, data: Any, expect: str) -> None:
         spec.unflatten([0.0] * spec.num_leaves)
     except ValueError as e:
         if str(e) != "n must be a count":  # Checked's own __post_init__, run by unflatten
-            tally.fail(family, data, e)
+            tally.fail(data, e, family)
             return
     except Exception as e:
-        tally.fail(family, data, e)
+        tally.fail(data, e, family)
         return
     for to in TARGETS:
         try:
@@ -190,22 +162,11 @@ def check_embedded(tally: Tally, family: str, data: Any, expect: str) -> None:
         except tc.TreespecLoadError:
             pass
         except Exception as e:
-            tally.fail(f"{family} to={to}", data, e)
+            tally.fail(data, e, f"{family} to={to}")
 
 
 #: The frameworks ``to=`` is tried with (those installed; filled in by the test).
 TARGETS: list[str] = []
-
-
-def _objects(value: Any) -> Iterator[dict[str, Any]]:
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, dict):
-            yield v
-            stack.extend(v.values())
-        elif isinstance(v, list):
-            stack.extend(v)
 
 
 Case = tuple[Any, str]
@@ -479,9 +440,7 @@ def injection_family(docs: list[dict[str, Any]]) -> Iterator[Case]:
 def nesting_family() -> Iterator[Case]:
     base = json.loads(tc.treespec_dumps(tc.tree_structure(Typed(1.0))))
     for depth in (50, 99, 100, 101, 500, 5000):
-        value: Any = 1
-        for _ in range(depth):
-            value = {"tuple": [value]}
+        value = nested(1, depth, lambda v: {"tuple": [v]})
         d = copy.deepcopy(base)
         d["nodes"][0][1]["static"]["anything"] = value
         try:
@@ -499,7 +458,7 @@ def nesting_family() -> Iterator[Case]:
 @pytest.mark.slow
 def test_the_embedded_loader_under_attack(record_property: Any, capsys: Any) -> None:
     TARGETS[:] = [t for t in ("jax", "torch", "optree") if _available(t)]
-    tally = Tally("embedded")
+    tally = make_tally("embedded")
     texts = [tc.treespec_dumps(tc.tree_structure(t)) for t in corpus()]
     docs = [json.loads(t) for t in texts]
     families: list[tuple[str, Iterator[Case]]] = [
@@ -515,7 +474,7 @@ def test_the_embedded_loader_under_attack(record_property: Any, capsys: Any) -> 
     for family, cases in families:
         for data, expect in cases:
             check_embedded(tally, family, data, expect)
-    assert sum(tally.cases.values()) > 3000
+    assert tally.total > 3000
     tally.report(record_property, capsys)
 
 
@@ -549,7 +508,7 @@ def _torch_texts() -> list[str]:
 
 
 def _torch_nodes(value: Any) -> Iterator[dict[str, Any]]:
-    for obj in _objects(value):
+    for obj in objects(value):
         if set(obj) == {"type", "context", "children_spec"}:
             yield obj
 
@@ -680,7 +639,7 @@ def torch_mutation_family(texts: list[str], n: int) -> Iterator[str]:
     values: list[Any] = [None, 0, -1, 2**70, "", "builtins.dict", "os.system", [], {}, [LEAF]]
     for _ in range(n):
         doc = json.loads(rng.choice(texts))
-        objs = list(_objects(doc))
+        objs = objects(doc)
         target = rng.choice(objs)
         key = rng.choice(list(target)) if target else "type"
         target[key] = copy.deepcopy(rng.choice(values))
@@ -710,34 +669,25 @@ def test_the_torch_loader_under_attack(
     import treeclass.torch as tct
 
     name, marker = marker_module
-    tally = Tally("torch")
+    tally = make_tally("torch")
     texts = _torch_texts()
     before = set(sys.modules)
 
     def check(family: str, data: Any) -> None:
-        tally.cases[family] += 1
-        try:
-            spec = tct.treespec_loads(data)
-        except tc.TreespecLoadError as e:
-            tally.refused += 1
-            if not str(e):
-                tally.fail(family, data, "empty message")
+        loaded, spec = tally.attempt(
+            lambda: tct.treespec_loads(data), data, tc.TreespecLoadError, family
+        )
+        if not loaded:
             return
-        except BaseException as e:
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            tally.fail(family, data, e)
-            return
-        tally.accepted += 1
         if family == "module paths":  # every case names a module or an enum by path
-            tally.fail(family, data, f"accepted: {spec!r:.300}")
+            tally.fail(data, f"accepted: {spec!r:.300}", family)
             return
         try:
             assert isinstance(spec, pt.TreeSpec)
             again = tct.treespec_loads(pt.treespec_dumps(spec))
             assert again == spec
         except Exception as e:
-            tally.fail(family, data, e)
+            tally.fail(data, e, family)
 
     families: list[tuple[str, Callable[[], Iterator[Any]]]] = [
         ("module paths", lambda: module_path_family(texts, name)),
@@ -752,6 +702,6 @@ def test_the_torch_loader_under_attack(
     imported = set(sys.modules) - before
     foreign = sorted(m for m in imported if not m.startswith(("torch", "treeclass", "sympy")))
     if marker.exists() or name in sys.modules or foreign:
-        tally.fail("module paths", foreign, "the loader imported these modules")
-    assert sum(tally.cases.values()) > 3000
+        tally.fail(foreign, "the loader imported these modules", "module paths")
+    assert tally.total > 3000
     tally.report(record_property, capsys)

@@ -25,7 +25,7 @@ import jax.export
 import jax.tree_util
 
 from .._core.nodes import NodeType
-from .._core.state import Layout
+from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
     RegistrationError,
@@ -257,6 +257,9 @@ def _deserialize_aux(node: NodeType, data: bytes) -> Any:
             leaves as inputs), names the class, the field and why.
     """
     aux, plan = node.load_state(state_from_bytes(node, data))
+    if isinstance(plan, Layout) and plan.fills:
+        filled = [node.info.data_fields[t] for t in plan.fills] if node.info else []
+        raise cannot_fill(node.qualname, filled, "the serialized function")
     if isinstance(plan, Layout):
         dropped = [n for n, t in zip(plan.names, plan.targets) if t < 0]
         raise TreespecLoadError(

@@ -63,7 +63,8 @@ class NodeType:
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
             ``None`` children: the document was written before the class had them), or is a
-            :class:`~treeclass._core.state.Layout` (the document holds removed fields' children).
+            :class:`~treeclass._core.state.Layout` (the document holds removed fields' children, or
+            lacks a data field whose default is not ``None``).
         arity_of: the number of children ``aux`` implies (``None``: any number).
         codec: the class's state codec, torch's form included (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
@@ -72,6 +73,8 @@ class NodeType:
         aliases: earlier serialized names that load as this class (never written).
         dropped: for a node type made by :func:`dropping_node` only: the removed fields
             whose children its unflatten drops.
+        filled: for a node type made by :func:`dropping_node` only: the data fields without
+            a child that its unflatten gives their default.
     """
 
     __slots__ = (
@@ -80,6 +83,7 @@ class NodeType:
         "arity_of",
         "codec",
         "dropped",
+        "filled",
         "flatten",
         "flatten_into",
         "flatten_with_keys",
@@ -137,6 +141,7 @@ class NodeType:
         self.pickle_by_name = True
         self.aliases: tuple[str, ...] = ()
         self.dropped: tuple[str, ...] = ()
+        self.filled: tuple[str, ...] = ()
 
     @property
     def qualname(self) -> str:
@@ -578,21 +583,24 @@ def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
     raise TypeError("not bound yet")
 
 
-#: Node types made by :func:`dropping_node`, by class node and children's names.
-_DROPPING: dict[tuple[NodeType, tuple[str, ...]], NodeType] = {}
+#: Node types made by :func:`dropping_node`, by class node, children's names and filled fields.
+_DROPPING: dict[tuple[NodeType, tuple[str, ...], tuple[int, ...]], NodeType] = {}
 
 
 def dropping_node(base: NodeType, layout: Layout) -> NodeType:
-    """The node type of ``base``'s nodes loaded from a document with removed fields' children.
+    """The node type of ``base``'s nodes loaded from a document whose children do not fit today.
 
-    Its children are the document's (the removed fields' included, so the leaves line up)
-    plus ``None`` children for fields the document does not hold, as ``layout`` says; its
-    unflatten puts each into its field and drops the removed ones, and it is written back as
-    the document had it (the class's name, the removed fields among the children). Only
+    The document holds removed fields' children, or lacks a data field added since with a
+    default other than ``None``. Its children are the document's (the removed fields'
+    included, so the leaves line up) plus ``None`` children for fields the document does not
+    hold whose default is ``None``, as ``layout`` says; its unflatten puts each into its
+    field, drops the removed ones and gives the fields in ``layout.fills`` their default (a
+    fresh one each call, as ``__init__`` would), and it is written back as the document had
+    it (the class's name, the removed fields among the children, the filled ones not). Only
     loaded specs hold it: flattening an object always gives ``base``. One node type per
     class and layout, so specs loaded from the same document are equal.
     """
-    key = (base, layout.names)
+    key = (base, layout.names, layout.fills)
     nt = _DROPPING.get(key)
     if nt is not None:
         return nt
@@ -601,6 +609,8 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
     names = list(layout.names)
     n_data = len(base.info.data_fields)
     n_children = len(targets)
+    data_fields = base.info.data_fields
+    fills = tuple((t, base.info.field(data_fields[t])) for t in layout.fills)
     base_unflatten = base.unflatten
     base_getstate = base.getstate
     base_show = base.show
@@ -610,6 +620,8 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
         for child, t in zip(children, targets):
             if t >= 0:
                 fields[t] = child
+        for t, f in fills:
+            fields[t] = f.make_default()
         return base_unflatten(aux, fields)
 
     def getstate(aux: Any) -> Any:
@@ -626,8 +638,10 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
                 fields[t] = part
             else:
                 gone.append(f"{n}={part}")
+        for t, _ in fills:
+            fields[t] = "<default>"
         text = base_show(aux, fields)
-        return f"{text[:-1]}, <removed: {', '.join(gone)}>)"
+        return f"{text[:-1]}, <removed: {', '.join(gone)}>)" if gone else text
 
     nt = NodeType(
         base.type,
@@ -646,4 +660,5 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
     )
     nt.origin = base.origin
     nt.dropped = tuple(n for n, t in zip(names, targets) if t < 0)
+    nt.filled = tuple(data_fields[t] for t, _ in fills)
     return _DROPPING.setdefault(key, nt)

@@ -45,7 +45,15 @@ from .statics import (
     type_label,
 )
 
-__all__ = ["Layout", "LoadPlan", "StateCodec", "decode_for", "encode_for", "make_state_codec"]
+__all__ = [
+    "Layout",
+    "LoadPlan",
+    "StateCodec",
+    "cannot_fill",
+    "decode_for",
+    "encode_for",
+    "make_state_codec",
+]
 
 GetState = Callable[[Any], Any]
 # Static values that decode as themselves (not float: it may be a nan a migrate hook made).
@@ -107,12 +115,16 @@ def decode_for(label: str, where: str, data: Any) -> Any:
 
 
 class Layout:
-    """The children of a node whose saved state holds removed data fields as children.
+    """The children of a loaded node that are not one per data field of the class today.
 
-    The loaded node keeps the document's children in the document's order (the children of
-    removed fields included, so that the leaves still line up), with ``None`` children added
-    for data fields the document does not hold; its unflatten puts each child into its field
-    and drops the removed ones (see :func:`treeclass._core.nodes.dropping_node`).
+    A saved state that holds removed data fields as children, or that lacks a data field
+    added since with a default other than ``None``. The loaded node keeps the document's
+    children in the document's order (the children of removed fields included, so that the
+    leaves still line up), with ``None`` children added for the data fields the document does
+    not hold whose default is ``None``; its unflatten puts each child into its field, drops
+    the removed ones and gives each field in ``fills`` its default (a fresh one each time;
+    see :func:`treeclass._core.nodes.dropping_node`). Only a treeclass ``TreeSpec`` holds such a
+    node: a JAX, torch or optree structure (and a compiled program) has one child per field.
 
     Attributes:
         plan: for each child of the loaded node, whether it comes from the document (``True``)
@@ -121,26 +133,36 @@ class Layout:
             dropped on unflatten).
         names: each child's field name, removed ones included (how the node is written
             again).
+        fills: the indices of the data fields the document does not hold whose default is
+            not ``None``: no child; unflatten gives each its default.
     """
 
-    __slots__ = ("names", "plan", "targets")
+    __slots__ = ("fills", "names", "plan", "targets")
 
     def __init__(
-        self, plan: tuple[bool, ...], targets: tuple[int, ...], names: tuple[str, ...]
+        self,
+        plan: tuple[bool, ...],
+        targets: tuple[int, ...],
+        names: tuple[str, ...],
+        fills: tuple[int, ...] = (),
     ) -> None:
         self.plan = plan
         self.targets = targets
         self.names = names
+        self.fills = fills
 
     def __repr__(self) -> str:
-        return f"Layout(plan={self.plan!r}, targets={self.targets!r}, names={self.names!r})"
+        return (
+            f"Layout(plan={self.plan!r}, targets={self.targets!r}, names={self.names!r}, "
+            f"fills={self.fills!r})"
+        )
 
 
 #: What a state's load says about the node's children besides its auxdata: ``None`` (the
 #: document holds every data field as a child, in order), for each data field in order
 #: whether the document holds it as a child (the others come back as ``None`` children:
 #: written by a version of the class without them), or a :class:`Layout` (the document also
-#: holds removed fields' children).
+#: holds removed fields' children, or lacks a data field whose default is not ``None``).
 LoadPlan = "tuple[bool, ...] | Layout | None"
 
 
@@ -155,7 +177,8 @@ class StateCodec:
         getstate: core auxdata -> state (``"none"`` is always empty).
         load: state -> ``(core auxdata, plan)``: which data fields the document has as
             children (``None`` when all of them), the others to be filled with ``None``; a
-            :class:`Layout` when it also holds removed fields' children.
+            :class:`Layout` when it also holds removed fields' children or lacks a data field
+            whose default is not ``None``.
         torch_getstate: torch auxdata -> state.
         torch_setstate: state -> torch auxdata.
         child_names: for a class with an :class:`~treeclass._core.fields.Evolution`, state ->
@@ -217,6 +240,7 @@ def make_state_codec(
     # Tuples (never mutated): the closures below keep them.
     data = info.data_fields
     data_list = list(data)
+    index = {f: i for i, f in enumerate(data)}
     static_order = tuple(sorted(enumerate(statics), key=lambda p: p[1]))
     n_static = len(statics)
 
@@ -292,12 +316,14 @@ def make_state_codec(
         check_statics(values, saved, False)
         return values
 
-    def load(state: Any) -> tuple[Any, tuple[bool, ...] | None]:
+    def load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
         values = fast(state)
         if values is not None:
             return checked(values), None
-        absent, values = _checked(info, state)
+        absent, fills, values = _checked(info, state, fill_data=True)
         values = checked(values, frozenset(state["static"]))
+        if fills:
+            return values, _layout(state["data"], absent, data, index, fills)
         return values, (tuple(f not in absent for f in data) if absent else None)
 
     def torch_setstate(state: Any) -> Any:
@@ -305,7 +331,7 @@ def make_state_codec(
         if values is not None:
             values = checked(values)
             return ((), *values) if torch_skips else values
-        absent, values = _checked(info, state)
+        absent, _, values = _checked(info, state)
         values = checked(values, frozenset(state["static"]))
         if not torch_skips:
             if absent:
@@ -337,7 +363,6 @@ def make_state_codec(
 
     # The class says how it evolved: earlier states go through ``evolve`` first.
     migrates = evolution.migrate is not None
-    index = {f: i for i, f in enumerate(data)}
 
     def evolved_load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
         if not migrates:
@@ -347,9 +372,9 @@ def make_state_codec(
         today, children = evolve(state)
         if children is None or len(children) == len(today["data"]):
             return load(today)
-        absent, values = _checked(info, today)
+        absent, fills, values = _checked(info, today, fill_data=True)
         values = checked(values, frozenset(today["static"]))
-        return values, _layout(children, absent, data, index)
+        return values, _layout(children, absent, data, index, fills)
 
     def evolved_torch_setstate(state: Any) -> Any:
         if not migrates:
@@ -388,7 +413,7 @@ def _from_fields(
     :func:`_checked`): the pickled fields are sorted into a state (data fields by name, static
     values as they are, or encoded when the class has a ``migrate=`` hook, which takes the
     JSON state), evolved, checked, and the data values follow their fields' names (by position
-    through a hook). Unlike a structure, a pickle can take a new data field with any default.
+    through a hook); a new data field takes its default, as in a loaded ``TreeSpec``.
     """
     label = info.qualname
     if fields.__class__ is not dict:
@@ -439,7 +464,7 @@ def _from_fields(
             f"match the pickled object's {data_names!r} one for one; a hook may rename data "
             "fields but not add or remove them (use removed_fields= and defaults for that)."
         )
-    _, values = _checked(info, state, raw=not migrates, fill_data=True)
+    _, _, values = _checked(info, state, raw=not migrates, fill_data=True)
     check_statics(values, frozenset(state["static"]), False)
     by_name = dict(zip(children, data_values))
     out: dict[str, Any] = {}
@@ -454,6 +479,22 @@ def _from_fields(
     return out
 
 
+def cannot_fill(label: str, fields: list[str] | tuple[str, ...], what: str) -> TreespecLoadError:
+    """The error of a loader whose structure cannot give new data fields their default.
+
+    ``fields``: the data fields the saved state lacks whose default is not ``None``; ``what``
+    says what was saved (``"the serialized function"``, ``"a JAX structure"``, ...).
+    """
+    return TreespecLoadError(
+        f"{what} holds {label} without its data field(s) {list(fields)!r}, added to the class "
+        "since with a default other than None: a JAX, torch or optree structure has one child "
+        "per data field (and a compiled program a fixed set of inputs), so it cannot take the "
+        "default. treeclass.treespec_loads, treeclass.load and treeclass.orbax.restore give the "
+        "field its default; otherwise save (export) it again with the class as it is now, or "
+        "load it with the class as it was."
+    )
+
+
 def _cannot_drop(label: str, children: list[str], kept: list[str], what: str) -> TreespecLoadError:
     dropped = [n for n in children if n not in kept]
     return TreespecLoadError(
@@ -465,14 +506,19 @@ def _cannot_drop(label: str, children: list[str], kept: list[str], what: str) ->
 
 
 def _layout(
-    children: list[str], absent: set[str], data: tuple[str, ...], index: dict[str, int]
+    children: list[str],
+    absent: set[str],
+    data: tuple[str, ...],
+    index: dict[str, int],
+    fills: set[str] | frozenset[str] = frozenset(),
 ) -> Layout:
-    """The :class:`Layout` of a document whose children include removed fields'.
+    """The :class:`Layout` of a document whose children are not one per data field today.
 
-    ``children`` are the document's children by today's names (in class order, as checked),
-    ``absent`` the data fields it does not hold, each added as a ``None`` child just before
-    the first held field that follows it in the class (so a node written from the layout
-    lists its kept fields in class order again).
+    ``children`` are the document's children by today's names (in class order, as checked;
+    removed fields' included), ``absent`` the data fields it does not hold that become
+    ``None`` children, each added just before the first held field that follows it in the
+    class (so a node written from the layout lists its kept fields in class order again);
+    ``fills`` the data fields it does not hold that unflatten gives their default.
     """
     pending = [index[f] for f in data if f in absent]
     plan: list[bool] = []
@@ -494,7 +540,7 @@ def _layout(
         plan.append(False)
         targets.append(t)
         names.append(data[t])
-    return Layout(tuple(plan), tuple(targets), tuple(names))
+    return Layout(tuple(plan), tuple(targets), tuple(names), tuple(sorted(index[f] for f in fills)))
 
 
 def _evolver(
@@ -602,13 +648,15 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
 
 def _checked(
     info: ClassInfo, state: Any, *, raw: bool = False, fill_data: bool = False
-) -> tuple[set[str], tuple[Any, ...]]:
+) -> tuple[set[str], set[str], tuple[Any, ...]]:
     """Load any state a version of the class may have written, or raise clearly.
 
-    Returns the data fields the document does not hold as children (saved as ``None``, or new
-    fields whose default is ``None``) and the static values. ``raw``: the static values are
-    values already (a pickle's), not their JSON form. ``fill_data``: a new data field with
-    any default loads (a pickle's caller fills it in; a structure's children are fixed).
+    Returns the data fields the document does not hold as children that become ``None``
+    (saved as ``None``, or new fields whose default is ``None``), the new data fields that
+    take another default (or default factory), and the static values. ``raw``: the static
+    values are values already (a pickle's), not their JSON form. ``fill_data``: a new data
+    field with a default other than ``None`` loads (a pickle or a treeclass ``TreeSpec`` gives
+    it its default); without it that is an error (a torch structure has one child per field).
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
@@ -663,23 +711,30 @@ def _checked(
             "re-save."
         )
     nones = set(none)
+    fills: set[str] = set()
     for name in data_fields:
         if name in nones or name in data:
             continue
-        if not fill_data and info.field(name).default is not None:
+        f = info.field(name)
+        if f.default is None:
+            nones.add(name)
+        elif not f.has_default:
+            raise TreespecLoadError(
+                f"{label} has a data field {name!r} that the saved "
+                f"{'object' if raw else 'auxdata'} does not have, and it has no default to fill "
+                "it in; give the field a default, load with the class as it was, or re-save."
+            )
+        elif fill_data:
+            fills.add(name)
+        else:
             raise TreespecLoadError(
                 f"{label} has a data field {name!r} that the saved auxdata does not have, and "
-                "it cannot be filled in (its default is not None): a saved structure (and a "
-                "compiled program) has a fixed set of leaves, so only a new data field whose "
-                "default is None loads (as None). Load with the class as it was, or re-save."
+                "its default is not None: a torch structure has one child per data field (and "
+                "a compiled program a fixed set of inputs), so only a new data field whose "
+                "default is None loads here (as a None child). treeclass.treespec_loads, "
+                "treeclass.load and treeclass.orbax.restore fill in the default; otherwise "
+                "load with the class as it was, or re-save."
             )
-        if fill_data and not info.field(name).has_default:
-            raise TreespecLoadError(
-                f"{label} has a data field {name!r} that the saved object does not have, and "
-                "it has no default to fill it in; give the field a default, load with the "
-                "class as it was, or re-save."
-            )
-        nones.add(name)
     values: list[Any] = []
     for name in static_fields:
         if name in static:
@@ -694,4 +749,4 @@ def _checked(
                 "as it was, or re-save."
             )
         values.append(f.make_default())
-    return nones, tuple(values)
+    return nones, fills, tuple(values)

@@ -17,6 +17,7 @@ from .._core.fields import is_namedtuple_class
 from .._core.names import DEFAULT_DICT, NONE
 from .._core.nodes import BUILTIN_NODE_TYPES
 from .._core.registry import registered_node
+from .._core.state import cannot_fill
 from .._core.tree import TreeSpec
 from .._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
 from .format import Node
@@ -215,6 +216,8 @@ def leaf_count_error(
     seen: dict[type, None] = {}
     for e in spec._entries:
         if e is not None:
+            if e[0].filled:  # loaded without new fields: only a TreeSpec fills their default in
+                return cannot_fill(e[0].qualname, e[0].filled, f"the treespec (to {framework})")
             if e[0].dropped:  # loaded with removed fields' children: only a TreeSpec drops them
                 return TreespecLoadError(
                     f"the treespec holds the removed field(s) {list(e[0].dropped)!r} of "

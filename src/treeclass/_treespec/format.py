@@ -20,7 +20,7 @@ from typing import Any, Final, TypeAlias
 from .._core.json import dumps_canonical, loads_strict
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
-from .._core.state import Layout
+from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec
 from .._errors import TreespecLoadError, UnregisteredNameError, brief
 
@@ -132,7 +132,9 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     class since with a default of ``None``) becomes a ``None`` child, as the class flattens
     today. A name may be an alias of a class (an earlier name). The children of fields the
     class declares removed stay in the spec, under a node type that drops them on unflatten
-    (:func:`~treeclass._core.nodes.dropping_node`), so the leaves still line up.
+    (:func:`~treeclass._core.nodes.dropping_node`), so the leaves still line up; a data field added
+    since with another default (or a default factory) has no child there, and that node
+    type's unflatten gives it its default.
 
     Raises:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
@@ -403,10 +405,13 @@ def aux_from_bytes(node: NodeType, data: bytes | str) -> Any:
     Raises:
         TreespecLoadError: ``data`` is not valid JSON or does not fit the class (including
             a state that leaves data fields out of the children: only treespec documents
-            can be given the ``None`` children that stand for them).
+            can be given the ``None`` children or the defaults that stand for them).
         UnregisteredNameError: a static value names a type not registered here.
     """
     aux, plan = node.load_state(state_from_bytes(node, data))
+    if isinstance(plan, Layout) and plan.fills and node.info is not None:
+        filled = [node.info.data_fields[t] for t in plan.fills]
+        raise cannot_fill(node.qualname, filled, "this structure")
     if isinstance(plan, Layout):
         kept = [n for n, t in zip(plan.names, plan.targets) if t >= 0]
         raise TreespecLoadError(
