@@ -159,12 +159,18 @@ def test_inspect_a_treespec_document_with_registered_statics(
         A = "a"
 
     tc.register_static(Kind, name="tests.cli.Kind")
-    doc = tc.treespec_dumps(tc.tree_structure({"b": Batch(1.0, scale=Kind.A), 1: (2, 3)}))
+
+    @tc.pytree_dataclass(name="tests.cli.Tagged")
+    class Tagged:
+        x: Any
+        kind: Kind = tc.field(static=True, default=Kind.A)
+
+    doc = tc.treespec_dumps(tc.tree_structure({"b": Tagged(1.0), 1: (2, 3)}))
     (tmp_path / "doc.json").write_text(doc)
     code, out, _ = run(["inspect", str(tmp_path / "doc.json")], capsys)
     assert code == 0
     assert "treespec document" in out
-    assert "['b']  tests.cli.Batch" in out and "[1]  tuple" in out
+    assert "['b']  tests.cli.Tagged" in out and "[1]  tuple" in out
     assert "tests.cli.Kind  registered (static type)" in out
     (tmp_path / "doc2.json").write_text(doc.replace("tests.cli.Kind", "tests.cli.Gone"))
     code, out, _ = run(["inspect", str(tmp_path / "doc2.json")], capsys)
