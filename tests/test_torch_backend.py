@@ -431,16 +431,14 @@ class _FailingBackend:
         self.name = f"failing-{where}"
         self.where = where
 
-    def check(self, node: Any, previous: Any, override: bool) -> None:
+    def check(self, change: Any) -> None:
         if self.where == "check":
-            raise tc.RegistrationError(f"{node.qualname} refused by the test backend.")
+            raise tc.RegistrationError(f"{change.node.qualname} refused by the test backend.")
 
-    def register(self, node: Any, previous: Any, override: bool) -> None:
+    def add(self, change: Any) -> Any:
         if self.where == "register":
-            raise tc.RegistrationError(f"{node.qualname} failed in the test backend.")
-
-    def unregister(self, node: Any) -> None:  # pragma: no cover - can_unregister is False
-        raise AssertionError
+            raise tc.RegistrationError(f"{change.node.qualname} failed in the test backend.")
+        return lambda: None
 
 
 @pytest.mark.parametrize("where", ["check", "register"])

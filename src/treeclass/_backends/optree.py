@@ -23,7 +23,7 @@ from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
 from .._format import Node
-from .._nodes import NodeType
+from .._registry import Change, Undo
 from .._tree import TreeSpec
 
 if TYPE_CHECKING:
@@ -64,6 +64,10 @@ def _describe_entry(entry: PyTreeNodeRegistryEntry) -> str:
     return f"{module}.{qualname}"
 
 
+def _nothing() -> None:
+    pass
+
+
 class OptreeBackend:
     """Mirrors treeclass's registry into optree's global namespace and any named ones.
 
@@ -88,15 +92,16 @@ class OptreeBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Refuse ``node`` if another library registered its class where treeclass writes.
+    def check(self, change: Change) -> None:
+        """Refuse the class if another library registered it where treeclass writes.
 
         Raises:
             RegistrationError: the class is an optree node of another library's in the global
                 namespace or in a namespace added with :meth:`add_namespace`, and
                 ``override`` is false.
         """
-        if node.kind == "namedtuple" or override:
+        node = change.node
+        if node.kind == "namedtuple" or change.override:
             return
         with self._lock:
             for namespace in self._namespaces:
@@ -110,22 +115,23 @@ class OptreeBackend:
                         "replace that registration, or leave it to the other library."
                     )
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Register ``node``'s class in every namespace, all or none.
+    def add(self, change: Change) -> Undo:
+        """Register the class in every namespace, all or none; the undo removes it again.
 
         Raises:
             RegistrationError: optree refused the class in one namespace; the namespaces done
                 before it are undone.
         """
+        node = change.node
         if node.kind == "namedtuple":
-            return
+            return _nothing
         cls = node.type
         with self._lock:
             functions = (node.bind("optree", str)["flatten_entries"], node.unflatten)
             done: list[str] = []
             for namespace in self._namespaces:
                 try:
-                    if override:
+                    if change.override:
                         self._displace(cls, namespace)
                     _register(cls, functions, namespace)
                 except Exception as e:
@@ -139,13 +145,14 @@ class OptreeBackend:
             self._registered[cls] = tuple(done)
             self._functions[cls] = functions
 
-    def unregister(self, node: NodeType) -> None:
-        """Remove ``node``'s class from every namespace, restoring what it replaced."""
-        with self._lock:
-            done = self._registered.pop(node.type, ())
-            self._functions.pop(node.type, None)
-            self._undo(node.type, done)
-            self._restore(node.type, done)
+        def undo() -> None:
+            with self._lock:
+                namespaces = self._registered.pop(cls, ())
+                self._functions.pop(cls, None)
+                self._undo(cls, namespaces)
+                self._restore(cls, namespaces)
+
+        return undo
 
     # -- named namespaces ----------------------------------------------------------------------
 
