@@ -263,8 +263,9 @@ class JaxBackend:
         """Add the class to ``jax.tree_util`` and, under its names, to ``jax.export``.
 
         An earlier definition of a re-run class stays a JAX pytree node but loses the names
-        ``change`` drops. All or nothing in jax.export; the undo does nothing (JAX cannot
-        remove a pytree node, see :attr:`can_unregister`).
+        ``change`` drops. All or nothing in jax.export; the undo puts jax.export back, but the
+        class stays a ``jax.tree_util`` node (JAX cannot remove one, see
+        :attr:`can_unregister`).
         """
         node = change.node
         cls = node.type
@@ -292,7 +293,9 @@ class JaxBackend:
         except BaseException:
             _export_restore(saved)
             raise
-        return _nothing
+        # Called, if at all, by the registry's rollback under its lock, before any other
+        # change: jax.export is put back as it was (its jax.tree_util node stays).
+        return functools.partial(_export_restore, saved)
 
     def __repr__(self) -> str:
         return "<treeclass JAX backend>"
