@@ -257,6 +257,8 @@ def test_pending_cxx_registrations_in_fresh_process(tmp_path: Any) -> None:
         report["torch_warnings"] = [str(w.message) for w in caught if "torch" in str(w.message)]
         import torch.utils._pytree as pt
         from treeclass._backends import torch as backend
+        def pending(c):
+            return sum(p[0][0] is c for p in pt._cxx_pytree_pending_imports)
         report["cxx_imported_early"] = "torch.utils._cxx_pytree" in sys.modules
         report["early_python"] = pt.SUPPORTED_SERIALIZED_TYPES[Early].serialized_type_name
         report["cell_owner_is_new"] = pt.SERIALIZED_TYPE_TO_PYTHON_TYPE["fresh.Cell"] is cells[1]
@@ -276,28 +278,28 @@ def test_pending_cxx_registrations_in_fresh_process(tmp_path: Any) -> None:
 
         pt.register_pytree_node(Foreign, lambda o: ([o.a, o.b], None),
                                 lambda v, c: Foreign(*v), serialized_type_name="lib.Foreign")
-        report["foreign_pending"] = len([p for p in pt._cxx_pytree_pending_imports if p[0][0] is Foreign])
+        report["foreign_pending"] = pending(Foreign)
         try:
             tc.register_dataclass(Foreign, name="fresh.Foreign")
         except tc.RegistrationError as e:
             report["refused"] = str(e)
-        report["still_pending"] = len([p for p in pt._cxx_pytree_pending_imports if p[0][0] is Foreign])
+        report["still_pending"] = pending(Foreign)
         tc.register_dataclass(Foreign, name="fresh.Foreign", override=True)
-        report["pending_after_override"] = len([p for p in pt._cxx_pytree_pending_imports if p[0][0] is Foreign])
+        report["pending_after_override"] = pending(Foreign)
 
         @tc.pytree_dataclass(name="fresh.Late")
         class Late:
             a: typing.Any
             b: typing.Any = None
 
-        report["late_pending"] = len([p for p in pt._cxx_pytree_pending_imports if p[0][0] is Late])
+        report["late_pending"] = pending(Late)
         import torch.utils._cxx_pytree as cx
         tree = [Early(1), Late(2), Foreign(3)]
         report["cxx_leaves"] = cx.tree_leaves(tree)
         report["py_leaves"] = pt.tree_leaves(tree)
         report["cxx_roundtrip"] = cx.tree_unflatten(*cx.tree_flatten(tree)) == tree
         report["cxx_entries"] = [backend._cxx_node(c) is not None for c in (Early, Late, Foreign)]
-        report["pending_left"] = sum(len([p for p in pt._cxx_pytree_pending_imports if p[0][0] is c]) for c in (Early, Late, Foreign))
+        report["pending_left"] = sum(pending(c) for c in (Early, Late, Foreign))
         print(json.dumps(report))
         """
     )
