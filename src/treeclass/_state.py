@@ -7,9 +7,9 @@ loading)::
      "none": [names of the data fields that were None and are not children],
      "static": {static field name: encoded value}}
 
-Every data field is a child in the core form, so ``getstate`` writes ``"none"`` empty; it is
-read from documents written by earlier versions and from torch's contexts (whose auxdata, with
-``return_none_fields=False``, leaves ``None`` fields out of the children).
+Every data field is a child, so ``getstate`` writes ``"none"`` empty; it is read from documents
+written by earlier versions and from torch's contexts (torch's ``None`` form, built on this
+codec in ``treeclass._backends.torch``).
 
 State of a namedtuple node: ``{"fields": [field names]}``.
 
@@ -137,45 +137,33 @@ LoadPlan = "tuple[bool, ...] | Layout | None"
 
 
 class StateCodec:
-    """A class's auxdata <-> JSON-safe state, in the core form and in torch's.
-
-    The core auxdata is the tuple of static values (every data field is a child). torch's,
-    with ``return_none_fields=False``, is ``(nones, *statics)``: the names of the data fields
-    that were ``None`` and are not children, which its state lists under ``"none"``.
+    """A class's auxdata (the tuple of static values; every data field is a child) <-> state.
 
     Attributes:
         getstate: core auxdata -> state (``"none"`` is always empty).
         load: state -> ``(core auxdata, plan)``: which data fields the document has as
             children (``None`` when all of them), the others to be filled with ``None``; a
             :class:`Layout` when it also holds removed fields' children.
-        torch_getstate: torch auxdata -> state.
-        torch_setstate: state -> torch auxdata.
         child_names: for a class with an :class:`~treeclass._fields.Evolution`, state ->
             the names its children have today (after the migration hook and renames; removed
             fields keep theirs), or ``None`` for a state too malformed to say; ``None`` for
             other classes, whose children are named as the state says.
     """
 
-    __slots__ = ("child_names", "getstate", "load", "torch_getstate", "torch_setstate")
+    __slots__ = ("child_names", "getstate", "load")
 
     def __init__(
         self,
         getstate: GetState,
         load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
-        torch_getstate: GetState,
-        torch_setstate: SetState,
         child_names: Callable[[Any], list[str] | None] | None = None,
     ) -> None:
         self.getstate = getstate
         self.load = load
-        self.torch_getstate = torch_getstate
-        self.torch_setstate = torch_setstate
         self.child_names = child_names
 
 
-def make_state_codec(
-    info: ClassInfo, return_none_fields: bool, name: str | None = None
-) -> StateCodec:
+def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     """The :class:`StateCodec` of a class: exact both ways, with the same types.
 
     ``name`` (the class's registered name) is only used in the messages of a class with an
@@ -187,7 +175,7 @@ def make_state_codec(
         def nt_load(state: Any) -> tuple[Any, None]:
             return nt_setstate(state), None
 
-        return StateCodec(nt_getstate, nt_load, nt_getstate, nt_setstate)
+        return StateCodec(nt_getstate, nt_load)
     label = info.qualname
     statics = info.static_fields
     # Tuples (never mutated): the closures below keep them.
@@ -212,18 +200,6 @@ def make_state_codec(
 
     def getstate(aux: Any) -> Any:
         return {"data": list(data), "none": [], "static": encode(aux)}
-
-    # torch's auxdata carries the None fields' names only when it leaves them out.
-    torch_skips = not return_none_fields and bool(data)
-
-    def torch_getstate(aux: Any) -> Any:
-        if not torch_skips:
-            return getstate(aux)
-        nones = aux[0]
-        if nones:
-            present = [n for n in data if n not in nones]
-            return {"data": present, "none": list(nones), "static": encode(aux[1:])}
-        return {"data": list(data), "none": [], "static": encode(aux[1:])}
 
     def fast(state: Any) -> tuple[Any, ...] | None:
         """The static values of a state exactly as the class writes it today, else None."""
@@ -271,27 +247,9 @@ def make_state_codec(
         values = checked(values, frozenset(state["static"]))
         return values, (tuple(f not in absent for f in data) if absent else None)
 
-    def torch_setstate(state: Any) -> Any:
-        values = fast(state)
-        if values is not None:
-            values = checked(values)
-            return ((), *values) if torch_skips else values
-        absent, values = _checked(info, state)
-        values = checked(values, frozenset(state["static"]))
-        if not torch_skips:
-            if absent:
-                raise TreespecLoadError(
-                    f"the saved auxdata of {label} has None-valued field(s) {sorted(absent)!r} "
-                    "outside the children, but the class is now registered with "
-                    "return_none_fields=True (None fields are children in torch); load it with "
-                    "treeclass.treespec_loads, or with the class as it was, or re-save."
-                )
-            return values
-        return (tuple(n for n in data if n in absent), *values)
-
     evolution = info.evolution
     if evolution is None:
-        return StateCodec(getstate, load, torch_getstate, torch_setstate)
+        return StateCodec(getstate, load)
 
     # The class says how it evolved: earlier states go through ``evolve`` first.
     evolve = _evolver(info, evolution, name)
@@ -309,30 +267,10 @@ def make_state_codec(
         absent, values = _checked(info, today)
         return values, _layout(children, absent, data, index)
 
-    def evolved_torch_setstate(state: Any) -> Any:
-        if not migrates:
-            values = fast(state)
-            if values is not None:
-                return ((), *values) if torch_skips else values
-        today, children = evolve(state)
-        if children is not None and len(children) != len(today["data"]):
-            raise _cannot_drop(label, children, today["data"], "a torch structure")
-        return torch_setstate(today)
-
     def child_names(state: Any) -> list[str] | None:
         return evolve(state)[1]
 
-    return StateCodec(getstate, evolved_load, torch_getstate, evolved_torch_setstate, child_names)
-
-
-def _cannot_drop(label: str, children: list[str], kept: list[str], what: str) -> TreespecLoadError:
-    dropped = [n for n in children if n not in kept]
-    return TreespecLoadError(
-        f"the saved auxdata of {label} holds the removed field(s) {dropped!r} as children, "
-        f"which {what} cannot drop (its children are fixed); load the document with "
-        "treeclass.treespec_loads (or treeclass.load), which drops them, or save it again "
-        "with the class as it is now."
-    )
+    return StateCodec(getstate, evolved_load, child_names)
 
 
 def _layout(

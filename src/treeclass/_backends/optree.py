@@ -13,6 +13,7 @@ registered is refused unless ``override=True``. Namedtuples are optree's own. Al
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._convert import leaf_count_error, nodes_of, skeleton
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
 from .._format import Node
 from .._registry import Change, Undo
@@ -289,26 +290,16 @@ def nodes_from_spec(spec: Any) -> list[Node]:
             "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "
             f"but optree {optree.__version__} is installed; upgrade optree."
         ) from None
-    return nodes_of(framework, walked, _read_torch if spec.namespace == "torch" else _read)
+    read = _read
+    if spec.namespace == "torch":  # torch's own nodes: the torch adapter reads them
+        read = importlib.import_module("treeclass._backends.torch").read_cxx
+    return nodes_of(framework, walked, read)
 
 
 def _read(item: Any) -> tuple[Any, Any, Any, bool] | None:
     if item is None:
         return None
     cls, data, children = item
-    return (cls, data, children, children.count(None) == len(children))
-
-
-def _read_torch(item: Any) -> tuple[Any, Any, Any, bool] | None:
-    """A node of torch's C++ pytree, whose treeclass nodes torch flattened its own way."""
-    if item is None:
-        return None
-    cls, data, children = item
-    converted = from_torch_form(cls, data, children)
-    if converted is not None:
-        data, with_nones = converted
-        if with_nones is not children:
-            return (cls, data, with_nones, False)
     return (cls, data, children, children.count(None) == len(children))
 
 

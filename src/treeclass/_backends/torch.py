@@ -34,7 +34,7 @@ from typing import Any, Final, NamedTuple
 import torch.utils._pytree as pytree
 
 from .._codegen import set_tracing_check
-from .._convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._convert import leaf_count_error, nodes_of, skeleton
 from .._errors import NameConflictError, RegistrationError, TreespecLoadError, brief
 from .._fields import is_namedtuple_class
 from .._format import Node, state_from_bytes
@@ -42,8 +42,8 @@ from .._hooks import complete
 from .._json import dumps_canonical
 from .._nodes import NodeType
 from .._pickle import rebuild_registered
-from .._registry import Change, Undo
-from .._state import StateCodec
+from .._registry import Change, Undo, registered_node
+from .._state import Layout
 from .._tree import TreeSpec
 
 __all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "TorchBackend", "nodes_from_spec", "spec_from_spec"]
@@ -281,22 +281,108 @@ def _refuse(cls: type) -> Callable[[Any], Any]:
     return refuse
 
 
-def _codec(node: NodeType) -> StateCodec:
+# --------------------------------------------------------------------------------------------
+# torch's None form. torch's None is a leaf, so with return_none_fields=False (the default) a
+# class's None fields are left out of its children and named first in its context:
+# ``(nones, *statics)`` (the generated functions: the torch family of treeclass._codegen). Its
+# state is the class's state with the None fields under "none"; its neutral form has them as
+# None children, as every other registry does.
+# --------------------------------------------------------------------------------------------
+
+
+def _none_form(node: NodeType) -> bool:
+    """Whether torch keeps ``node``'s class in the ``None`` form (``(nones, *statics)``)."""
+    return node.kind in ("dataclass", "attrs") and not node.return_none_fields and bool(
+        node.data_fields
+    )
+
+
+def _cannot_drop(node: NodeType, layout: Layout) -> TreespecLoadError:
+    dropped = [n for n, t in zip(layout.names, layout.targets) if t < 0]
+    return TreespecLoadError(
+        f"the saved auxdata of {node.qualname} holds the removed field(s) {dropped!r} as "
+        "children, which a torch structure cannot drop (its children are fixed); load the "
+        "document with treeclass.treespec_loads (or treeclass.load), which drops them, or save "
+        "it again with the class as it is now."
+    )
+
+
+def _context_codec(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """``(context -> state, state -> context)`` of a class: its state codec, in the None form."""
     assert node.codec is not None  # every registered class has one
-    return node.codec
+    getstate = node.codec.getstate
+    load = node.codec.load
+    data = node.data_fields
+    none_form = _none_form(node)
+
+    def to_state(context: Any) -> Any:
+        if not none_form:
+            return getstate(context)
+        state = getstate(context[1:])
+        nones = context[0]
+        if nones:
+            state["data"] = [n for n in data if n not in nones]
+            state["none"] = list(nones)
+        return state
+
+    def from_state(state: Any) -> Any:
+        values, plan = load(state)
+        if plan is None:
+            return ((), *values) if none_form else values
+        if isinstance(plan, Layout):
+            raise _cannot_drop(node, plan)
+        if not none_form:
+            absent = sorted(f for f, held in zip(data, plan) if not held)
+            raise TreespecLoadError(
+                f"the saved auxdata of {node.qualname} has None-valued field(s) {absent!r} "
+                "outside the children, but the class is now registered with "
+                "return_none_fields=True (None fields are children in torch); load it with "
+                "treeclass.treespec_loads, or with the class as it was, or re-save."
+            )
+        return (tuple(f for f, held in zip(data, plan) if not held), *values)
+
+    return to_state, from_state
+
+
+class _NoneField:
+    """A ``None`` field torch left out of a node's children (read as a ``None`` node)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<treeclass None field>"
+
+
+_NONE_FIELD: Final = _NoneField()
+
+
+def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | None:
+    """A node torch keeps in the None form, as the neutral node list has it.
+
+    Returns ``(statics, children)`` with :data:`_NONE_FIELD` for the left-out fields, or
+    ``None`` when the node is not in that form.
+    """
+    node = registered_node(cls) if isinstance(cls, type) else None
+    if node is None or not _none_form(node):
+        return None
+    nones = context[0]
+    if not nones:
+        return context[1:], children
+    it = iter(children)
+    return context[1:], [_NONE_FIELD if f in nones else next(it) for f in node.data_fields]
 
 
 def _to_dumpable(node: NodeType) -> Callable[[Any], str]:
-    torch_getstate = _codec(node).torch_getstate
+    to_state = _context_codec(node)[0]
 
     def to_dumpable_context(context: Any) -> str:
-        return dumps_canonical(torch_getstate(context))
+        return dumps_canonical(to_state(context))
 
     return to_dumpable_context
 
 
 def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
-    torch_setstate = _codec(node).torch_setstate
+    from_state = _context_codec(node)[1]
 
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
@@ -305,7 +391,7 @@ def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return torch_setstate(state_from_bytes(node, dumpable))
+        return from_state(state_from_bytes(node, dumpable))
 
     return from_dumpable_context
 
@@ -460,7 +546,12 @@ _allow_pickled_instances()
 # --- structures ---------------------------------------------------------------------------
 
 
+_NONE_NODE: Final = (type(None), None, (), True)
+
+
 def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
+    if t is _NONE_FIELD:
+        return _NONE_NODE
     cls = t.type
     if cls is None:
         return None
@@ -470,12 +561,31 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
     children = t.children() if callable(getattr(t, "children", None)) else t.children_specs
     k = len(children)
-    converted = from_torch_form(cls, context, children)
+    converted = _from_none_form(cls, context, children)
     if converted is not None:
         context, with_nones = converted
         if with_nones is not children:
             return (cls, context, with_nones, False)
     return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
+
+
+def read_cxx(item: Any) -> tuple[Any, Any, Any, bool] | None:
+    """Read one node of torch's C++ pytree (an optree ``PyTreeSpec.walk`` item).
+
+    For :func:`treeclass._backends.optree.nodes_from_spec`: torch flattened treeclass nodes in
+    the None form there too.
+    """
+    if item is None:
+        return None
+    if item is _NONE_FIELD:
+        return _NONE_NODE
+    cls, data, children = item
+    converted = _from_none_form(cls, data, children)
+    if converted is not None:
+        data, with_nones = converted
+        if with_nones is not children:
+            return (cls, data, with_nones, False)
+    return (cls, data, children, children.count(None) == len(children))
 
 
 def nodes_from_spec(spec: Any) -> list[Node]:
