@@ -58,9 +58,7 @@ class Generated:
 
     __slots__ = ("_code", "_globals", "_lock", "info", "return_none_fields")
 
-    def __init__(
-        self, info: ClassInfo, return_none_fields: bool, globals_: dict[str, Any]
-    ) -> None:
+    def __init__(self, info: ClassInfo, return_none_fields: bool, globals_: dict[str, Any]) -> None:
         self.info = info
         self.return_none_fields = return_none_fields
         self._globals = globals_

@@ -111,6 +111,7 @@ class Backend(Protocol):
 
     def add(self, change: Change) -> Undo:
         """Add the class and move the names as ``change`` says, all or nothing; return the undo."""
+        ...
 
 
 def _standing(node: NodeType) -> Change:
@@ -363,9 +364,7 @@ def _take_names(node: NodeType, previous: NodeType | None) -> Callable[[], None]
     return undo
 
 
-def _commit(
-    change: Change, origin: Origin, previous: NodeType | None, unnamed: str | None
-) -> None:
+def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: str | None) -> None:
     """Register the class in the embedded registry, then in every backend; undo on failure."""
     node = change.node
     cls = node.type

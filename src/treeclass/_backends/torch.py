@@ -292,8 +292,10 @@ def _refuse(cls: type) -> Callable[[Any], Any]:
 
 def _none_form(node: NodeType) -> bool:
     """Whether torch keeps ``node``'s class in the ``None`` form (``(nones, *statics)``)."""
-    return node.kind in ("dataclass", "attrs") and not node.return_none_fields and bool(
-        node.data_fields
+    return (
+        node.kind in ("dataclass", "attrs")
+        and not node.return_none_fields
+        and bool(node.data_fields)
     )
 
 
