@@ -18,7 +18,7 @@ how to name it (``docs/torch.md``).
 torch's ``None`` is a leaf, so with ``return_none_fields=False`` (the default) a class's
 ``None`` fields are left out of its children here and named in its context: that form -- its
 generated functions, its context codec, its conversion to the neutral node list -- lives in
-this module alone, under the one name ``None form`` (see :class:`_NoneForm`).
+this module alone, under the one name "None form" (see :func:`_none_form`).
 
 torch offers no public way to inspect or undo a registration, nor to give a class a second
 name: each access to its private state is one accessor below, listed with the version it was
@@ -617,12 +617,7 @@ def _none_leaves(spec: TreeSpec) -> int:
     for e in spec._entries:
         parent = stack[-1][0] if stack else None
         if e is not None and e[0].type is type(None):
-            kept_out = (
-                parent is not None
-                and parent.kind in ("dataclass", "attrs")
-                and not parent.return_none_fields
-            )
-            count += not kept_out
+            count += not (parent is not None and _none_form(parent))
         if stack:
             stack[-1][1] -= 1
         if e is not None and not e[3] and e[2]:
