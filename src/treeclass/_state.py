@@ -282,7 +282,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         values = fast(state)
         if values is not None:
             return checked(values), None
-        absent, fills, values = _checked(info, state, fill_data=True)
+        absent, fills, values = _checked(info, state)
         values = checked(values, frozenset(state["static"]))
         if fills:
             return values, _layout(state["data"], absent, data, index, fills)
@@ -308,7 +308,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         today, children = evolve(state)
         if children is None or len(children) == len(today["data"]):
             return load(today)
-        absent, fills, values = _checked(info, today, fill_data=True)
+        absent, fills, values = _checked(info, today)
         values = checked(values, frozenset(today["static"]))
         return values, _layout(children, absent, data, index, fills)
 
@@ -381,7 +381,7 @@ def _from_fields(
             f"match the pickled object's {data_names!r} one for one; a hook may rename data "
             "fields but not add or remove them (use removed_fields= and defaults for that)."
         )
-    _, _, values = _checked(info, state, raw=not migrates, fill_data=True)
+    _, _, values = _checked(info, state, raw=not migrates)
     check_statics(values, frozenset(state["static"]), False)
     by_name = dict(zip(children, data_values))
     out: dict[str, Any] = {}
@@ -554,16 +554,16 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
 
 
 def _checked(
-    info: ClassInfo, state: Any, *, raw: bool = False, fill_data: bool = False
+    info: ClassInfo, state: Any, *, raw: bool = False
 ) -> tuple[set[str], set[str], tuple[Any, ...]]:
     """Load any state a version of the class may have written, or raise clearly.
 
     Returns the data fields the document does not hold as children that become ``None``
     (saved as ``None``, or new fields whose default is ``None``), the new data fields that
     take another default (or default factory), and the static values. ``raw``: the static
-    values are values already (a pickle's), not their JSON form. ``fill_data``: a new data
-    field with a default other than ``None`` loads (a pickle or a treeclass ``TreeSpec`` gives
-    it its default); without it that is an error (a torch structure has one child per field).
+    values are values already (a pickle's), not their JSON form. A loader whose structure
+    cannot give the new data fields their default (a JAX or torch structure, a compiled
+    program) refuses them with :func:`cannot_fill`.
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
@@ -631,17 +631,8 @@ def _checked(
                 f"{'object' if raw else 'auxdata'} does not have, and it has no default to fill "
                 "it in; give the field a default, load with the class as it was, or re-save."
             )
-        elif fill_data:
-            fills.add(name)
         else:
-            raise TreespecLoadError(
-                f"{label} has a data field {name!r} that the saved auxdata does not have, and "
-                "its default is not None: a torch structure has one child per data field (and "
-                "a compiled program a fixed set of inputs), so only a new data field whose "
-                "default is None loads here (as a None child). treeclass.treespec_loads, "
-                "treeclass.load and treeclass.orbax.restore fill in the default; otherwise "
-                "load with the class as it was, or re-save."
-            )
+            fills.add(name)
     values: list[Any] = []
     for name in static_fields:
         if name in static:

@@ -44,7 +44,7 @@ from .._json import dumps_canonical
 from .._nodes import NodeType
 from .._pickle import rebuild_registered
 from .._registry import Change, Undo, registered_node
-from .._state import Layout
+from .._state import Layout, cannot_fill
 from .._tree import TreeSpec
 
 __all__ = [
@@ -340,6 +340,9 @@ def _context_codec(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any]
         if plan is None:
             return ((), *values) if none_form else values
         if isinstance(plan, Layout):
+            if plan.fills:
+                filled = [data[i] for i in plan.fills]
+                raise cannot_fill(node.qualname, filled, "a torch structure")
             raise _cannot_drop(node, plan)
         if not none_form:
             absent = sorted(f for f, held in zip(data, plan) if not held)
