@@ -260,14 +260,11 @@ class _FailsLast:
     name = "fails-last"
     can_unregister = False
 
-    def check(self, node: Any, previous: Any, override: bool) -> None:
+    def check(self, change: Any) -> None:
         pass
 
-    def register(self, node: Any, previous: Any, override: bool) -> None:
+    def add(self, change: Any) -> Any:
         raise RuntimeError("boom")
-
-    def unregister(self, node: Any) -> None:  # pragma: no cover - never called
-        raise AssertionError
 
 
 def test_a_failed_registration_leaves_flax_as_it_was(

@@ -64,11 +64,11 @@ def test_backend_is_active_once_jax_is_imported() -> None:
 def test_classes_become_jax_nodes_with_generated_functions(uname: str) -> None:
     Output = _make_output(uname)
     assert jax.tree_util.is_tree_node(Output)
-    entry = backend._TREE_UTIL[Output]
-    assert entry.type is Output
-    by_type, by_name = backend._export_registries()
-    assert by_type[Output][0] == uname
-    assert by_name[uname][0] is Output
+    treedef = jax.tree_util.tree_structure(((Output(np.ones(1, np.float32)),), {}))
+    # jax.export writes the class under its name and loads the name as the class.
+    blob = jax.export.export(jax.jit(lambda o: o))(Output(np.ones(1, np.float32))).serialize()
+    assert uname.encode() in bytes(blob)
+    assert jax.export.deserialize(blob).in_tree == treedef
 
 
 # --- semantics as in the embedded registry ------------------------------------------------------
@@ -372,8 +372,12 @@ def test_unnamed_classes_work_in_jit_but_cannot_be_exported() -> None:
     out = Output(np.ones(2, np.float32))
     assert type(jax.jit(lambda o: o)(out)) is Output
     exported = jax.export.export(jax.jit(lambda o: o))(out)
-    with pytest.raises(tc.UnnamedClassError, match=r"Output has no serialized name.*name="):
+    # No jax.export registration for an unnamed class: JAX's own error at its call site...
+    with pytest.raises(ValueError, match="Cannot serialize PyTreeDef containing an unregistered"):
         exported.serialize()
+    # ...and treeclass's, saying how to name it, at treeclass's.
+    with pytest.raises(tc.UnnamedClassError, match=r"registered without a name.*name="):
+        tc.treespec_dumps(exported.in_tree)
 
 
 @pytest.mark.slow
@@ -559,10 +563,10 @@ def test_rerun_class_definition_takes_the_export_name_over(
     old, new = classes
     assert old is not new
     assert tc.class_for_name(uname) is new
-    by_type, by_name = backend._export_registries()
-    assert by_name[uname][0] is new
-    # The old class keeps only a refusing placeholder: its objects cannot be exported.
-    assert by_type[old][0].startswith("<treeclass refuses stale ")
+    # The old class lost its jax.export name: its objects cannot be exported.
+    stale = jax.export.export(jax.jit(lambda c: c))(old(1.0, "z"))
+    with pytest.raises(ValueError, match="Cannot serialize PyTreeDef containing an unregistered"):
+        stale.serialize()
     loaded = jax.export.deserialize(
         jax.export.export(jax.jit(lambda c: c))(new(1.0, "z")).serialize()
     )
@@ -603,33 +607,15 @@ def _registered_outside_treeclass(name: str) -> type:
     return Probe
 
 
-def test_private_export_registries_and_drop(uname: str) -> None:
-    Probe = _registered_outside_treeclass(uname)
-    by_type, by_name = backend._export_registries()
-    assert by_type[Probe][0] == uname
-    assert by_name[uname][0] is Probe
-    backend._drop_export_registration(Probe, uname)
-    assert Probe not in by_type
-    assert uname not in by_name
-    # Now the public registration function accepts the name again.
-    jax.export.register_pytree_node_serialization(
-        Probe,
-        serialized_name=uname,
-        serialize_auxdata=lambda aux: b"",
-        deserialize_auxdata=lambda data: None,
-    )
+def test_private_export_state_the_adapter_relies_on_exists(uname: str) -> None:
+    """A canary for jax upgrades: jax.export's two private registries (the one accessor in
+    the adapter) hold a public registration as the adapter expects."""
+    import importlib
 
-
-def test_private_export_alias_add_and_drop(uname: str) -> None:
     Probe = _registered_outside_treeclass(uname)
-    by_type, by_name = backend._export_registries()
-    backend._add_export_alias(uname + ".old", uname)
-    assert by_name[uname + ".old"] is by_name[uname]  # the same (type, deserialize, ...) entry
-    assert by_type[Probe][0] == uname  # still written under its name
-    backend._drop_export_alias(uname + ".old", type("Other", (), {}))  # not its class: kept
-    assert uname + ".old" in by_name
-    backend._drop_export_alias(uname + ".old", Probe)
-    assert uname + ".old" not in by_name and by_name[uname][0] is Probe
+    module = importlib.import_module("jax._src.export._export")
+    assert module.serialization_registry[Probe][0] == uname
+    assert module.deserialization_registry[uname][0] is Probe
 
 
 def test_aliases_reach_jax_export_and_move_with_a_rerun(uname: str) -> None:
@@ -646,10 +632,10 @@ class Cell:
 """
     module = "jax_alias_cell_" + uname.rsplit(".", 1)[-1]
     first = cells.run_cell(cell, module, NAME=uname, OLD=old)["Cell"]
-    _, by_name = backend._export_registries()
-    assert by_name[old][0] is first and backend._EXPORT_ALIASES[old] is first
+    blob = bytes(jax.export.export(jax.jit(lambda c: c))(first(jnp.ones(1))).serialize())
+    loaded = jax.export.deserialize(bytearray(blob.replace(uname.encode(), old.encode())))
+    assert type(loaded.call(first(jnp.ones(1)))) is first
     second = cells.run_cell(cell, module, NAME=uname, OLD=old)["Cell"]
-    assert by_name[old][0] is second and by_name[uname][0] is second
     blob = bytes(jax.export.export(jax.jit(lambda c: c))(second(jnp.ones(1))).serialize())
     loaded = jax.export.deserialize(bytearray(blob.replace(uname.encode(), old.encode())))
     assert type(loaded.call(second(jnp.ones(1)))) is second

@@ -388,14 +388,11 @@ def test_override_replaces_and_rollback_restores_a_foreign_registration(
         name = "refuses"
         can_unregister = True
 
-        def check(self, node: Any, previous: Any, override: bool) -> None:
+        def check(self, change: Any) -> None:
             return None
 
-        def register(self, node: Any, previous: Any, override: bool) -> None:
+        def add(self, change: Any) -> Any:
             raise RuntimeError("refused on purpose")
-
-        def unregister(self, node: Any) -> None:
-            return None
 
     # A framework registered after optree fails: optree's registration is undone and the
     # other library's registration is put back.

@@ -271,17 +271,16 @@ class _FailingBackend:
         self.registered: list[type] = []
         self.unregistered: list[type] = []
 
-    def check(self, node: Any, previous: Any, override: bool) -> None:
+    def check(self, change: Any) -> None:
         if self.fail_in == "check":
-            raise tc.RegistrationError(f"{node.qualname} refused by the test backend")
+            raise tc.RegistrationError(f"{change.node.qualname} refused by the test backend")
 
-    def register(self, node: Any, previous: Any, override: bool) -> None:
+    def add(self, change: Any) -> Any:
         if self.fail_in == "register":
             raise RuntimeError("boom")
-        self.registered.append(node.type)
-
-    def unregister(self, node: Any) -> None:
-        self.unregistered.append(node.type)
+        cls = change.node.type
+        self.registered.append(cls)
+        return lambda: self.unregistered.append(cls)
 
 
 @pytest.mark.parametrize("fail_in", ["check", "register"])

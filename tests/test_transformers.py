@@ -27,7 +27,6 @@ pt = pytest.importorskip("torch.utils._pytree")
 
 import treeclass as tc  # noqa: E402
 import treeclass.torch as tct  # noqa: E402
-from treeclass._backends import torch as backend  # noqa: E402
 from treeclass._core.fields import describe  # noqa: E402
 
 pytestmark = [pytest.mark.torch, pytest.mark.transformers]
@@ -51,16 +50,22 @@ def test_transformers_registers_model_outputs_itself() -> None:
     assert sd.serialized_type_name == f"{__name__}.MyOutput"
 
 
+def torch_state(cls: type) -> tuple[Any, ...]:
+    """What torch's Python registry holds for ``cls``."""
+    names = frozenset(n for n, c in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE.items() if c is cls)
+    return (pt.SUPPORTED_NODES.get(cls), pt.SUPPORTED_SERIALIZED_TYPES.get(cls), names)
+
+
 def test_model_output_needs_override(uname: str) -> None:
     MyOutput = own_output_class()
-    before = backend._snapshot(MyOutput)
+    before = torch_state(MyOutput)
     with pytest.raises(
         tc.RegistrationError,
         match=rf"MyOutput is already registered with PyTorch's pytree with "
         rf"serialized_type_name='{__name__}\.MyOutput'.*transformers.*override=True",
     ):
         tc.register_dataclass(MyOutput, name=uname)
-    assert backend._snapshot(MyOutput) == before
+    assert torch_state(MyOutput) == before
     assert not tc.is_registered(MyOutput)
 
 

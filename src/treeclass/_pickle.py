@@ -52,6 +52,7 @@ Example:
 from __future__ import annotations
 
 import copyreg
+import functools
 from _thread import RLock
 from collections.abc import Callable
 from typing import Any, Final
@@ -59,8 +60,7 @@ from weakref import WeakKeyDictionary
 
 from ._core.codegen import compile_function
 from ._core.fields import is_namedtuple_class
-from ._core.nodes import NodeType
-from ._core.registry import class_for_name, registered_node
+from ._core.registry import Change, class_for_name, registered_node
 from ._errors import (
     StructureMismatchError,
     TreespecLoadError,
@@ -434,17 +434,15 @@ class PickleBackend:
     name: str = "pickle"
     can_unregister: bool = True
 
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
+    def check(self, change: Change) -> None:
         """Nothing to check: a reducer someone else installed is kept (see :func:`install`)."""
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Install ``node``'s class's reducer (``previous`` keeps its own, which now refuses)."""
-        if node.name is not None and node.pickle_by_name:
-            install(node.type, node.name)
-
-    def unregister(self, node: NodeType) -> None:
-        """Remove the reducer :meth:`register` installed."""
-        uninstall(node.type)
+    def add(self, change: Change) -> Callable[[], None]:
+        """Install the class's reducer (an earlier definition keeps its own, which now refuses)."""
+        node = change.node
+        if change.name is not None and node.pickle_by_name:
+            install(node.type, change.name)
+        return functools.partial(uninstall, node.type)
 
     def __repr__(self) -> str:
         return "<treeclass pickle backend>"

@@ -20,6 +20,7 @@ from typing import Any, Final
 import flax.serialization as fs
 
 from .._core.nodes import NodeType
+from .._core.registry import Change, Undo
 from .._errors import RegistrationError, StructureMismatchError
 
 __all__ = ["BACKEND", "CHECKED_FLAX_VERSION", "FlaxBackend"]
@@ -101,6 +102,10 @@ def _functions(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any, Any
     return to_state_dict, from_state_dict
 
 
+def _nothing() -> None:
+    pass
+
+
 class FlaxBackend:
     """Mirrors the treeclass registry into ``flax.serialization``."""
 
@@ -108,43 +113,43 @@ class FlaxBackend:
     can_unregister: bool = True
 
     def __init__(self) -> None:
-        #: class -> (our functions, the foreign registration replaced with override=True).
-        self._ours: dict[type, tuple[tuple[Any, Any], Any]] = {}
+        #: class -> the functions registered for it.
+        self._ours: dict[type, tuple[Any, Any]] = {}
 
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
+    def check(self, change: Change) -> None:
         """Refuse a class flax already serializes some other way (unless ``override``).
 
         Raises:
             RegistrationError: flax has a registration for the class made elsewhere.
         """
-        del previous
-        if node.kind == "namedtuple" or override or node.type in self._ours:
+        node = change.node
+        if node.kind == "namedtuple" or change.override or node.type in self._ours:
             return
         if node.type in _state_dict_registry():
             raise RegistrationError(_ALREADY.format(cls=node.qualname))
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Register ``node``'s class with ``flax.serialization``."""
-        del previous
+    def add(self, change: Change) -> Undo:
+        """Register the class with ``flax.serialization``; the undo puts back what it replaced."""
+        node = change.node
         cls = node.type
         if node.kind == "namedtuple" or cls in self._ours:
-            return
-        foreign = _state_dict_registry().get(cls) if override else None
+            return _nothing
+        foreign = _state_dict_registry().get(cls) if change.override else None
         functions = _functions(node)
-        fs.register_serialization_state(cls, *functions, override=override)
-        self._ours[cls] = (functions, foreign)
+        fs.register_serialization_state(cls, *functions, override=change.override)
+        self._ours[cls] = functions
 
-    def unregister(self, node: NodeType) -> None:
-        """Remove the registration :meth:`register` made, putting back one it replaced."""
-        entry = self._ours.pop(node.type, None)
-        if entry is None:
-            return
-        functions, foreign = entry
-        registry = _state_dict_registry()
-        if registry.get(node.type) == functions:
-            del registry[node.type]
-            if foreign is not None:
-                registry[node.type] = foreign
+        def undo() -> None:
+            if self._ours.get(cls) is not functions:
+                return
+            del self._ours[cls]
+            registry = _state_dict_registry()
+            if registry.get(cls) == functions:
+                del registry[cls]
+                if foreign is not None:
+                    registry[cls] = foreign
+
+        return undo
 
     def __repr__(self) -> str:
         return "<treeclass flax backend>"

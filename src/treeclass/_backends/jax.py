@@ -8,10 +8,14 @@ hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and 
 unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the treespec
 node list.
 
-``jax.export`` has no public way to look up or drop a serialization registration, nor to give
-one a second name (a class's ``aliases=``, loaded as the class): each access to ``jax._src`` is
-one small function below, checked against :data:`CHECKED_JAX_VERSION` and covered by
-``tests/test_jax_backend.py``.
+The registry decides every name (:class:`~treeclass._core.registry.Change`); this adapter only adds
+a class to JAX and moves names. ``jax.export`` has no public way to look up or drop a
+serialization registration, nor to give one a second name (a class's ``aliases=``): those are
+the accessors under "private JAX internals" below, listed with the version they were checked
+on in ``docs/contributing.md``. An unnamed class (or an earlier definition of a re-run one) has
+no jax.export registration: ``Exported.serialize()`` raises JAX's own ``ValueError`` ("Cannot
+serialize PyTreeDef containing an unregistered type"), and ``treeclass.treespec_dumps`` of the
+``in_tree`` raises treeclass's :class:`~treeclass.UnnamedClassError` saying how to name it.
 """
 
 from __future__ import annotations
@@ -19,19 +23,19 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
 import jax.export
 import jax.tree_util
 
 from .._core.nodes import NodeType
+from .._core.registry import Change, Undo
 from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
     RegistrationError,
     TreespecLoadError,
     UnhashableStaticError,
-    UnnamedClassError,
 )
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
@@ -77,45 +81,20 @@ _UNHASHABLE_STATIC: Final = (
     "{field!r} a data field (a child) if it holds arrays."
 )
 
-# Classes this module registered with jax.tree_util, and names it registered with
-# jax.export. JAX cannot unregister, so these outlive a treeclass registration that was
-# rolled back; they tell our own earlier registrations apart from other libraries'.
+#: Classes this module registered with jax.tree_util. JAX cannot unregister, so these outlive
+#: a treeclass registration that was rolled back; a later attempt with the same options
+#: reuses them.
 _TREE_UTIL: dict[type, NodeType] = {}
-_EXPORT_NAMES: dict[str, type] = {}
-#: Aliases (earlier names) this module made jax.export load, -> their class.
-_EXPORT_ALIASES: dict[str, type] = {}
-#: Classes holding a refusing jax.export registration of ours -> its placeholder name.
-_PLACEHOLDERS: dict[type, str] = {}
-
-#: How the serialized names of refusing registrations start. They contain spaces, which a
-#: treeclass ``name=`` cannot, and the class's ``id``, so they collide with no real name.
-_PLACEHOLDER_PREFIX: Final = "<treeclass refuses "
-_UNNAMED: Final = (
-    "{cls} has no serialized name, so jax.export cannot write it into a serialized "
-    "function (Exported.serialize()); register the class with a stable name, e.g. "
-    '@tc.pytree_dataclass(name="mypkg.{short}") or tc.register_dataclass(cls, '
-    'name="mypkg.{short}"), and import its module in the loading process too.'
-)
-_STALE: Final = (
-    "{cls} is an earlier definition of the class registered as {name!r}: its definition was "
-    "run again (a notebook cell, importlib.reload) and the name now belongs to the new class, "
-    "so jax.export cannot write this object; rebuild the object from the current class "
-    "(e.g. with its constructor, after the re-run) and export again."
-)
-_PLACEHOLDER_IN_FILE: Final = (
-    "this serialized function names {name!r}, a placeholder treeclass never writes; the "
-    "file was not written by jax.export with treeclass, or was edited."
-)
 
 
-# --- private JAX internals: one small function per access, each covered by a test -------
+# --- private JAX internals: one accessor per fact (docs/contributing.md) ----------------------
 
 
 def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
     """``jax.export``'s type -> (name, ...) and name -> (type, ...) registries.
 
     Private: ``jax._src.export._export.serialization_registry`` and
-    ``deserialization_registry`` (checked with jax 0.10.2).
+    ``deserialization_registry`` (jax 0.10.2). Every other private access goes through it.
     """
     module = importlib.import_module("jax._src.export._export")
     by_type: dict[type, Any] = module.serialization_registry
@@ -123,11 +102,10 @@ def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
     return by_type, by_name
 
 
-def _drop_export_registration(cls: type, name: str) -> None:
-    """Forget ``cls``'s jax.export registration under ``name`` (JAX has no public way).
+def _drop_export_name(name: str, cls: type) -> None:
+    """Make jax.export neither write ``cls`` as ``name`` nor load ``name`` as ``cls``.
 
-    Used when a class definition is re-run (a notebook cell, ``importlib.reload``): the new
-    class takes the name over, and jax.export's duplicate-name check must not trip.
+    JAX has no public way; used when a re-run class definition takes a name or alias over.
     """
     by_type, by_name = _export_registries()
     entry = by_type.get(cls)
@@ -141,45 +119,30 @@ def _drop_export_registration(cls: type, name: str) -> None:
 def _add_export_alias(alias: str, name: str) -> None:
     """Make jax.export load ``alias`` as the class registered under ``name``.
 
-    jax.export has no public way to give a registration a second name. Private:
-    ``deserialization_registry`` maps a serialized name to ``(type, deserialize_auxdata,
-    from_children)`` (checked with jax 0.10.2); an alias is a second key for the same entry.
-    The type -> name registry is left alone, so the class is still written under ``name``.
+    The name -> entry registry maps a serialized name to ``(type, deserialize_auxdata,
+    from_children)``; an alias is a second key for the same entry. The type -> name registry
+    is left alone, so the class is still written under ``name``.
     """
     _, by_name = _export_registries()
     by_name[alias] = by_name[name]
 
 
-def _drop_export_alias(alias: str, cls: type) -> None:
-    """Forget the alias ``alias`` of ``cls`` in jax.export (private, as above)."""
-    _, by_name = _export_registries()
-    entry = by_name.get(alias)
-    if entry is not None and entry[0] is cls:
-        del by_name[alias]
-
-
-_Snapshot = tuple[dict[Any, Any], ...]
+_Snapshot = tuple[dict[Any, Any], dict[Any, Any]]
 
 
 def _export_snapshot() -> _Snapshot:
-    """Copies of jax.export's two registries and of ours (private; checked with jax 0.10.2)."""
+    """Copies of jax.export's two registries."""
     by_type, by_name = _export_registries()
-    return (
-        dict(by_type),
-        dict(by_name),
-        dict(_EXPORT_NAMES),
-        dict(_PLACEHOLDERS),
-        dict(_EXPORT_ALIASES),
-    )
+    return dict(by_type), dict(by_name)
 
 
 def _export_restore(saved: _Snapshot) -> None:
-    """Put jax.export's registries and ours back exactly as :func:`_export_snapshot` saw them."""
+    """Put jax.export's registries back exactly as :func:`_export_snapshot` saw them."""
     by_type, by_name = _export_registries()
-    lives: _Snapshot = (by_type, by_name, _EXPORT_NAMES, _PLACEHOLDERS, _EXPORT_ALIASES)
-    for live, copy in zip(lives, saved):
-        live.clear()
-        live.update(copy)
+    by_type.clear()
+    by_type.update(saved[0])
+    by_name.clear()
+    by_name.update(saved[1])
 
 
 def _is_jax_tree_node(cls: type) -> bool:
@@ -283,29 +246,37 @@ def _from_children(node: NodeType, aux: Any, children: Any) -> Any:
     return node.unflatten(aux, list(children))
 
 
+def _nothing() -> None:
+    pass
+
+
+def _owner(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 class JaxBackend:
     """Mirrors the treeclass registry into ``jax.tree_util`` and ``jax.export``.
 
     Attributes:
         name: ``"jax"``.
         can_unregister: ``False``: JAX has no way to undo a pytree registration, so the
-            registry registers with JAX last, after every check has passed.
+            registry adds classes to JAX last, after every check has passed.
     """
 
     name: str = "jax"
     can_unregister: bool = False
 
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Refuse ``node`` if JAX already knows its class or name from elsewhere.
+    def check(self, change: Change) -> None:
+        """Refuse the class if JAX already knows it or its names from elsewhere.
 
         Changes nothing. ``override`` does not apply: JAX cannot replace a registration.
 
         Raises:
             RegistrationError: the class is already a JAX pytree node or has a jax.export
-                registration made outside treeclass, or its name is taken in jax.export by a
-                class treeclass did not register.
+                registration made outside treeclass, or a name or alias is taken in
+                jax.export by a class treeclass did not register.
         """
-        del override
+        node = change.node
         cls = node.type
         if node.kind != "namedtuple":
             ours = _TREE_UTIL.get(cls)
@@ -318,48 +289,31 @@ class JaxBackend:
                     )
             elif _is_jax_tree_node(cls):
                 raise RegistrationError(_ALREADY_A_JAX_NODE.format(cls=node.qualname))
-        if node.name is None:
+        if change.name is None:
             return
         by_type, by_name = _export_registries()
         entry = by_type.get(cls)
-        mine = entry is not None and (
-            _EXPORT_NAMES.get(entry[0]) is cls or _PLACEHOLDERS.get(cls) == entry[0]
-        )
-        if entry is not None and not mine:
+        if entry is not None and entry[0] != change.name:
             raise RegistrationError(
-                _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=node.name)
+                _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=change.name)
             )
-        entry = by_name.get(node.name)
-        if entry is not None and not _ours(node.name, entry[0]):
-            owner: type = entry[0]
-            raise RegistrationError(
-                _NAME_TAKEN_IN_EXPORT.format(
-                    name=node.name,
-                    cls=node.qualname,
-                    owner=f"{owner.__module__}.{owner.__qualname__}",
-                )
-            )
-        for alias in node.aliases:
-            entry = by_name.get(alias)
-            if entry is not None and entry[0] is not cls and not _ours(alias, entry[0]):
-                owner = entry[0]
+        for i, name in enumerate(change.names):
+            entry = by_name.get(name)
+            if entry is not None and not change.may_take(name, entry[0]):
+                message = _NAME_TAKEN_IN_EXPORT if i == 0 else _ALIAS_TAKEN_IN_EXPORT
                 raise RegistrationError(
-                    _ALIAS_TAKEN_IN_EXPORT.format(
-                        name=alias,
-                        cls=node.qualname,
-                        owner=f"{owner.__module__}.{owner.__qualname__}",
-                    )
+                    message.format(name=name, cls=node.qualname, owner=_owner(entry[0]))
                 )
-        # Otherwise the name is free, or held by a class treeclass registered: ``previous``
-        # (a re-run of the same definition) or one whose registration was rolled back.
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Register ``node`` with ``jax.tree_util`` and, if it has a name, ``jax.export``.
+    def add(self, change: Change) -> Undo:
+        """Add the class to ``jax.tree_util`` and, under its names, to ``jax.export``.
 
-        ``previous`` (the class a re-run definition replaces) stays a JAX pytree node, but
-        loses its jax.export name to the new class.
+        An earlier definition of a re-run class stays a JAX pytree node but loses the names
+        ``change`` drops. All or nothing in jax.export; the undo puts jax.export back, but the
+        class stays a ``jax.tree_util`` node (JAX cannot remove one, see
+        :attr:`can_unregister`).
         """
-        del override
+        node = change.node
         cls = node.type
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
             functions = node.bind(
@@ -372,41 +326,34 @@ class JaxBackend:
                 flatten_func=node.flatten,
             )
             _TREE_UTIL[cls] = node
-        name = node.name
-        if name is None:
-            if node.kind != "namedtuple" and cls not in _PLACEHOLDERS:
-                short = cls.__qualname__.rsplit(".", 1)[-1]
-                _refuse(cls, "unnamed", _UNNAMED.format(cls=node.qualname, short=short))
-            return
-        holder = _EXPORT_NAMES.get(name)
-        if holder is cls:  # registered by an earlier attempt that was rolled back
-            _register_aliases(node, previous, name)
-            return
+        if change.name is None and not change.drops:
+            return _nothing
         # All or nothing: a failure part-way (the earlier definition's name dropped, the new
         # one not registered) would leave saved artifacts that load nowhere.
         saved = _export_snapshot()
         try:
-            self._register_name(node, previous, name)
+            for name, holder in change.drops:
+                _drop_export_name(name, holder)
+            if change.name is not None:
+                _add_names(change, change.name)
         except BaseException:
             _export_restore(saved)
             raise
+        # Called, if at all, by the registry's rollback under its lock, before any other
+        # change: jax.export is put back as it was (its jax.tree_util node stays).
+        return functools.partial(_export_restore, saved)
 
-    def _register_name(self, node: NodeType, previous: NodeType | None, name: str) -> None:
-        cls = node.type
-        if name in _EXPORT_ALIASES:  # an alias of ours (of a re-run class) becomes the name
-            _drop_export_alias(name, _EXPORT_ALIASES.pop(name))
-        placeholder = _PLACEHOLDERS.pop(cls, None)
-        if placeholder is not None:  # registered unnamed before (a rolled-back attempt)
-            _drop_export_registration(cls, placeholder)
-        for held_name, held_cls in list(_EXPORT_NAMES.items()):
-            # The previous class of a re-run definition (holder), or this class under an
-            # older name from a registration that was rolled back: the new one wins.
-            if held_name == name or held_cls is cls:
-                _drop_export_registration(held_cls, held_name)
-                del _EXPORT_NAMES[held_name]
-                if held_cls is not cls:  # the earlier definition's objects: say what to do
-                    label = f"{held_cls.__module__}.{held_cls.__qualname__}"
-                    _refuse(held_cls, "stale", _STALE.format(cls=label, name=name))
+    def __repr__(self) -> str:
+        return "<treeclass JAX backend>"
+
+
+def _add_names(change: Change, name: str) -> None:
+    """Register the class under ``name`` in jax.export (unless it is already) and its aliases."""
+    node = change.node
+    cls = node.type
+    by_type, _ = _export_registries()
+    entry = by_type.get(cls)
+    if entry is None or entry[0] != name:
         if node.kind == "namedtuple":
             jax.export.register_namedtuple_serialization(cls, serialized_name=name)
         else:
@@ -417,83 +364,8 @@ class JaxBackend:
                 deserialize_auxdata=functools.partial(_deserialize_aux, node),
                 from_children=functools.partial(_from_children, node),
             )
-        _EXPORT_NAMES[name] = cls
-        _register_aliases(node, previous, name)
-
-    def unregister(self, node: NodeType) -> None:
-        """Do nothing: JAX cannot undo a pytree registration (:attr:`can_unregister`).
-
-        The registry never calls this for JAX: it registers with JAX last, so there is
-        nothing after it to fail. A later registration of the same class with the same
-        options reuses what is left in JAX.
-        """
-        del node
-
-    def __repr__(self) -> str:
-        return "<treeclass JAX backend>"
-
-
-def _ours(name: str, cls: type) -> bool:
-    """Whether jax.export holds ``name`` for ``cls`` because treeclass registered it."""
-    return _EXPORT_NAMES.get(name) is cls or _EXPORT_ALIASES.get(name) is cls
-
-
-def _register_aliases(node: NodeType, previous: NodeType | None, name: str) -> None:
-    """Make jax.export's aliases of ``node``'s class (and of ``previous``) what ``node`` says.
-
-    ``name`` is the name ``node``'s class is registered under in jax.export.
-
-    Aliases the class, or the earlier definition it replaces, held and no longer declares are
-    dropped; an alias held by an earlier definition (the registry let the re-run take it)
-    moves to the class.
-    """
-    if not node.aliases and not _EXPORT_ALIASES:
-        return  # the usual case
-    cls = node.type
-    old = None if previous is None else previous.type
-    for alias, held in list(_EXPORT_ALIASES.items()):
-        if (held is cls or held is old) and alias not in node.aliases:
-            _drop_export_alias(alias, held)
-            del _EXPORT_ALIASES[alias]
-    for alias in node.aliases:
-        holder = _EXPORT_ALIASES.get(alias)
-        if holder is not None and holder is not cls:
-            _drop_export_alias(alias, holder)
+    for alias in change.aliases:
         _add_export_alias(alias, name)
-        _EXPORT_ALIASES[alias] = cls
-
-
-def _refuse(cls: type, kind: str, message: str) -> None:
-    """Give ``cls`` a jax.export registration whose serialization raises ``message``.
-
-    JAX's own error for a class without one advises ``register_pytree_node_serialization``,
-    the wrong fix for a treeclass user. The placeholder name is never written by treeclass;
-    ``Exported.serialize()`` calls ``serialize_auxdata`` directly (jax 0.10.2,
-    ``jax/_src/export/serialization.py``), so the treeclass error reaches the user unchanged.
-    """
-    placeholder = (
-        f"{_PLACEHOLDER_PREFIX}{kind} {cls.__module__}.{cls.__qualname__} at {id(cls):#x}>"
-    )
-
-    def serialize_auxdata(aux: Any) -> NoReturn:
-        raise UnnamedClassError(message)
-
-    def deserialize_auxdata(data: bytes) -> NoReturn:
-        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
-
-    def from_children(aux: Any, children: Any) -> NoReturn:  # never called: loading refuses
-        raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
-
-    jax.export.register_pytree_node_serialization(
-        cls,
-        serialized_name=placeholder,
-        serialize_auxdata=serialize_auxdata,
-        deserialize_auxdata=deserialize_auxdata,
-        # A namedtuple is JAX's own node, absent from jax.tree_util's registry, so jax.export
-        # needs a from_children for it.
-        from_children=from_children if issubclass(cls, tuple) else None,
-    )
-    _PLACEHOLDERS[cls] = placeholder
 
 
 #: The adapter object the registry holds.

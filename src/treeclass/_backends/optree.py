@@ -13,6 +13,7 @@ registered is refused unless ``override=True``. Namedtuples are optree's own. Al
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
@@ -20,10 +21,10 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._core.nodes import NodeType
+from .._core.registry import Change, Undo
 from .._core.tree import TreeSpec
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
-from .._treespec.convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node
 
 if TYPE_CHECKING:
@@ -64,6 +65,10 @@ def _describe_entry(entry: PyTreeNodeRegistryEntry) -> str:
     return f"{module}.{qualname}"
 
 
+def _nothing() -> None:
+    pass
+
+
 class OptreeBackend:
     """Mirrors treeclass's registry into optree's global namespace and any named ones.
 
@@ -88,15 +93,16 @@ class OptreeBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Refuse ``node`` if another library registered its class where treeclass writes.
+    def check(self, change: Change) -> None:
+        """Refuse the class if another library registered it where treeclass writes.
 
         Raises:
             RegistrationError: the class is an optree node of another library's in the global
                 namespace or in a namespace added with :meth:`add_namespace`, and
                 ``override`` is false.
         """
-        if node.kind == "namedtuple" or override:
+        node = change.node
+        if node.kind == "namedtuple" or change.override:
             return
         with self._lock:
             for namespace in self._namespaces:
@@ -110,22 +116,23 @@ class OptreeBackend:
                         "replace that registration, or leave it to the other library."
                     )
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Register ``node``'s class in every namespace, all or none.
+    def add(self, change: Change) -> Undo:
+        """Register the class in every namespace, all or none; the undo removes it again.
 
         Raises:
             RegistrationError: optree refused the class in one namespace; the namespaces done
                 before it are undone.
         """
+        node = change.node
         if node.kind == "namedtuple":
-            return
+            return _nothing
         cls = node.type
         with self._lock:
             functions = (node.bind("optree", str)["flatten_entries"], node.unflatten)
             done: list[str] = []
             for namespace in self._namespaces:
                 try:
-                    if override:
+                    if change.override:
                         self._displace(cls, namespace)
                     _register(cls, functions, namespace)
                 except Exception as e:
@@ -139,13 +146,14 @@ class OptreeBackend:
             self._registered[cls] = tuple(done)
             self._functions[cls] = functions
 
-    def unregister(self, node: NodeType) -> None:
-        """Remove ``node``'s class from every namespace, restoring what it replaced."""
-        with self._lock:
-            done = self._registered.pop(node.type, ())
-            self._functions.pop(node.type, None)
-            self._undo(node.type, done)
-            self._restore(node.type, done)
+        def undo() -> None:
+            with self._lock:
+                namespaces = self._registered.pop(cls, ())
+                self._functions.pop(cls, None)
+                self._undo(cls, namespaces)
+                self._restore(cls, namespaces)
+
+        return undo
 
     # -- named namespaces ----------------------------------------------------------------------
 
@@ -282,26 +290,16 @@ def nodes_from_spec(spec: Any) -> list[Node]:
             "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "
             f"but optree {optree.__version__} is installed; upgrade optree."
         ) from None
-    return nodes_of(framework, walked, _read_torch if spec.namespace == "torch" else _read)
+    read = _read
+    if spec.namespace == "torch":  # torch's own nodes: the torch adapter reads them
+        read = importlib.import_module("treeclass._backends.torch").read_cxx
+    return nodes_of(framework, walked, read)
 
 
 def _read(item: Any) -> tuple[Any, Any, Any, bool] | None:
     if item is None:
         return None
     cls, data, children = item
-    return (cls, data, children, children.count(None) == len(children))
-
-
-def _read_torch(item: Any) -> tuple[Any, Any, Any, bool] | None:
-    """A node of torch's C++ pytree, whose treeclass nodes torch flattened its own way."""
-    if item is None:
-        return None
-    cls, data, children = item
-    converted = from_torch_form(cls, data, children)
-    if converted is not None:
-        data, with_nones = converted
-        if with_nones is not children:
-            return (cls, data, with_nones, False)
     return (cls, data, children, children.count(None) == len(children))
 
 

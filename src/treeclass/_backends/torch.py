@@ -1,18 +1,28 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
 Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. Every class is
-registered with torch's Python pytree under its treeclass name as ``serialized_type_name``, with
-exact dumpable contexts (tuples stay tuples) and ``GetAttrKey`` paths; torch mirrors it into its
-C++ pytree. Beyond ``register_pytree_node``, it checks before changing anything, refuses a name
-torch maps to another class, replaces another library's registration only with
-``override=True``, moves a name to a re-run class definition, gives unnamed classes a
-placeholder name whose use is a clear error (``docs/torch.md``), and makes torch load a class's
-``aliases=`` (earlier names) as the class. Also converts torch ``TreeSpec``s to and from the
-treespec node list.
+registered with torch's Python pytree (``register_pytree_node``) under its treeclass name as
+``serialized_type_name``, with exact dumpable contexts (tuples stay tuples) and ``GetAttrKey``
+paths; torch mirrors it into its C++ pytree. The registry decides every name and every name an
+earlier definition loses (:class:`~treeclass._core.registry.Change`); this adapter adds the
+class, moves those names, replaces another library's registration only with ``override=True``,
+and undoes all of it on request.
 
-torch offers no public way to inspect or undo a registration: each access to its private state
-is one small function below, checked against :data:`CHECKED_TORCH_VERSION` and covered by
-``tests/test_torch_backend.py``.
+An unnamed class, and the earlier definition of a re-run class, have no
+``serialized_type_name`` in torch (torch's own ``NO_SERIALIZED_TYPE_NAME_FOUND``):
+``torch.utils._pytree.treespec_dumps`` (and ``torch.export.save``) raise torch's
+``NotImplementedError`` ("No registered serialization name for ... found"), while
+``treeclass.treespec_dumps`` of the spec raises :class:`~treeclass.UnnamedClassError` saying
+how to name it (``docs/torch.md``).
+
+torch's ``None`` is a leaf, so with ``return_none_fields=False`` (the default) a class's
+``None`` fields are left out of its children here and named in its context: that form -- its
+generated functions, its context codec, its conversion to the neutral node list -- lives in
+this module alone, under the one name "None form" (see :func:`_none_form`).
+
+torch offers no public way to inspect or undo a registration, nor to give a class a second
+name: each access to its private state is one accessor below, listed with the version it was
+checked on in ``docs/contributing.md``.
 """
 
 from __future__ import annotations
@@ -28,18 +38,12 @@ from .._core.codegen import set_tracing_check
 from .._core.fields import is_namedtuple_class
 from .._core.json import dumps_canonical
 from .._core.nodes import NodeType
-from .._core.registry import node_for_name, registered_node
-from .._core.state import StateCodec
+from .._core.registry import Change, Undo, registered_node
+from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec
-from .._errors import (
-    NameConflictError,
-    RegistrationError,
-    TreespecLoadError,
-    UnnamedClassError,
-    brief,
-)
+from .._errors import NameConflictError, RegistrationError, TreespecLoadError, brief
 from .._pickle import rebuild_registered
-from .._treespec.convert import from_torch_form, leaf_count_error, nodes_of, skeleton
+from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, state_from_bytes
 from .activation import complete
 
@@ -57,87 +61,63 @@ CHECKED_TORCH_VERSION: Final = "2.13.0"
 
 _NAMESPACE: Final = "torch"  # optree namespace of torch.utils._cxx_pytree
 _NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every namedtuple
-_UNNAMED_PREFIX: Final = "<treeclass unnamed "
-_SUPERSEDED_PREFIX: Final = "<treeclass superseded "
 
 
 # --------------------------------------------------------------------------------------------
-# Private torch state. Checked against torch 2.13.0 (torch/utils/_pytree.py,
-# torch/utils/_cxx_pytree.py): the Python registry is three module-level dicts guarded by
-# ``_NODE_REGISTRY_LOCK`` plus ``CONSTANT_NODES``; the C++ one is optree's ``"torch"``
-# namespace, filled from ``_cxx_pytree_pending_imports`` when ``torch.utils._cxx_pytree`` is
-# first imported.
+# Private torch state: one accessor per fact (docs/contributing.md). torch's Python registry is
+# three module-level dicts guarded by ``_NODE_REGISTRY_LOCK`` plus ``CONSTANT_NODES``; the C++
+# one is optree's ``"torch"`` namespace, filled from ``_cxx_pytree_pending_imports`` when
+# ``torch.utils._cxx_pytree`` is first imported.
 # --------------------------------------------------------------------------------------------
 
 
 def _registry_lock() -> Any:
-    """The lock around torch's Python registry (private; torch 2.13.0)."""
+    """The lock around torch's Python registry."""
     return pytree._NODE_REGISTRY_LOCK
 
 
-def _python_node(cls: type) -> Any:
-    """The ``NodeDef`` of ``cls`` in torch's Python registry, or ``None`` (torch 2.13.0)."""
-    return pytree.SUPPORTED_NODES.get(cls)
-
-
-def _serialize_def(cls: type) -> Any:
-    """The ``_SerializeNodeDef`` torch keeps for ``cls``, or ``None`` (torch 2.13.0)."""
-    return pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
-
-
 def _class_for_serialized_name(name: str) -> type | None:
-    """The class torch maps ``name`` to when loading, or ``None`` (private; torch 2.13.0)."""
+    """The class torch loads ``name`` as, or ``None``."""
     return pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name)
 
 
-#: The aliases (earlier names) this module made torch load as each class.
-_ALIASES: dict[type, tuple[str, ...]] = {}
+def _load_name_as(name: str, cls: type | None) -> None:
+    """Make torch load ``name`` as ``cls`` (``None``: as nothing).
 
-
-def _aliases_of(cls: type) -> tuple[str, ...]:
-    """The aliases of ``cls`` torch maps to it (private map; torch 2.13.0)."""
-    held = _ALIASES.get(cls)
-    if not held:
-        return ()
-    return tuple(a for a in held if pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(a) is cls)
-
-
-def _add_aliases(cls: type, aliases: tuple[str, ...]) -> None:
-    """Make torch load each of ``aliases`` as ``cls`` (private; torch 2.13.0).
-
-    torch has no public way to give a class a second name. Its ``treespec_loads`` (which
-    ``torch.export.load`` uses) looks a ``serialized_type_name`` up in
-    ``SERIALIZED_TYPE_TO_PYTHON_TYPE`` and then uses the class's entry in
-    ``SUPPORTED_SERIALIZED_TYPES`` (its ``from_dumpable_context``); a namedtuple's name is
-    looked up in the same map. An alias is a second key of that map. Writing goes through
-    ``SUPPORTED_SERIALIZED_TYPES`` only, so the class is still written under its name.
+    torch has no public way to give a class a second name (an alias). Its ``treespec_loads``
+    (which ``torch.export.load`` uses) looks a ``serialized_type_name`` up in
+    ``SERIALIZED_TYPE_TO_PYTHON_TYPE`` and then uses the class's ``from_dumpable_context``; a
+    namedtuple's name is looked up in the same map. Writing goes through the class's own
+    serialization entry, so an alias is never written.
     """
     with _registry_lock():
-        held = _aliases_of(cls)
-        for alias in aliases:
-            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[alias] = cls
-        _ALIASES[cls] = held + tuple(a for a in aliases if a not in held)
+        if cls is None:
+            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.pop(name, None)
+        else:
+            pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[name] = cls
 
 
-def _drop_aliases(cls: type) -> None:
-    """Stop torch loading the aliases treeclass gave ``cls`` (private; torch 2.13.0)."""
-    with _registry_lock():
-        for alias in _ALIASES.pop(cls, ()):
-            if pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(alias) is cls:
-                del pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[alias]
+def _unname(cls: type, name: str) -> None:
+    """Stop torch writing ``cls`` as ``name``: it gets torch's own "no name" marker.
 
-
-def _is_constant(cls: type) -> bool:
-    """Whether ``cls`` was registered with ``register_constant`` (private; torch 2.13.0)."""
-    return cls in pytree.CONSTANT_NODES
-
-
-def _pending_cxx(cls: type) -> list[Any]:
-    """Registrations of ``cls`` torch holds until ``_cxx_pytree`` is imported (torch 2.13.0).
-
-    Each is ``((cls, flatten_fn, unflatten_fn), kwargs)``.
+    Its node stays (objects of an earlier definition still flatten); torch's ``treespec_dumps``
+    then raises its own error for it. A namedtuple loses its registration altogether (torch
+    writes a namedtuple's name without asking for a context), and is torch's generic namedtuple
+    node again.
     """
-    return [p for p in pytree._cxx_pytree_pending_imports if p[0][0] is cls]
+    with _registry_lock():
+        serialize = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+        if serialize is None or serialize.serialized_type_name != name:
+            return
+        if is_namedtuple_class(cls):
+            _remove(cls)
+            return
+        refuse = _refuse(cls)
+        pytree.SUPPORTED_SERIALIZED_TYPES[cls] = serialize._replace(
+            serialized_type_name=pytree.NO_SERIALIZED_TYPE_NAME_FOUND,
+            to_dumpable_context=refuse,
+            from_dumpable_context=refuse,
+        )
 
 
 def _optree() -> Any:
@@ -154,8 +134,8 @@ def _optree() -> Any:
 def _cxx_node(cls: type) -> Any:
     """The optree registry entry of ``cls`` in the ``"torch"`` namespace, or ``None``.
 
-    Entries of optree's global namespace (which torch's lookups fall back to) are not torch's
-    and are left alone.
+    Public optree API. Entries of optree's global namespace (which torch's lookups fall back
+    to) are not torch's and are left alone.
     """
     optree = _optree()
     if optree is None:
@@ -167,7 +147,7 @@ def _cxx_node(cls: type) -> Any:
 
 
 def _is_opaque(cls: type) -> bool:
-    """Whether torch treats ``cls`` as an opaque leaf type (private; torch 2.13.0)."""
+    """Whether torch treats ``cls`` as an opaque leaf type (``torch._library.opaque_object``)."""
     try:
         from torch._library.opaque_object import is_opaque_type
     except ImportError:  # pragma: no cover - older or newer torch
@@ -175,17 +155,15 @@ def _is_opaque(cls: type) -> bool:
     return bool(is_opaque_type(cls))
 
 
-class _Snapshot(NamedTuple):
+class _Held(NamedTuple):
     """Everything torch's two registries hold about one class, to put it back later."""
 
     cls: type
     node: Any  # pytree.NodeDef | None
     serialize: Any  # pytree._SerializeNodeDef | None
-    owns_name: bool  # whether SERIALIZED_TYPE_TO_PYTHON_TYPE maps serialize's name to cls
     constant: bool
     cxx: Any  # optree PyTreeNodeRegistryEntry | None
-    pending: tuple[Any, ...]
-    aliases: tuple[str, ...] = ()  # treeclass aliases torch maps to cls
+    pending: tuple[Any, ...]  # ((cls, flatten_fn, unflatten_fn), kwargs) for _cxx_pytree
 
     @property
     def empty(self) -> bool:
@@ -194,29 +172,26 @@ class _Snapshot(NamedTuple):
         )
 
 
-def _snapshot(cls: type) -> _Snapshot:
-    """Read what torch knows about ``cls`` (private; torch 2.13.0)."""
+def _held(cls: type) -> _Held:
+    """What torch holds for ``cls``.
+
+    Private: ``SUPPORTED_NODES``, ``SUPPORTED_SERIALIZED_TYPES``, ``CONSTANT_NODES``,
+    ``_cxx_pytree_pending_imports``; and the C++ registry (public optree API).
+    """
     with _registry_lock():
-        serialize = _serialize_def(cls)
-        owns = serialize is not None and (
-            _class_for_serialized_name(serialize.serialized_type_name) is cls
-        )
-        return _Snapshot(
+        return _Held(
             cls,
-            _python_node(cls),
-            serialize,
-            owns,
-            _is_constant(cls),
+            pytree.SUPPORTED_NODES.get(cls),
+            pytree.SUPPORTED_SERIALIZED_TYPES.get(cls),
+            cls in pytree.CONSTANT_NODES,
             _cxx_node(cls),
-            tuple(_pending_cxx(cls)),
-            _aliases_of(cls),
+            tuple(p for p in pytree._cxx_pytree_pending_imports if p[0][0] is cls),
         )
 
 
 def _remove(cls: type) -> None:
-    """Remove ``cls`` from both torch registries, pending C++ ones included (torch 2.13.0)."""
+    """Remove ``cls`` from both torch registries, pending C++ ones included."""
     with _registry_lock():
-        _drop_aliases(cls)
         pytree.SUPPORTED_NODES.pop(cls, None)
         serialize = pytree.SUPPORTED_SERIALIZED_TYPES.pop(cls, None)
         if serialize is not None:
@@ -230,24 +205,20 @@ def _remove(cls: type) -> None:
             _optree().unregister_pytree_node(cls, namespace=_NAMESPACE)
 
 
-def _restore(snap: _Snapshot) -> None:
-    """Make torch's registries hold exactly ``snap`` for its class again (torch 2.13.0)."""
-    cls = snap.cls
+def _put(held: _Held) -> None:
+    """Make torch's registries hold exactly ``held`` for its class again (names aside)."""
+    cls = held.cls
     _remove(cls)
     with _registry_lock():
-        if snap.node is not None:
-            pytree.SUPPORTED_NODES[cls] = snap.node
-        if snap.serialize is not None:
-            pytree.SUPPORTED_SERIALIZED_TYPES[cls] = snap.serialize
-            if snap.owns_name:
-                pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[snap.serialize.serialized_type_name] = cls
-        if snap.constant:
+        if held.node is not None:
+            pytree.SUPPORTED_NODES[cls] = held.node
+        if held.serialize is not None:
+            pytree.SUPPORTED_SERIALIZED_TYPES[cls] = held.serialize
+        if held.constant:
             pytree.CONSTANT_NODES.add(cls)
-        if snap.aliases:
-            _add_aliases(cls, snap.aliases)
-        pytree._cxx_pytree_pending_imports.extend(snap.pending)
-        if snap.cxx is not None:
-            entry = snap.cxx
+        pytree._cxx_pytree_pending_imports.extend(held.pending)
+        if held.cxx is not None:
+            entry = held.cxx
             _optree().register_pytree_node(
                 cls,
                 entry.flatten_func,
@@ -257,28 +228,8 @@ def _restore(snap: _Snapshot) -> None:
             )
 
 
-def _set_serialization(
-    cls: type,
-    serialized_type_name: str,
-    to_dumpable: Callable[[Any], Any],
-    from_dumpable: Callable[[Any], Any],
-) -> None:
-    """Replace only how torch serializes ``cls``, keeping its node (private; torch 2.13.0)."""
-    with _registry_lock():
-        old = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
-        if (
-            old is not None
-            and pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(old.serialized_type_name) is cls
-        ):
-            del pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[old.serialized_type_name]
-        pytree.SUPPORTED_SERIALIZED_TYPES[cls] = pytree._SerializeNodeDef(
-            cls, serialized_type_name, to_dumpable, from_dumpable
-        )
-        pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE[serialized_type_name] = cls
-
-
 def _forget_loaded_specs() -> None:
-    """Empty the ``lru_cache`` of ``treespec_loads`` (torch 2.13.0).
+    """Empty the ``lru_cache`` of ``treespec_loads`` (public ``functools`` API).
 
     Otherwise it keeps returning specs holding a class whose name moved to another one.
     """
@@ -288,9 +239,8 @@ def _forget_loaded_specs() -> None:
 def _dynamo_tracing_check() -> Callable[[], bool] | None:
     """The check that sends generated unflatten functions down their traceable path.
 
-    ``torch.compiler.is_dynamo_compiling`` returns ``False`` when called, and Dynamo folds it
-    to ``True`` (``tracing_state_functions`` in ``torch/_dynamo/variables/torch.py``, torch
-    2.13.0). It costs ~12 ns per call outside tracing; ``is_compiling()`` costs ~50 ns.
+    ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
+    folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
     """
     import importlib
 
@@ -300,9 +250,9 @@ def _dynamo_tracing_check() -> Callable[[], bool] | None:
 
 
 def _register_namedtuple(cls: type, name: str) -> None:
-    """Register a namedtuple by name, privately (torch 2.13.0); Python registry only.
+    """Register a namedtuple by name (``pytree._register_namedtuple``: torch has no public way).
 
-    optree (torch's C++ pytree) treats every namedtuple as a node already.
+    Python registry only: optree (torch's C++ pytree) treats every namedtuple as a node already.
     """
     pytree._register_namedtuple(cls, serialized_type_name=name)
 
@@ -312,59 +262,138 @@ def _register_namedtuple(cls: type, name: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def _describe_existing(snap: _Snapshot) -> str:
-    if snap.serialize is not None:
-        name = snap.serialize.serialized_type_name
+def _describe_existing(held: _Held) -> str:
+    if held.serialize is not None:
+        name = held.serialize.serialized_type_name
         if name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
             return "without a serialized_type_name"
         return f"with serialized_type_name={name!r}"
-    if snap.cxx is not None or snap.pending:
+    if held.cxx is not None or held.pending:
         return "in its C++ pytree (torch.utils._cxx_pytree) only"
     return "as a pytree node"  # pragma: no cover - a NodeDef always has a _SerializeNodeDef
 
 
-def _placeholder(prefix: str, cls: type) -> str:
-    return f"{prefix}{cls.__module__}.{cls.__qualname__} at {id(cls):#x}>"
+def _refuse(cls: type) -> Callable[[Any], Any]:
+    """A context codec refusing a class without a name (treeclass's error, at load too)."""
 
-
-def _raise_unnamed(node: NodeType) -> Callable[[Any], Any]:
     def refuse(_context: Any) -> Any:
-        node.require_name()
-        raise UnnamedClassError(node.qualname)  # pragma: no cover - require_name raised
+        node = registered_node(cls)
+        if node is not None:
+            node.require_name()
+        raise TreespecLoadError(  # pragma: no cover - require_name raised
+            f"{cls.__module__}.{cls.__qualname__} has no serialized name in torch."
+        )
 
     return refuse
 
 
-def _raise_superseded(previous: NodeType) -> Callable[[Any], Any]:
-    message = (
-        f"{previous.qualname} was defined again (its class statement ran a second time, as in "
-        f"a notebook or after importlib.reload), and the name {previous.name!r} now belongs to "
-        "the new class; this object is an instance of the old class, so rebuild it from the "
-        "new class before serializing it."
+# --------------------------------------------------------------------------------------------
+# torch's None form. torch's None is a leaf, so with return_none_fields=False (the default) a
+# class's None fields are left out of its children and named first in its context:
+# ``(nones, *statics)`` (the generated functions: the torch family of treeclass._core.codegen). Its
+# state is the class's state with the None fields under "none"; its neutral form has them as
+# None children, as every other registry does.
+# --------------------------------------------------------------------------------------------
+
+
+def _none_form(node: NodeType) -> bool:
+    """Whether torch keeps ``node``'s class in the ``None`` form (``(nones, *statics)``)."""
+    return (
+        node.kind in ("dataclass", "attrs")
+        and not node.return_none_fields
+        and bool(node.data_fields)
     )
 
-    def refuse(_context: Any) -> Any:
-        raise UnnamedClassError(message)
 
-    return refuse
+def _cannot_drop(node: NodeType, layout: Layout) -> TreespecLoadError:
+    dropped = [n for n, t in zip(layout.names, layout.targets) if t < 0]
+    return TreespecLoadError(
+        f"the saved auxdata of {node.qualname} holds the removed field(s) {dropped!r} as "
+        "children, which a torch structure cannot drop (its children are fixed); load the "
+        "document with treeclass.treespec_loads (or treeclass.load), which drops them, or save "
+        "it again with the class as it is now."
+    )
 
 
-def _codec(node: NodeType) -> StateCodec:
+def _context_codec(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """``(context -> state, state -> context)`` of a class: its state codec, in the None form."""
     assert node.codec is not None  # every registered class has one
-    return node.codec
+    getstate = node.codec.getstate
+    load = node.codec.load
+    data = node.data_fields
+    none_form = _none_form(node)
+
+    def to_state(context: Any) -> Any:
+        if not none_form:
+            return getstate(context)
+        state = getstate(context[1:])
+        nones = context[0]
+        if nones:
+            state["data"] = [n for n in data if n not in nones]
+            state["none"] = list(nones)
+        return state
+
+    def from_state(state: Any) -> Any:
+        values, plan = load(state)
+        if plan is None:
+            return ((), *values) if none_form else values
+        if isinstance(plan, Layout):
+            if plan.fills:
+                filled = [data[i] for i in plan.fills]
+                raise cannot_fill(node.qualname, filled, "a torch structure")
+            raise _cannot_drop(node, plan)
+        if not none_form:
+            absent = sorted(f for f, held in zip(data, plan) if not held)
+            raise TreespecLoadError(
+                f"the saved auxdata of {node.qualname} has None-valued field(s) {absent!r} "
+                "outside the children, but the class is now registered with "
+                "return_none_fields=True (None fields are children in torch); load it with "
+                "treeclass.treespec_loads, or with the class as it was, or re-save."
+            )
+        return (tuple(f for f, held in zip(data, plan) if not held), *values)
+
+    return to_state, from_state
+
+
+class _NoneField:
+    """A ``None`` field torch left out of a node's children (read as a ``None`` node)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<treeclass None field>"
+
+
+_NONE_FIELD: Final = _NoneField()
+
+
+def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | None:
+    """A node torch keeps in the None form, as the neutral node list has it.
+
+    Returns ``(statics, children)`` with :data:`_NONE_FIELD` for the left-out fields, or
+    ``None`` when the node is not in that form.
+    """
+    node = registered_node(cls) if isinstance(cls, type) else None
+    if node is None or not _none_form(node):
+        return None
+    nones = context[0]
+    if not nones:
+        return context[1:], children
+    it = iter(children)
+    return context[1:], [_NONE_FIELD if f in nones else next(it) for f in node.data_fields]
 
 
 def _to_dumpable(node: NodeType) -> Callable[[Any], str]:
-    torch_getstate = _codec(node).torch_getstate
+    to_state = _context_codec(node)[0]
 
     def to_dumpable_context(context: Any) -> str:
-        return dumps_canonical(torch_getstate(context))
+        return dumps_canonical(to_state(context))
 
     return to_dumpable_context
 
 
 def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
-    torch_setstate = _codec(node).torch_setstate
+    from_state = _context_codec(node)[1]
 
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
@@ -373,50 +402,25 @@ def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return torch_setstate(state_from_bytes(node, dumpable))
+        return from_state(state_from_bytes(node, dumpable))
 
     return from_dumpable_context
 
 
-def _holds_for_treeclass(alias: str, holder: type) -> bool:
-    """Whether torch maps ``alias`` to ``holder`` because treeclass does too.
-
-    The registry lets a re-run of a class definition take an alias over from the earlier
-    definition; torch's map then still points at the earlier class.
-    """
-    held = node_for_name(alias)
-    return held is not None and held.type is holder
-
-
-def _put_back(moved: dict[str, type]) -> None:
-    """Map each alias in ``moved`` to its earlier class again (undoing a takeover)."""
-    for alias, holder in moved.items():
-        _add_aliases(holder, (alias,))
-
-
-def _superseded_holder(node: NodeType, previous: NodeType | None) -> NodeType | None:
-    """The earlier definition of ``node``'s class that torch still maps its name to.
-
-    ``previous`` as the registry passes it; when the backend is activated after both
-    definitions ran (a notebook cell run twice before ``import torch``), the registry passes
-    ``None``, and the earlier definition is found from torch's map instead.
-    """
-    if previous is not None or node.name is None:
-        return previous
-    holder = _class_for_serialized_name(node.name)
-    if holder is None or holder is node.type:
-        return None
-    held = registered_node(holder)
-    if (
-        held is not None
-        and held.name == node.name
-        and held.origin is not None
-        and node.origin is not None
-        and node.origin.reruns(held.origin)
-        and node_for_name(node.name) is node
-    ):
-        return held
-    return None
+def _name_conflict(change: Change, name: str, holder: type) -> NameConflictError:
+    node = change.node
+    owner = f"{holder.__module__}.{holder.__qualname__}"
+    if name == change.name:
+        return NameConflictError(
+            f"PyTorch's pytree already maps serialized_type_name {name!r} to {owner}, so "
+            f"{node.qualname} cannot be registered under that name (torch would silently load "
+            "one class as the other); give it another name=."
+        )
+    return NameConflictError(
+        f"PyTorch's pytree already maps serialized_type_name {name!r} to {owner}, so "
+        f"{node.qualname} cannot have it as an alias (torch would load one class as the "
+        "other); remove it from aliases=."
+    )
 
 
 class TorchBackend:
@@ -425,154 +429,108 @@ class TorchBackend:
     name = "torch"
     can_unregister = True
 
-    def __init__(self) -> None:
-        # cls -> what torch held for it before treeclass registered it (a foreign
-        # registration replaced with override=True), and the previous definition's
-        # serialization whose name was moved to it; both are put back by unregister().
-        self._undo: dict[type, tuple[_Snapshot | None, _Snapshot | None]] = {}
-        # cls -> the classes torch mapped the aliases it took to before (a re-run class's
-        # earlier definition that kept its name, the registry allowing it); put back too.
-        self._moved: dict[type, dict[str, type]] = {}
-
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Raise a :class:`RegistrationError` if torch cannot take ``node``; change nothing.
+    def check(self, change: Change) -> None:
+        """Raise a :class:`RegistrationError` if torch cannot take ``change``; change nothing.
 
         Raises:
-            NameConflictError: torch already maps the name to another class.
+            NameConflictError: torch already maps a name or alias to a class that is not
+                an earlier definition of this one.
             RegistrationError: torch already has a registration for the class (and
                 ``override`` is false), or treats the class as an opaque leaf.
         """
-        cls = node.type
-        previous = _superseded_holder(node, previous)
-        if node.name is not None:
-            holder = _class_for_serialized_name(node.name)
-            if (
-                holder is not None
-                and holder is not cls
-                and not (previous is not None and holder is previous.type)
-            ):
-                raise NameConflictError(
-                    f"PyTorch's pytree already maps serialized_type_name {node.name!r} to "
-                    f"{holder.__module__}.{holder.__qualname__}, so {node.qualname} cannot be "
-                    "registered under that name (torch would silently load one class as the "
-                    "other); give it another name=."
-                )
-        for alias in node.aliases:
-            holder = _class_for_serialized_name(alias)
-            if (
-                holder is not None
-                and holder is not cls
-                and not (previous is not None and holder is previous.type)
-                and not _holds_for_treeclass(alias, holder)
-            ):
-                raise NameConflictError(
-                    f"PyTorch's pytree already maps serialized_type_name {alias!r} to "
-                    f"{holder.__module__}.{holder.__qualname__}, so {node.qualname} cannot have "
-                    "it as an alias (torch would load one class as the other); remove it from "
-                    "aliases=."
-                )
-        snap = _snapshot(cls)
-        if not snap.empty and not override:
+        node = change.node
+        for name in change.names:
+            holder = _class_for_serialized_name(name)
+            if holder is not None and not change.may_take(name, holder):
+                raise _name_conflict(change, name, holder)
+        held = _held(node.type)
+        if not held.empty and not change.override:
             raise RegistrationError(
                 f"{node.qualname} is already registered with PyTorch's pytree "
-                f"{_describe_existing(snap)}, by another library (transformers registers every "
+                f"{_describe_existing(held)}, by another library (transformers registers every "
                 "ModelOutput subclass that way); pass override=True to register_dataclass() or "
                 "pytree_dataclass() to replace that registration with treeclass's, in "
                 "torch.utils._pytree and torch.utils._cxx_pytree."
             )
-        if _is_opaque(cls):
+        if _is_opaque(node.type):
             raise RegistrationError(
                 f"{node.qualname} is registered with torch as an opaque object type, which "
                 "torch requires to stay a pytree leaf; it cannot also be a treeclass node."
             )
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Register ``node`` with torch; on failure torch is left as it was.
+    def add(self, change: Change) -> Undo:
+        """Add the class to torch and move the names ``change`` says; the undo puts back all.
 
-        ``check`` has passed. A foreign registration of the class is replaced (``override``);
-        ``previous``, an earlier definition of the same class, loses the name to ``node``.
+        ``check`` has passed. A foreign registration of the class is replaced (``override``).
+        On failure torch is left as it was.
         """
+        node = change.node
         cls = node.type
-        previous = _superseded_holder(node, previous)
-        foreign = _snapshot(cls)
-        old_prev = _snapshot(previous.type) if previous is not None else None
-        moved: dict[str, type] = {}
-        for alias in node.aliases:
-            holder = _class_for_serialized_name(alias)
-            if holder is not None and holder is not cls:
-                moved[alias] = holder
+        with _registry_lock():
+            held = [_held(c) for c in dict.fromkeys((cls, *(c for _, c in change.drops)))]
+            names = {n: _class_for_serialized_name(n) for n in change.names}
+            names.update((n, _class_for_serialized_name(n)) for n, _ in change.drops)
+            for h in held:
+                if h.serialize is not None:
+                    n = h.serialize.serialized_type_name
+                    names.setdefault(n, _class_for_serialized_name(n))
+
+        def undo() -> None:
+            with _registry_lock():
+                for h in held:
+                    _put(h)
+                for n, c in names.items():
+                    _load_name_as(n, c)
+            _forget_loaded_specs()
+
         try:
-            if not foreign.empty:
+            if not held[0].empty:
                 _remove(cls)
-            if previous is not None and previous.kind == "namedtuple":
-                # torch writes a namedtuple's name without asking its to_dumpable_context,
-                # so the old class must lose its registration by name altogether.
-                _remove(previous.type)
-            elif previous is not None and _serialize_def(previous.type) is not None:
-                _set_serialization(
-                    previous.type,
-                    _placeholder(_SUPERSEDED_PREFIX, previous.type),
-                    _raise_superseded(previous),
-                    _raise_superseded(previous),
-                )
-                _drop_aliases(previous.type)  # the re-run declares its own
-            self._register(node)
-            if node.aliases:
-                _add_aliases(cls, node.aliases)
+            for name, holder in change.drops:
+                _unname(holder, name)
+                if _class_for_serialized_name(name) is holder:
+                    _load_name_as(name, None)
+            _register(node, change.name)
+            for alias in change.aliases:
+                _load_name_as(alias, cls)
         except BaseException:
-            _restore(foreign)
-            if old_prev is not None:
-                _restore(old_prev)
-            _put_back(moved)
+            undo()
             raise
-        if moved:
-            self._moved[cls] = moved
-        if previous is not None or not foreign.empty or moved:
+        if change.drops or not held[0].empty:
             _forget_loaded_specs()
-        if previous is not None or not foreign.empty:
-            self._undo[cls] = (None if foreign.empty else foreign, old_prev)
+        return undo
 
-    def _register(self, node: NodeType) -> None:
-        cls = node.type
-        if node.kind == "namedtuple":
-            if node.name is not None:
-                _register_namedtuple(cls, node.name)
-            return
-        if node.name is None:
-            serialized_type_name = _placeholder(_UNNAMED_PREFIX, cls)
-            to_dumpable: Callable[[Any], Any] = _raise_unnamed(node)
-            from_dumpable: Callable[[Any], Any] = _raise_unnamed(node)
-        else:
-            serialized_type_name = node.name
-            to_dumpable = _to_dumpable(node)
-            from_dumpable = _from_dumpable(node)
-        tracing = _dynamo_tracing_check()
-        # The embedded registry's unflatten (which optree shares) is traced too when users
-        # call treeclass.tree_map or optree.tree_map inside compiled code.
-        set_tracing_check(node.unflatten, tracing)
-        functions = node.bind("torch", pytree.GetAttrKey, family="torch", _tracing=tracing)
-        pytree.register_pytree_node(
-            cls,
-            functions["flatten"],
-            functions["unflatten"],
-            serialized_type_name=serialized_type_name,
-            to_dumpable_context=to_dumpable,
-            from_dumpable_context=from_dumpable,
-            flatten_with_keys_fn=functions["flatten_with_keys"],
-        )
+    def __repr__(self) -> str:
+        return "<treeclass torch backend>"
 
-    def unregister(self, node: NodeType) -> None:
-        """Undo :meth:`register`: put back what torch held before."""
-        foreign, old_prev = self._undo.pop(node.type, (None, None))
-        moved = self._moved.pop(node.type, {})
-        _remove(node.type)
-        if foreign is not None:
-            _restore(foreign)
-        if old_prev is not None:
-            _restore(old_prev)
-        _put_back(moved)
-        if foreign is not None or old_prev is not None or moved:
-            _forget_loaded_specs()
+
+def _register(node: NodeType, name: str | None) -> None:
+    """Register ``node``'s class with torch under ``name`` (unnamed: torch's own marker)."""
+    cls = node.type
+    if node.kind == "namedtuple":
+        if name is not None:
+            _register_namedtuple(cls, name)
+        return
+    if name is None:
+        to_dumpable: Callable[[Any], Any] = _refuse(cls)
+        from_dumpable: Callable[[Any], Any] = to_dumpable
+    else:
+        to_dumpable = _to_dumpable(node)
+        from_dumpable = _from_dumpable(node)
+    tracing = _dynamo_tracing_check()
+    # The embedded registry's unflatten (which optree shares) is traced too when users call
+    # treeclass.tree_map or optree.tree_map inside compiled code.
+    set_tracing_check(node.unflatten, tracing)
+    functions = node.bind("torch", pytree.GetAttrKey, family="torch", _tracing=tracing)
+    pytree.register_pytree_node(
+        cls,
+        functions["flatten"],
+        functions["unflatten"],
+        serialized_type_name=name,
+        to_dumpable_context=to_dumpable,
+        from_dumpable_context=from_dumpable,
+        flatten_with_keys_fn=functions["flatten_with_keys"],
+    )
 
 
 #: The weights-only allow-list entry for instances pickled by name: the global
@@ -623,7 +581,12 @@ allow_pickled_instances(True)  # on by default: docs/torch.md, "torch.load(weigh
 # --- structures ---------------------------------------------------------------------------
 
 
+_NONE_NODE: Final = (type(None), None, (), True)
+
+
 def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
+    if t is _NONE_FIELD:
+        return _NONE_NODE
     cls = t.type
     if cls is None:
         return None
@@ -633,12 +596,31 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
     children = t.children() if callable(getattr(t, "children", None)) else t.children_specs
     k = len(children)
-    converted = from_torch_form(cls, context, children)
+    converted = _from_none_form(cls, context, children)
     if converted is not None:
         context, with_nones = converted
         if with_nones is not children:
             return (cls, context, with_nones, False)
     return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
+
+
+def read_cxx(item: Any) -> tuple[Any, Any, Any, bool] | None:
+    """Read one node of torch's C++ pytree (an optree ``PyTreeSpec.walk`` item).
+
+    For :func:`treeclass._backends.optree.nodes_from_spec`: torch flattened treeclass nodes in
+    the None form there too.
+    """
+    if item is None:
+        return None
+    if item is _NONE_FIELD:
+        return _NONE_NODE
+    cls, data, children = item
+    converted = _from_none_form(cls, data, children)
+    if converted is not None:
+        data, with_nones = converted
+        if with_nones is not children:
+            return (cls, data, with_nones, False)
+    return (cls, data, children, children.count(None) == len(children))
 
 
 def nodes_from_spec(spec: Any) -> list[Node]:
@@ -668,12 +650,7 @@ def _none_leaves(spec: TreeSpec) -> int:
     for e in spec._entries:
         parent = stack[-1][0] if stack else None
         if e is not None and e[0].type is type(None):
-            kept_out = (
-                parent is not None
-                and parent.kind in ("dataclass", "attrs")
-                and not parent.return_none_fields
-            )
-            count += not kept_out
+            count += not (parent is not None and _none_form(parent))
         if stack:
             stack[-1][1] -= 1
         if e is not None and not e[3] and e[2]:

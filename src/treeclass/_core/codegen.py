@@ -11,7 +11,8 @@ type, JAX's hash check. Nothing here looks at the class itself; the rebuild plan
 - **core** (embedded registry, JAX, optree): every data field is a child, ``None`` included;
   the auxdata is the tuple of static values.
 - **torch** (where ``None`` is a leaf): with ``return_none_fields=False`` a ``None`` field is
-  left out of the children and its name goes into the auxdata ``(nones, *statics)``.
+  left out of the children and its name goes into the auxdata ``(nones, *statics)`` -- torch's
+  ``None`` form, whose context codec and conversion live in ``treeclass._backends.torch``.
 """
 
 from __future__ import annotations
@@ -55,11 +56,11 @@ _FUNCTIONS: Final[dict[Family, tuple[str, ...]]] = {
 class Generated:
     """One class's generated sources, each compiled once, ready to be bound per registry."""
 
-    __slots__ = ("_code", "_globals", "_lock", "info", "skip_none")
+    __slots__ = ("_code", "_globals", "_lock", "info", "return_none_fields")
 
-    def __init__(self, info: ClassInfo, skip_none: bool, globals_: dict[str, Any]) -> None:
+    def __init__(self, info: ClassInfo, return_none_fields: bool, globals_: dict[str, Any]) -> None:
         self.info = info
-        self.skip_none = skip_none
+        self.return_none_fields = return_none_fields
         self._globals = globals_
         self._code: dict[Family, tuple[CodeType, str]] = {}
         self._lock = allocate_lock()
@@ -71,7 +72,7 @@ class Generated:
 
     def source(self, family: Family = "core") -> str:
         """A family's source text."""
-        return _source(self.info, family, self.skip_none)
+        return _source(self.info, family, self.return_none_fields)
 
     def compile(self, family: Family) -> CodeType:
         """A family's code object, compiled on first use."""
@@ -350,13 +351,13 @@ def _unflatten(
     head: str,
     slot_index: dict[str, int],
     *,
-    skip_none: bool,
+    none_form: bool,
     hashed: bool,
     traced: bool = False,
 ) -> list[str]:
     """An unflatten function ``head`` (its parameters name ``aux`` and ``children``).
 
-    The auxdata is the static values' tuple, or ``(nones, *statics)`` with ``skip_none``.
+    The auxdata is the static values' tuple, or ``(nones, *statics)`` in torch's ``None`` form.
     With ``traced`` it is the path Dynamo takes (see :func:`_traceable`); otherwise, for a
     class whose stores Dynamo cannot trace, it starts with ``if _tracing is not None and
     _tracing():`` and defers to ``_unflatten_traced`` (``_tracing`` is
@@ -364,7 +365,7 @@ def _unflatten(
     ``True`` to Dynamo; about 12 ns outside tracing).
     """
     data = info.data_fields
-    first = 1 if skip_none else 0
+    first = 1 if none_form else 0
     value_of = {name: f"v{i}" for i, name in enumerate(data)}
     value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, first)})
     local = [value_of[n] for n in data]
@@ -380,7 +381,7 @@ def _unflatten(
         lines.append(f"{_I}if _tracing is not None and _tracing():")
         lines.append(f"{_I * 2}return _unflatten_traced{params}")
     pad = ""
-    if data and skip_none:
+    if data and none_form:
         lines.append(f"{_I}if aux[0]:")
         lines.append(f"{_I * 2}nones = aux[0]")
         lines.append(f"{_I * 2}it = iter(children)")
@@ -401,7 +402,7 @@ def _unflatten(
     return lines
 
 
-def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
+def _source(info: ClassInfo, family: Family, return_none_fields: bool) -> str:
     slot_index = {name: i for i, name in enumerate(info.plan.slots)}
     blocks: list[list[str]]
     if family == "core":
@@ -411,21 +412,21 @@ def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
             _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
             _flatten(info, "def flatten_entries(obj):", lambda i, v: v, ", _names"),
             _flatten_into(info),
-            _unflatten(info, unflatten, slot_index, skip_none=False, hashed=False),
+            _unflatten(info, unflatten, slot_index, none_form=False, hashed=False),
             _unflatten(
                 info,
                 "def unflatten_hashed(aux, children):",
                 slot_index,
-                skip_none=False,
+                none_form=False,
                 hashed=True,
             ),
         ]
-        skipping = False
-    else:  # torch: children as a list; None fields left out with skip_none
-        skipping = skip_none and bool(info.data_fields)
+        none_form = False
+    else:  # torch: children as a list; None fields left out in the None form
+        none_form = not return_none_fields and bool(info.data_fields)
         unflatten = "def unflatten(children, aux):"
         keyed: Callable[[int, str], str] = lambda i, v: f"(_k{i}, {v})"  # noqa: E731
-        if skipping:
+        if none_form:
             blocks = [
                 _flatten_skipping(info, "def flatten(obj):", lambda i, v: v, as_list=True),
                 _flatten_skipping(info, "def flatten_with_keys(obj):", keyed),
@@ -435,22 +436,22 @@ def _source(info: ClassInfo, family: Family, skip_none: bool) -> str:
                 _flatten(info, "def flatten(obj):", lambda i, v: v, "", as_list=True),
                 _flatten(info, "def flatten_with_keys(obj):", keyed, ""),
             ]
-        blocks.append(_unflatten(info, unflatten, slot_index, skip_none=skipping, hashed=False))
+        blocks.append(_unflatten(info, unflatten, slot_index, none_form=none_form, hashed=False))
     if not _traceable(info):
         traced = unflatten.replace("def unflatten", "def _unflatten_traced")
         blocks.append(
-            _unflatten(info, traced, slot_index, skip_none=skipping, hashed=False, traced=True)
+            _unflatten(info, traced, slot_index, none_form=none_form, hashed=False, traced=True)
         )
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
 
-def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
+def generate(info: ClassInfo, *, return_none_fields: bool) -> Generated:
     """Write and compile the core source of ``info``'s class (the torch family comes later).
 
     Args:
         info: the class's description.
-        skip_none: in the torch family, leave ``None``-valued data fields out of the children
-            (their names go into the auxdata), as ``return_none_fields=False`` asks.
+        return_none_fields: ``False``: the torch family leaves ``None``-valued data fields out
+            of the children (their names go into the auxdata: torch's ``None`` form).
     """
     plan = info.plan
     # No "__name__": torch's Dynamo, inlining these functions, imports the module it names.
@@ -467,6 +468,6 @@ def generate(info: ClassInfo, *, skip_none: bool) -> Generated:
         "_tracing": None,
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
-    generated = Generated(info, skip_none, globals_)
+    generated = Generated(info, return_none_fields, globals_)
     generated.compile("core")
     return generated

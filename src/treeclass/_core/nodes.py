@@ -66,7 +66,7 @@ class NodeType:
             :class:`~treeclass._core.state.Layout` (the document holds removed fields' children, or
             lacks a data field whose default is not ``None``).
         arity_of: the number of children ``aux`` implies (``None``: any number).
-        codec: the class's state codec, torch's form included (``None`` for containers).
+        codec: the class's state codec (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
         origin: where the class was registered (``None`` until it is).
         superseded: a re-run of the class statement took the name over.
@@ -515,7 +515,7 @@ def namedtuple_node(cls: type) -> NodeType:
         return tuple(zip(keys, t)), None
 
     unflatten.__qualname__ = f"{cls.__qualname__}.<treeclass unflatten>"
-    codec = make_state_codec(info, False)
+    codec = make_state_codec(info)
     return NodeType(
         cls,
         None,
@@ -540,8 +540,8 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     """
     if info.kind == "namedtuple":
         raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
-    generated = generate(info, skip_none=not return_none_fields)
-    codec = make_state_codec(info, return_none_fields, name)
+    generated = generate(info, return_none_fields=return_none_fields)
+    codec = make_state_codec(info, name)
     n_data = len(info.data_fields)
     label = info.cls.__name__
     fields = info.fields

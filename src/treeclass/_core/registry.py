@@ -22,6 +22,7 @@ from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
 
 __all__ = [
     "Backend",
+    "Change",
     "activate_backend",
     "active_backends",
     "class_for_name",
@@ -37,25 +38,100 @@ __all__ = [
 ]
 
 
+class Change:
+    """What registering one class changes in every framework, as the registry decided it.
+
+    The registry works out every outcome -- which names and aliases point at the class, which
+    names earlier definitions lose -- and hands it to each backend, which only adds the class
+    to its framework and moves those names.
+
+    Attributes:
+        node: the class's node type.
+        names: the serialized name first, then the aliases (earlier names loaded as the
+            class, never written); ``()`` for an unnamed class, or one whose definition ran
+            again since (the name belongs to the newer class).
+        drops: ``(name, class)`` pairs: names and aliases a framework maps to an earlier
+            definition of the class (treeclass's own), which that class loses, in order.
+        override: replace another library's registration of the class (``override=True``).
+    """
+
+    __slots__ = ("drops", "names", "node", "override")
+
+    def __init__(
+        self,
+        node: NodeType,
+        names: tuple[str, ...],
+        drops: tuple[tuple[str, type], ...] = (),
+        override: bool = False,
+    ) -> None:
+        self.node = node
+        self.names = names
+        self.drops = drops
+        self.override = override
+
+    @property
+    def name(self) -> str | None:
+        """The name the class is written under, or ``None``."""
+        return self.names[0] if self.names else None
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """The earlier names the class also loads under."""
+        return self.names[1:]
+
+    def may_take(self, name: str, holder: type) -> bool:
+        """Whether a framework mapping ``name`` to ``holder`` may be moved to the class.
+
+        True when ``holder`` is the class itself or an earlier definition losing ``name``
+        (:attr:`drops`); any other holder is another library's, and the class is refused.
+        """
+        return holder is self.node.type or (name, holder) in self.drops
+
+    def __repr__(self) -> str:
+        return f"<treeclass change {self.node.qualname} names={self.names!r}>"
+
+
+#: Undoes what :meth:`Backend.add` did.
+Undo = Callable[[], None]
+
+
 class Backend(Protocol):
     """What a framework adapter provides to mirror the registry (see docs/contributing.md)."""
 
     #: The framework's name, as in :data:`treeclass._backends.activation.FRAMEWORKS`.
     name: str
-    #: Whether :meth:`unregister` can undo :meth:`register` (JAX cannot).
+    #: Whether the undo :meth:`add` returns restores the framework (JAX's cannot).
     can_unregister: bool
 
-    def check(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Raise :class:`~treeclass.RegistrationError` if ``node`` cannot be registered.
+    def check(self, change: Change) -> None:
+        """Raise :class:`~treeclass.RegistrationError` if the framework cannot take ``change``.
 
         Changes nothing.
         """
 
-    def register(self, node: NodeType, previous: NodeType | None, override: bool) -> None:
-        """Register ``node`` (``previous`` is the class it replaces under the same name)."""
+    def add(self, change: Change) -> Undo:
+        """Add the class and move the names as ``change`` says, all or nothing; return the undo."""
+        ...
 
-    def unregister(self, node: NodeType) -> None:
-        """Undo :meth:`register` (only called when :attr:`can_unregister`)."""
+
+def _standing(node: NodeType) -> Change:
+    """The change that adds an already-registered class to a backend activated later."""
+    if node.superseded or node.name is None:
+        return Change(node, ())
+    return Change(node, (node.name, *node.aliases))
+
+
+def _drops(node: NodeType, previous: NodeType | None) -> tuple[tuple[str, type], ...]:
+    """The names and aliases earlier definitions lose to ``node`` (before :func:`_take_names`)."""
+    out: dict[tuple[str, type], None] = {}
+    for n in (node.name, *node.aliases) if node.name is not None else ():
+        holder = _BY_NAME.get(n)
+        if holder is not None and holder is not node:
+            out[n, holder.type] = None
+    if previous is not None:
+        for alias in previous.aliases:
+            out[alias, previous.type] = None
+    return tuple(out)
 
 
 _LOCK = RLock()
@@ -238,15 +314,17 @@ def register(
         unnamed = node.name
         node.name = name
         node.aliases = aliases
+        names = () if name is None else (name, *aliases)
+        change = Change(node, names, _drops(node, previous), override)
         try:
             for backend in _BACKENDS:
-                backend.check(node, previous, override)
+                backend.check(change)
         except BaseException:
             node.name = unnamed
             node.aliases = ()
             _discard(node)
             raise
-        _commit(node, origin, previous, override, unnamed)
+        _commit(change, origin, previous, unnamed)
         return node
 
 
@@ -286,14 +364,9 @@ def _take_names(node: NodeType, previous: NodeType | None) -> Callable[[], None]
     return undo
 
 
-def _commit(
-    node: NodeType,
-    origin: Origin,
-    previous: NodeType | None,
-    override: bool,
-    unnamed: str | None,
-) -> None:
-    """Register ``node`` in the embedded registry, then in every backend; undo on failure."""
+def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: str | None) -> None:
+    """Register the class in the embedded registry, then in every backend; undo on failure."""
+    node = change.node
     cls = node.type
     node.origin = origin
     _REGISTERED[cls] = node
@@ -302,16 +375,15 @@ def _commit(
         previous.superseded = True  # its objects are refused by every serializer now
     _BY_TYPE[cls] = node
     LEAF_TYPES.discard(cls)
-    done: list[Backend] = []
+    done: list[tuple[Backend, Undo]] = []
     try:
         # Backends that can undo a registration first, JAX (which cannot) last.
         for backend in sorted(_BACKENDS, key=lambda b: not b.can_unregister):
-            backend.register(node, previous, override)
-            done.append(backend)
+            done.append((backend, backend.add(change)))
     except BaseException:
-        for backend in reversed(done):
+        for backend, undo in reversed(done):
             try:
-                backend.unregister(node)
+                undo()
             except Exception as e:  # pragma: no cover - best effort
                 warnings.warn(
                     f"treeclass could not undo the {backend.name} registration of "
@@ -356,9 +428,10 @@ def activate_backend(
         if not framework:
             _INTERNAL.add(backend.name)
         for node in list(_REGISTERED.values()):
+            change = _standing(node)
             try:
-                backend.check(node, None, False)
-                backend.register(node, None, False)
+                backend.check(change)
+                backend.add(change)
             except Exception as e:
                 _MISSING[backend.name, node.type] = e
                 failed.append((node, e))
@@ -392,9 +465,10 @@ def _retry_missing_in(node: NodeType) -> None:
         key = (backend.name, node.type)
         if key not in _MISSING:
             continue
+        change = _standing(node)
         try:
-            backend.check(node, None, False)
-            backend.register(node, None, False)
+            backend.check(change)
+            backend.add(change)
         except Exception as e:
             _MISSING[key] = e
             raise RegistrationError(

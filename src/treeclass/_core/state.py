@@ -7,9 +7,9 @@ loading)::
      "none": [names of the data fields that were None and are not children],
      "static": {static field name: encoded value}}
 
-Every data field is a child in the core form, so ``getstate`` writes ``"none"`` empty; it is
-read from documents written by earlier versions and from torch's contexts (whose auxdata, with
-``return_none_fields=False``, leaves ``None`` fields out of the children).
+Every data field is a child, so ``getstate`` writes ``"none"`` empty; it is read from documents
+written by earlier versions and from torch's contexts (torch's ``None`` form, built on this
+codec in ``treeclass._backends.torch``).
 
 State of a namedtuple node: ``{"fields": [field names]}``.
 
@@ -167,11 +167,7 @@ LoadPlan = "tuple[bool, ...] | Layout | None"
 
 
 class StateCodec:
-    """A class's auxdata <-> JSON-safe state, in the core form and in torch's.
-
-    The core auxdata is the tuple of static values (every data field is a child). torch's,
-    with ``return_none_fields=False``, is ``(nones, *statics)``: the names of the data fields
-    that were ``None`` and are not children, which its state lists under ``"none"``.
+    """A class's auxdata (the tuple of static values; every data field is a child) <-> state.
 
     Attributes:
         getstate: core auxdata -> state (``"none"`` is always empty).
@@ -179,8 +175,6 @@ class StateCodec:
             children (``None`` when all of them), the others to be filled with ``None``; a
             :class:`Layout` when it also holds removed fields' children or lacks a data field
             whose default is not ``None``.
-        torch_getstate: torch auxdata -> state.
-        torch_setstate: state -> torch auxdata.
         child_names: for a class with an :class:`~treeclass._core.fields.Evolution`, state ->
             the names its children have today (after the migration hook and renames; removed
             fields keep theirs), or ``None`` for a state too malformed to say; ``None`` for
@@ -191,38 +185,24 @@ class StateCodec:
             class -> today's ``{field: value}`` (the same evolution as ``load``).
     """
 
-    __slots__ = (
-        "check_statics",
-        "child_names",
-        "from_fields",
-        "getstate",
-        "load",
-        "torch_getstate",
-        "torch_setstate",
-    )
+    __slots__ = ("check_statics", "child_names", "from_fields", "getstate", "load")
 
     def __init__(
         self,
         getstate: GetState,
         load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
-        torch_getstate: GetState,
-        torch_setstate: SetState,
         child_names: Callable[[Any], list[str] | None] | None = None,
         check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None,
         from_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.getstate = getstate
         self.load = load
-        self.torch_getstate = torch_getstate
-        self.torch_setstate = torch_setstate
         self.child_names = child_names
         self.check_statics = check_statics
         self.from_fields = from_fields
 
 
-def make_state_codec(
-    info: ClassInfo, return_none_fields: bool, name: str | None = None
-) -> StateCodec:
+def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     """The :class:`StateCodec` of a class: exact both ways, with the same types.
 
     ``name`` (the class's registered name) is only used in the messages of a class with an
@@ -234,7 +214,7 @@ def make_state_codec(
         def nt_load(state: Any) -> tuple[Any, None]:
             return nt_setstate(state), None
 
-        return StateCodec(nt_getstate, nt_load, nt_getstate, nt_setstate)
+        return StateCodec(nt_getstate, nt_load)
     label = info.qualname
     statics = info.static_fields
     # Tuples (never mutated): the closures below keep them.
@@ -278,18 +258,6 @@ def make_state_codec(
     def getstate(aux: Any) -> Any:
         return {"data": list(data), "none": [], "static": encode(aux)}
 
-    # torch's auxdata carries the None fields' names only when it leaves them out.
-    torch_skips = not return_none_fields and bool(data)
-
-    def torch_getstate(aux: Any) -> Any:
-        if not torch_skips:
-            return getstate(aux)
-        nones = aux[0]
-        if nones:
-            present = [n for n in data if n not in nones]
-            return {"data": present, "none": list(nones), "static": encode(aux[1:])}
-        return {"data": list(data), "none": [], "static": encode(aux[1:])}
-
     def fast(state: Any) -> tuple[Any, ...] | None:
         """The static values of a state exactly as the class writes it today, else None."""
         if (
@@ -320,29 +288,11 @@ def make_state_codec(
         values = fast(state)
         if values is not None:
             return checked(values), None
-        absent, fills, values = _checked(info, state, fill_data=True)
+        absent, fills, values = _checked(info, state)
         values = checked(values, frozenset(state["static"]))
         if fills:
             return values, _layout(state["data"], absent, data, index, fills)
         return values, (tuple(f not in absent for f in data) if absent else None)
-
-    def torch_setstate(state: Any) -> Any:
-        values = fast(state)
-        if values is not None:
-            values = checked(values)
-            return ((), *values) if torch_skips else values
-        absent, _, values = _checked(info, state)
-        values = checked(values, frozenset(state["static"]))
-        if not torch_skips:
-            if absent:
-                raise TreespecLoadError(
-                    f"the saved auxdata of {label} has None-valued field(s) {sorted(absent)!r} "
-                    "outside the children, but the class is now registered with "
-                    "return_none_fields=True (None fields are children in torch); load it with "
-                    "treeclass.treespec_loads, or with the class as it was, or re-save."
-                )
-            return values
-        return (tuple(n for n in data if n in absent), *values)
 
     evolution = info.evolution
     evolve = None if evolution is None else _evolver(info, evolution, name)
@@ -351,15 +301,7 @@ def make_state_codec(
         return _from_fields(info, evolve, fields, check_statics)
 
     if evolve is None or evolution is None:
-        return StateCodec(
-            getstate,
-            load,
-            torch_getstate,
-            torch_setstate,
-            None,
-            check_statics,
-            from_fields,
-        )
+        return StateCodec(getstate, load, None, check_statics, from_fields)
 
     # The class says how it evolved: earlier states go through ``evolve`` first.
     migrates = evolution.migrate is not None
@@ -372,33 +314,14 @@ def make_state_codec(
         today, children = evolve(state)
         if children is None or len(children) == len(today["data"]):
             return load(today)
-        absent, fills, values = _checked(info, today, fill_data=True)
+        absent, fills, values = _checked(info, today)
         values = checked(values, frozenset(today["static"]))
         return values, _layout(children, absent, data, index, fills)
-
-    def evolved_torch_setstate(state: Any) -> Any:
-        if not migrates:
-            values = fast(state)
-            if values is not None:
-                values = checked(values)
-                return ((), *values) if torch_skips else values
-        today, children = evolve(state)
-        if children is not None and len(children) != len(today["data"]):
-            raise _cannot_drop(label, children, today["data"], "a torch structure")
-        return torch_setstate(today)
 
     def child_names(state: Any) -> list[str] | None:
         return evolve(state)[1]
 
-    return StateCodec(
-        getstate,
-        evolved_load,
-        torch_getstate,
-        evolved_torch_setstate,
-        child_names,
-        check_statics,
-        from_fields,
-    )
+    return StateCodec(getstate, evolved_load, child_names, check_statics, from_fields)
 
 
 def _from_fields(
@@ -464,7 +387,7 @@ def _from_fields(
             f"match the pickled object's {data_names!r} one for one; a hook may rename data "
             "fields but not add or remove them (use removed_fields= and defaults for that)."
         )
-    _, _, values = _checked(info, state, raw=not migrates, fill_data=True)
+    _, _, values = _checked(info, state, raw=not migrates)
     check_statics(values, frozenset(state["static"]), False)
     by_name = dict(zip(children, data_values))
     out: dict[str, Any] = {}
@@ -492,16 +415,6 @@ def cannot_fill(label: str, fields: list[str] | tuple[str, ...], what: str) -> T
         "default. treeclass.treespec_loads, treeclass.load and treeclass.orbax.restore give the "
         "field its default; otherwise save (export) it again with the class as it is now, or "
         "load it with the class as it was."
-    )
-
-
-def _cannot_drop(label: str, children: list[str], kept: list[str], what: str) -> TreespecLoadError:
-    dropped = [n for n in children if n not in kept]
-    return TreespecLoadError(
-        f"the saved auxdata of {label} holds the removed field(s) {dropped!r} as children, "
-        f"which {what} cannot drop (its children are fixed); load the document with "
-        "treeclass.treespec_loads (or treeclass.load), which drops them, or save it again "
-        "with the class as it is now."
     )
 
 
@@ -647,16 +560,16 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
 
 
 def _checked(
-    info: ClassInfo, state: Any, *, raw: bool = False, fill_data: bool = False
+    info: ClassInfo, state: Any, *, raw: bool = False
 ) -> tuple[set[str], set[str], tuple[Any, ...]]:
     """Load any state a version of the class may have written, or raise clearly.
 
     Returns the data fields the document does not hold as children that become ``None``
     (saved as ``None``, or new fields whose default is ``None``), the new data fields that
     take another default (or default factory), and the static values. ``raw``: the static
-    values are values already (a pickle's), not their JSON form. ``fill_data``: a new data
-    field with a default other than ``None`` loads (a pickle or a treeclass ``TreeSpec`` gives
-    it its default); without it that is an error (a torch structure has one child per field).
+    values are values already (a pickle's), not their JSON form. A loader whose structure
+    cannot give the new data fields their default (a JAX or torch structure, a compiled
+    program) refuses them with :func:`cannot_fill`.
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
@@ -724,17 +637,8 @@ def _checked(
                 f"{'object' if raw else 'auxdata'} does not have, and it has no default to fill "
                 "it in; give the field a default, load with the class as it was, or re-save."
             )
-        elif fill_data:
-            fills.add(name)
         else:
-            raise TreespecLoadError(
-                f"{label} has a data field {name!r} that the saved auxdata does not have, and "
-                "its default is not None: a torch structure has one child per data field (and "
-                "a compiled program a fixed set of inputs), so only a new data field whose "
-                "default is None loads here (as a None child). treeclass.treespec_loads, "
-                "treeclass.load and treeclass.orbax.restore fill in the default; otherwise "
-                "load with the class as it was, or re-save."
-            )
+            fills.add(name)
     values: list[Any] = []
     for name in static_fields:
         if name in static:

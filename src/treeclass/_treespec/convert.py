@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from .._core.fields import is_namedtuple_class
-from .._core.names import DEFAULT_DICT, NONE
+from .._core.names import DEFAULT_DICT
 from .._core.nodes import BUILTIN_NODE_TYPES
 from .._core.registry import registered_node
 from .._core.state import cannot_fill
@@ -24,11 +24,9 @@ from .format import Node
 
 __all__ = [
     "LEAF",
-    "NONE_CHILD",
     "Read",
     "Where",
     "encode_node",
-    "from_torch_form",
     "leaf_count_error",
     "nodes_of",
     "skeleton",
@@ -38,7 +36,6 @@ __all__ = [
 Where: TypeAlias = "tuple[Any, int] | None"
 
 _NONE_TYPE: Final = type(None)
-_NONE_NODE: Final = (NONE, None, 0)
 
 
 class _Placeholder:
@@ -52,23 +49,6 @@ class _Placeholder:
 
 #: The placeholder leaf of :func:`skeleton` trees.
 LEAF: Final = _Placeholder()
-
-
-class _NoneChild:
-    """A ``None`` field the framework left out of a node's children (torch).
-
-    Among the children an adapter reads, it stands for that field; it is written as a
-    ``"None"`` node.
-    """
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<treeclass None child>"
-
-
-#: See :class:`_NoneChild`.
-NONE_CHILD: Final = _NoneChild()
 
 
 def skeleton(spec: TreeSpec) -> Any:
@@ -159,24 +139,6 @@ def encode_node(framework: str, cls: Any, data: Any, k: int, where: Where) -> No
 Read: TypeAlias = "Callable[[Any], tuple[Any, Any, Sequence[Any], bool] | None]"
 
 
-def from_torch_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | None:
-    """A treeclass class's node as torch keeps it, in the form the document has.
-
-    With ``return_none_fields=False`` torch leaves ``None`` fields out of the children and
-    leads its context with their names; the document holds them as ``None`` children, as
-    every other registry does. Returns ``(statics, children)`` with :data:`NONE_CHILD` for
-    those fields, or ``None`` when the node is not in that form.
-    """
-    node = registered_node(cls) if isinstance(cls, type) else None
-    if node is None or node.kind == "namedtuple" or node.return_none_fields or not node.data_fields:
-        return None
-    nones = context[0]
-    if not nones:
-        return context[1:], children
-    it = iter(children)
-    return context[1:], [NONE_CHILD if f in nones else next(it) for f in node.data_fields]
-
-
 def nodes_of(framework: str, root: Any, read: Read) -> list[Node]:
     """The treespec node list of a framework's structure ``root``, read node by node.
 
@@ -191,9 +153,6 @@ def nodes_of(framework: str, root: Any, read: Read) -> list[Node]:
     pop = stack.pop
     while stack:
         t, where = pop()
-        if t is NONE_CHILD:
-            append(_NONE_NODE)
-            continue
         node = read(t)
         if node is None:
             append(None)
