@@ -34,9 +34,9 @@ from ._registry import activate_backend, node_type_for, register
 from ._replace import attach_replace, replace, replace_changes
 
 if sys.version_info >= (3, 11):
-    from typing import Self, dataclass_transform
+    from typing import Never, Self, dataclass_transform
 else:  # pragma: no cover - Python 3.10
-    from typing_extensions import Self, dataclass_transform
+    from typing_extensions import Never, Self, dataclass_transform
 
 if TYPE_CHECKING:
     from ._replaceable import P, SupportsReplace
@@ -660,7 +660,7 @@ class PytreeNode:
         frozen: bool | None = None,
         match_args: bool = True,
         kw_only: bool = False,
-        **kwargs: Any,
+        **kwargs: Never,  # another base's class keywords, at run time; checkers flag a typo
     ) -> None:
         if kwargs:
             try:

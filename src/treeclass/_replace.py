@@ -29,9 +29,8 @@ __all__ = ["attach_replace", "replace", "replace_changes"]
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
-_DC = TypeVar("_DC", bound="DataclassLike")
 _AT = TypeVar("_AT", bound="AttrsLike")
-_NT = TypeVar("_NT", bound="NamedTupleLike")
+_O = TypeVar("_O", bound="DataclassLike | AttrsLike | NamedTupleLike")
 
 _NOT_A_FIELD: Final = (
     "{cls}.replace() got {name!r}, which is not a field of {cls}; its fields are {fields}."
@@ -58,32 +57,11 @@ def _check(cls: type, changes: dict[str, Any], names: list[str], init_names: set
             )
 
 
-# The signature type checkers see (docs/typing.md): on Python 3.13+ targets the object's typed
-# ``__replace__`` (dataclasses; attrs classes under pyright) gives the keywords; otherwise, and
-# for attrs classes under mypy, only the kind of object is checked (plugin: treeclass.mypy).
-if sys.version_info >= (3, 13):
-
-    @overload
-    def replace(obj: SupportsReplace[P, _R], /, *args: P.args, **changes: P.kwargs) -> _R: ...
-    @overload
-    def replace(obj: _AT, /, **changes: Any) -> _AT: ...
-
-else:
-
-    @overload
-    def replace(obj: _DC, /, **changes: Any) -> _DC: ...
-    @overload
-    def replace(obj: _AT, /, **changes: Any) -> _AT: ...
-    @overload
-    def replace(obj: _NT, /, **changes: Any) -> _NT: ...
-
-
-def replace(obj: Any, /, *args: Any, **changes: Any) -> Any:
-    """Return a copy of ``obj`` with the fields named in ``changes`` set to new values.
+_DOC: Final = """Return a copy of ``obj`` with the fields named in ``changes`` set to new values.
 
     Args:
         obj: an instance of a dataclass, attrs class or namedtuple.
-        *args: refused (the typing for Python 3.13 names them, as ``copy.replace``).
+        *args: refused (the typing for Python 3.13 targets names them, as a ``ParamSpec``).
         **changes: field name -> new value (for attrs classes, the ``__init__`` argument
             names, as with :func:`attrs.evolve`).
 
@@ -92,7 +70,7 @@ def replace(obj: Any, /, *args: Any, **changes: Any) -> Any:
 
     Raises:
         TreeclassTypeError: a name is not a field, or names an ``init=False`` field; ``obj``
-            is not a dataclass / attrs / namedtuple instance.
+            is not a dataclass / attrs / namedtuple instance; a value was given by position.
 
     Example:
         >>> import treeclass as tc
@@ -103,10 +81,29 @@ def replace(obj: Any, /, *args: Any, **changes: Any) -> Any:
         ...     run: str = tc.field(static=True, default="a")
         >>> tc.replace(State(1), step=2, run="b")
         State(step=2, lr=0.1, run='b')
-        >>> State(1).replace(lr=0.2)  # the method: typed with the treeclass.mypy plugin
+        >>> State(1).replace(lr=0.2)  # the method (typed by the treeclass.mypy plugin)
         State(step=1, lr=0.2, run='a')
     """
-    return replace_changes(obj, changes, args)
+
+# The signature type checkers see (docs/typing.md): on Python 3.13+ targets the object's typed
+# ``__replace__`` (dataclasses; attrs classes under pyright) gives the keywords; before, and for
+# attrs classes under mypy, only the kind of object is checked (plugin: ``treeclass.mypy``).
+if sys.version_info >= (3, 13):
+
+    @overload
+    def replace(obj: SupportsReplace[P, _R], /, *args: P.args, **changes: P.kwargs) -> _R: ...
+    @overload
+    def replace(obj: _AT, /, **changes: Any) -> _AT: ...
+    def replace(obj: Any, /, *args: Any, **changes: Any) -> Any:
+        return replace_changes(obj, changes, args)
+
+else:
+
+    def replace(obj: _O, /, **changes: Any) -> _O:
+        return replace_changes(obj, changes)
+
+
+replace.__doc__ = _DOC
 
 
 def replace_changes(obj: _T, changes: dict[str, Any], args: tuple[Any, ...] = ()) -> _T:
