@@ -63,3 +63,7 @@ n.replace(w="2")  # E: mypy[arg-type] pyright[reportArgumentType]
 
 assert_type(tc.replace(Pair(1), a=2), Pair)
 assert_type(tc.replace(Evolving(1), x=2), Evolving)
+
+
+class Misspelled(tc.PytreeNode, frozn=True):  # E: mypy[arg-type] pyright[reportArgumentType,reportGeneralTypeIssues]
+    x: int
