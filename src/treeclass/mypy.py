@@ -1,0 +1,186 @@
+"""A mypy plugin: ``replace`` checked field by field, on every Python target.
+
+Enable it in the mypy configuration::
+
+    [tool.mypy]
+    plugins = ["treeclass.mypy"]
+
+With it, mypy checks ``tc.replace(obj, ...)``, ``obj.replace(...)`` on a
+``@tc.pytree_dataclass`` class and ``node.replace(...)`` on a ``tc.PytreeNode`` subclass as it
+checks :func:`dataclasses.replace`: a name that is not a field is an error, as is a value of the
+wrong type; ``tc.replace`` on an attrs instance is checked as :func:`attrs.evolve` is, on a
+namedtuple as its ``_replace``. Without the plugin, mypy knows the ``.replace`` method only on
+``PytreeNode`` subclasses, and checks the fields only for a Python 3.13+ target
+(``docs/typing.md`` has the table).
+
+The plugin reuses mypy's own dataclasses and attrs plugins (their ``replace``/``evolve``
+signatures), so it follows them. This module is imported by mypy only; ``import treeclass`` never
+imports it, and mypy is not a dependency of treeclass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+from mypy.nodes import ARG_POS, TypeInfo
+from mypy.plugin import (
+    ClassDefContext,
+    FunctionSigContext,
+    MethodSigContext,
+    Plugin,
+)
+from mypy.plugins import attrs as attrs_plugin
+from mypy.plugins import dataclasses as dataclasses_plugin
+from mypy.plugins.common import add_method_to_class
+from mypy.typeops import bind_self
+from mypy.types import (
+    CallableType,
+    FunctionLike,
+    Instance,
+    ProperType,
+    TupleType,
+    TypeVarType,
+    UnionType,
+    get_proper_type,
+)
+from mypy.typevars import fill_typevars
+
+__all__ = ["TreeclassPlugin", "plugin"]
+
+#: The full names mypy gives treeclass's ``replace`` function, ``pytree_dataclass`` decorator and
+#: ``PytreeNode`` class (where they are defined; tests/test_mypy_plugin.py checks them).
+REPLACE_FUNCTION: Final = "treeclass._core.replace.replace"
+DECORATOR: Final = "treeclass._core.api.pytree_dataclass"
+NODE: Final = "treeclass._core.api.PytreeNode"
+
+
+def _info(typ: ProperType) -> TypeInfo | None:
+    if isinstance(typ, TypeVarType):
+        typ = get_proper_type(typ.upper_bound)
+    if isinstance(typ, TupleType):  # a namedtuple's instances
+        return typ.partial_fallback.type
+    if isinstance(typ, Instance):
+        return typ.type
+    if isinstance(typ, UnionType):
+        infos = [_info(get_proper_type(t)) for t in typ.relevant_items()]
+        return infos[0] if infos and all(i is not None for i in infos) else None
+    return None
+
+
+def _namedtuple_signature(ctx: FunctionSigContext, obj: ProperType, info: TypeInfo) -> CallableType:
+    method = info.get_method("_replace")
+    sig = get_proper_type(method.type) if method is not None else None
+    if not isinstance(sig, CallableType):
+        return ctx.default_signature
+    bound = bind_self(sig, obj)
+    return bound.copy_modified(
+        arg_names=[None, *bound.arg_names],
+        arg_kinds=[ARG_POS, *bound.arg_kinds],
+        arg_types=[obj, *bound.arg_types],
+        ret_type=obj,
+        fallback=ctx.default_signature.fallback,
+        name=ctx.default_signature.name,
+    )
+
+
+def _replace_function(ctx: FunctionSigContext) -> FunctionLike:
+    """``tc.replace(obj, ...)``: as ``attrs.evolve``, ``_replace``, ``dataclasses.replace``."""
+    if len(ctx.args) < 1 or len(ctx.args[0]) != 1:
+        return ctx.default_signature  # mypy reports the call itself
+    obj = get_proper_type(ctx.api.get_expression_type(ctx.args[0][0]))
+    info = _info(obj)
+    if info is None:
+        return ctx.default_signature  # Any, or not a class instance: the overloads decide
+    # The dataclasses and attrs callbacks read ctx.args[0] and want exactly two formals.
+    two = ctx._replace(args=[ctx.args[0], [a for group in ctx.args[1:] for a in group]])
+    if "attrs" in info.metadata:
+        return attrs_plugin.evolve_function_sig_callback(two)
+    if info.is_named_tuple:
+        return _namedtuple_signature(ctx, obj, info)
+    return dataclasses_plugin.replace_function_sig_callback(two)
+
+
+def _node_replace(ctx: MethodSigContext) -> FunctionLike:
+    """``obj.replace(**changes)`` of ``PytreeNode``: the fields of ``type(obj)``."""
+    info = _info(ctx.type)
+    if info is None:
+        return ctx.default_signature
+    owner = next((base for base in info.mro if "replace" in base.names), None)
+    if owner is None or owner.fullname != NODE:
+        return ctx.default_signature  # a class's own replace keeps its own signature
+    sigs = dataclasses_plugin._get_expanded_dataclasses_fields(
+        ctx,  # type: ignore[arg-type]  # reads only .api, as FunctionSigContext's
+        ctx.type,
+        ctx.type,
+        ctx.type,
+    )
+    if not sigs:
+        return ctx.default_signature
+    sig = dataclasses_plugin._meet_replace_sigs(sigs)
+    return sig.copy_modified(
+        ret_type=ctx.type,
+        fallback=ctx.default_signature.fallback,
+        name=f"replace of {info.name}",
+    )
+
+
+def _added_by_us(info: TypeInfo) -> bool:
+    return bool(info.metadata.get("treeclass", {}).get("replace"))
+
+
+def _keeps_own_replace(info: TypeInfo) -> bool:
+    """Whether the class or a base (not ``object``) has a ``replace`` the decorator keeps.
+
+    As at run time (``_replace.attach_replace``): a method or field named ``replace``, other
+    than one ``@pytree_dataclass`` added (to this class in an earlier pass, or to a base: the
+    subclass's is then typed with its own fields, as the inherited method behaves).
+    """
+    return any("replace" in base.names and not _added_by_us(base) for base in info.mro[:-1])
+
+
+def _pytree_dataclass(ctx: ClassDefContext) -> bool:
+    """``@tc.pytree_dataclass``: a dataclass (mypy's plugin), plus the ``replace`` it adds."""
+    complete = dataclasses_plugin.dataclass_class_maker_callback(ctx)
+    info = ctx.cls.info
+    data = info.metadata.get("dataclass")
+    if not complete or data is None or _keeps_own_replace(info):
+        return complete
+    attributes = [
+        dataclasses_plugin.DataclassAttribute.deserialize(info, attr, ctx.api)
+        for attr in data["attributes"]
+    ]
+    args = [a.to_argument(info, of="replace") for a in attributes if a.is_in_init]
+    add_method_to_class(ctx.api, ctx.cls, "replace", args=args, return_type=fill_typevars(info))
+    info.metadata.setdefault("treeclass", {})["replace"] = True
+    return complete
+
+
+class TreeclassPlugin(Plugin):
+    """Types ``replace`` by the fields of the object's class (see the module docstring)."""
+
+    def get_function_signature_hook(
+        self, fullname: str
+    ) -> Callable[[FunctionSigContext], FunctionLike] | None:
+        """``tc.replace``."""
+        return _replace_function if fullname == REPLACE_FUNCTION else None
+
+    def get_method_signature_hook(
+        self, fullname: str
+    ) -> Callable[[MethodSigContext], FunctionLike] | None:
+        """``PytreeNode.replace``, inherited by every subclass that does not define its own.
+
+        mypy names the method by the receiver's class (``pkg.Sub.replace``), so every
+        ``replace`` gets the hook, which leaves alone those ``PytreeNode`` does not define.
+        """
+        return _node_replace if fullname.endswith(".replace") else None
+
+    def get_class_decorator_hook_2(self, fullname: str) -> Callable[[ClassDefContext], bool] | None:
+        """``@tc.pytree_dataclass``, bare or with options."""
+        return _pytree_dataclass if fullname == DECORATOR else None
+
+
+def plugin(version: str) -> type[Plugin]:
+    """Mypy's entry point: the plugin class (``version`` is mypy's; any 1.x or later)."""
+    del version
+    return TreeclassPlugin
