@@ -22,7 +22,7 @@ import attrs
 from _workload import make_class
 
 import treeclass as tc
-from treeclass import _registry
+from treeclass._core import registry as _registry
 
 
 @attrs.frozen

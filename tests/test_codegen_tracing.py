@@ -16,7 +16,8 @@ import attrs
 import pytest
 
 import treeclass as tc
-from treeclass import _codegen, _registry
+from treeclass._core import codegen as _codegen
+from treeclass._core import registry as _registry
 
 INIT: list[str] = []
 

@@ -28,8 +28,8 @@ from _fresh import run_fresh  # noqa: E402
 from flax import struct  # noqa: E402
 
 import treeclass as tc  # noqa: E402
-from treeclass import _registry  # noqa: E402
 from treeclass._backends import flax as adapter  # noqa: E402
+from treeclass._core import registry as _registry  # noqa: E402
 
 pytestmark = pytest.mark.jax
 

@@ -18,8 +18,8 @@ optree = pytest.importorskip("optree")
 attrs = pytest.importorskip("attrs")
 
 import treeclass as tc  # noqa: E402
-from treeclass import _registry  # noqa: E402
 from treeclass._backends import optree as backend  # noqa: E402
+from treeclass._core import registry as _registry  # noqa: E402
 
 pytestmark = pytest.mark.optree
 

@@ -11,7 +11,7 @@ import attrs
 import pytest
 
 import treeclass as tc
-from treeclass import _registry
+from treeclass._core import registry as _registry
 
 T = TypeVar("T")
 

@@ -23,8 +23,8 @@ torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
 
 import treeclass as tc  # noqa: E402
-from treeclass import _registry  # noqa: E402
 from treeclass._backends import torch as backend  # noqa: E402
+from treeclass._core import registry as _registry  # noqa: E402
 
 pytestmark = pytest.mark.torch
 
