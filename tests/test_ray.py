@@ -117,6 +117,7 @@ def test_task_arguments_and_returns() -> None:
         "name": "tests.ray.State",
         "writeable": [False] * 6,
     }
+
     def times(k: float) -> State:
         return tc.tree_map(lambda x: x * k if isinstance(x, np.ndarray) else x, state)
 
