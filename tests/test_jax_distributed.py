@@ -30,7 +30,7 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
-from _subproc import run_script  # noqa: E402
+from _subproc import run_script
 
 pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
@@ -140,9 +140,10 @@ checkpointer.close()
 report["orbax_with_target"] = describe(restored)
 report["orbax_with_target_b_spec"] = list(restored["model"].b.sharding.spec)
 
-tco.save(os.path.join(folder, "treeclass"), state)
-report["tco_replicated"] = describe(tco.restore(os.path.join(folder, "treeclass"), sharding=replicated))
-report["tco_default"] = describe(tco.restore(os.path.join(folder, "treeclass")))
+path = os.path.join(folder, "treeclass")
+tco.save(path, state)
+report["tco_replicated"] = describe(tco.restore(path, sharding=replicated))
+report["tco_default"] = describe(tco.restore(path))
 mh.sync_global_devices("tests.jaxdist.done")
 print(json.dumps(report))
 """
