@@ -14,7 +14,8 @@ dataclasses and named tuples (with static fields and ``None`` fields):
   sharding of the target is kept), and without a target by ``treeclass.orbax.restore``, with
   a ``NamedSharding`` over both processes and with its default (this process's first device).
 
-Each process reports what it got as JSON; the assertions are made here. The coordinator
+Each process reports what it got as JSON; the assertions are made here. The JAX program of
+docs/distributed.md runs as two processes too. The coordinator
 listens on a free port of 127.0.0.1; both processes are killed at a bounded timeout.
 """
 
@@ -30,7 +31,8 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
-from _subproc import run_script
+from _subproc import Outcome, run_script
+from test_docs import DOCS, blocks
 
 pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
@@ -40,12 +42,12 @@ SCRIPT = r"""
 import json, os, sys, time
 from typing import Any, NamedTuple
 
-port, pid, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+coordinator, pid, folder = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 import jax
 jax.config.update("jax_platforms", "cpu")
 jax.config.update("jax_cpu_collectives_implementation", "gloo")
 jax.distributed.initialize(
-    coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=pid,
+    coordinator_address=coordinator, num_processes=2, process_id=pid,
     initialization_timeout=120,
 )
 import jax.numpy as jnp
@@ -156,21 +158,28 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture(scope="module")
-def reports(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    """Run the two processes at once; their reports, in process order."""
-    folder: Path = tmp_path_factory.mktemp("jaxdist")
-    port = str(free_port())
+def run_two(script: str, folder: Path) -> list[Outcome]:
+    """Run ``script 127.0.0.1:PORT PROCESS_ID FOLDER`` as processes 0 and 1 at once."""
+    coordinator = f"127.0.0.1:{free_port()}"
     env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futures = [
-            pool.submit(run_script, SCRIPT, port, str(i), str(folder), timeout=TIMEOUT, env=env)
+            pool.submit(
+                run_script, script, coordinator, str(i), str(folder), timeout=TIMEOUT, env=env
+            )
             for i in (0, 1)
         ]
         outcomes = [f.result() for f in futures]
     # When one process fails, the other waits for it until killed: show the failure first.
     for outcome in sorted(outcomes, key=lambda o: o.timed_out):
-        outcome.report()
+        assert outcome.returncode == 0, outcome.describe()
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """The two processes' reports, in process order."""
+    outcomes = run_two(SCRIPT, tmp_path_factory.mktemp("jaxdist"))
     return [outcome.report() for outcome in outcomes]
 
 
@@ -247,3 +256,14 @@ def test_treeclass_orbax_restores_without_a_target_in_both_processes(
         # By default onto this process's first device: every process gets the whole arrays.
         local = [["jax" if k == "jax-global" else k, s, v] for k, s, v in SAVED_LEAVES]
         assert r["tco_default"] == {"nodes": SAVED_NODES, "leaves": local}
+
+
+def test_the_docs_example_runs_in_two_processes(tmp_path: Path) -> None:
+    """The JAX program of docs/distributed.md (its own asserts check what the page says)."""
+    [block] = [
+        b
+        for b in blocks(DOCS / "distributed.md")
+        if b.lang == "python" and b.skip_reason and "test_jax_distributed.py" in b.skip_reason
+    ]
+    outcomes = run_two(block.code, tmp_path)
+    assert [o.stdout.strip().splitlines()[-1] for o in outcomes] == ["ok 0", "ok 1"]
