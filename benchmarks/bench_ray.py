@@ -18,15 +18,14 @@ Run: ``python benchmarks/bench_ray.py`` (needs ``pip install ray``; ~1 GiB of sh
 
 from __future__ import annotations
 
-import gc
 import statistics
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import ray
+from _workload import paired_times
 
 import treeclass as tc
 
@@ -72,29 +71,6 @@ def check_zero_copy(ref: Any, want: Any) -> None:
         assert a.shape == w.shape and a[:8].tolist() == w[:8].tolist()
 
 
-def cpu_rounds(
-    ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int, rounds: int
-) -> tuple[list[float], list[float]]:
-    """CPU time (us per call) of both sides in alternating rounds."""
-    ours()
-    theirs()
-    t_ours: list[float] = []
-    t_theirs: list[float] = []
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(rounds):
-            for fn, out in ((ours, t_ours), (theirs, t_theirs)):
-                t0 = time.process_time()
-                for _ in range(number):
-                    fn()
-                out.append((time.process_time() - t0) / number * 1e6)
-    finally:
-        if gc_was:
-            gc.enable()
-    return t_ours, t_theirs
-
-
 def measure(n_layers: int, target: float | None) -> bool:
     """Print one shape's line; whether it meets ``target``."""
     layers, plain = trees(n_layers)
@@ -103,8 +79,12 @@ def measure(n_layers: int, target: float | None) -> bool:
     check_zero_copy(ours_ref, layers)
     check_zero_copy(theirs_ref, plain)
     assert type(ray.get(ours_ref)["layer_0"]) is Layer
-    t_ours, t_theirs = cpu_rounds(
-        lambda: ray.get(ours_ref), lambda: ray.get(theirs_ref), number=NUMBER, rounds=ROUNDS
+    t_ours, t_theirs = paired_times(
+        lambda: ray.get(ours_ref),
+        lambda: ray.get(theirs_ref),
+        number=NUMBER,
+        repeat=ROUNDS,
+        clock=time.process_time,
     )
     ratios = sorted(a / b for a, b in zip(t_ours, t_theirs, strict=True))
     deciles = statistics.quantiles(ratios, n=10)
