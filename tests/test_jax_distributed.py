@@ -15,8 +15,8 @@ dataclasses and named tuples (with static fields and ``None`` fields):
   a ``NamedSharding`` over both processes and with its default (this process's first device).
 
 Each process reports what it got as JSON; the assertions are made here. The JAX program of
-docs/distributed.md runs as two processes too. The coordinator
-listens on a free port of 127.0.0.1; both processes are killed at a bounded timeout.
+docs/distributed.md runs as two processes too (~5 s). The coordinator listens on a free port
+of 127.0.0.1; both processes are killed at a bounded timeout.
 """
 
 from __future__ import annotations
