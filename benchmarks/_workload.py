@@ -68,13 +68,18 @@ def row(label: str, ours: float, theirs: float, target: float | None = None) -> 
     return f"{label:<58} {ours:9.1f} us vs {theirs:9.1f} us  ratio {ratio:5.2f}x{verdict}"
 
 
-def paired(
-    ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int = 100, repeat: int = 31
-) -> tuple[float, float, float]:
-    """Time both sides in alternating runs; return median times (us) and the median ratio.
+def paired_times(
+    ours: Callable[[], Any],
+    theirs: Callable[[], Any],
+    *,
+    number: int = 100,
+    repeat: int = 31,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[list[float], list[float]]:
+    """Time both sides in alternating runs (``clock``, garbage collector off): us per call.
 
-    The ratio is taken run by run, so a change in machine load hits both sides of it alike
-    (machines here are shared and noisy; sequential medians of the two sides drift apart).
+    Run ``i`` of one side is next to run ``i`` of the other, so a change in machine load hits
+    both alike; take ratios run by run. ``clock=time.process_time`` measures CPU time.
     """
     ours()
     theirs()
@@ -85,13 +90,25 @@ def paired(
     try:
         for _ in range(repeat):
             for fn, out in ((ours, t_ours), (theirs, t_theirs)):
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(number):
                     fn()
-                out.append((time.perf_counter() - t0) / number * 1e6)
+                out.append((clock() - t0) / number * 1e6)
     finally:
         if gc_was:
             gc.enable()
+    return t_ours, t_theirs
+
+
+def paired(
+    ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int = 100, repeat: int = 31
+) -> tuple[float, float, float]:
+    """Time both sides in alternating runs; return median times (us) and the median ratio.
+
+    The ratio is taken run by run, so a change in machine load hits both sides of it alike
+    (machines here are shared and noisy; sequential medians of the two sides drift apart).
+    """
+    t_ours, t_theirs = paired_times(ours, theirs, number=number, repeat=repeat)
     ratio = statistics.median(a / b for a, b in zip(t_ours, t_theirs))
     return statistics.median(t_ours), statistics.median(t_theirs), ratio
 

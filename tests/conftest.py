@@ -2,7 +2,7 @@
 
 Backend tests skip when their framework is not installed. In CI (``TREECLASS_REQUIRE_BACKENDS=1``,
 set by ``.ci/run``) every skip is turned into a failure of the session, so a missing jax, torch,
-optree or transformers can never pass unnoticed.
+optree, transformers or ray can never pass unnoticed.
 """
 
 from __future__ import annotations

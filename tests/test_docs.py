@@ -26,6 +26,7 @@ DOCS = ROOT / "docs"
 
 #: Page -> the packages its blocks import (each test skips without them; CI installs them).
 PAGES: dict[str, tuple[str, ...]] = {
+    "distributed.md": ("ray", "numpy"),  # the JAX program runs in tests/test_jax_distributed.py
     "format.md": (),
     "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
     "jax.md": ("jax", "flatbuffers"),

@@ -157,6 +157,23 @@ def test_roundtrip_by_name_without_init(tree: Any, protocol: int) -> None:
     assert POST_INIT == []  # ... and without __init__ / __post_init__
 
 
+def test_numpy_fields_stay_out_of_band_buffers_at_protocol_5() -> None:
+    """The reducer hands field values to pickle as they are, so numpy's own reduction sends
+    arrays through ``buffer_callback`` (what Ray and ``multiprocessing.shared_memory`` users
+    rely on for zero-copy), and unpickling rebuilds the instance on the very buffers."""
+    np = pytest.importorskip("numpy")
+    obj = Frozen(x={"w": np.arange(4096.0), "b": np.ones((64, 64), np.float32)}, cfg=(1,))
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    assert b"rebuild_by_name" in data and b"tests.pbn.Frozen" in data
+    assert len(buffers) == 2 and len(data) < 1024  # the 48 KiB of arrays are not in the pickle
+    back = pickle.loads(data, buffers=buffers)
+    assert type(back) is Frozen and back.cfg == (1,)
+    for key in ("w", "b"):
+        np.testing.assert_array_equal(back.x[key], obj.x[key])
+        assert np.shares_memory(back.x[key], obj.x[key])  # no copy on the way
+
+
 def test_unflatten_calls_init_classes_are_rebuilt_through_init() -> None:
     obj = ByInit(3)
     POST_INIT.clear()

@@ -529,8 +529,9 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
 
     Args:
         directory: the checkpoint directory.
-        sharding: where jax arrays are placed (a ``jax.sharding.Sharding``); default: the
-            first device, ``jax.devices()[0]``. numpy arrays stay numpy arrays.
+        sharding: where jax arrays are placed (a ``jax.sharding.Sharding``); default: this
+            process's first device, ``jax.local_devices()[0]`` (``jax.devices()[0]`` in a
+            single process). numpy arrays stay numpy arrays.
 
     Returns:
         The tree.
@@ -573,7 +574,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
         checked = [_check_leaf(d, i, labels[i], where, version) for i, d in enumerate(descriptions)]
         wanted = {a.key: a for a in checked if isinstance(a, _Array) and a.key is not None}
         if sharding is None:
-            sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+            sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
         stored: Mapping[str, Any] = {}
         if wanted:
             if not os.path.isdir(os.path.join(path, ARRAYS_ITEM)):
