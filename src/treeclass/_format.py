@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
-from ._errors import TreespecLoadError, UnregisteredNameError, brief
+from ._errors import TreespecLoadError, UnnamedClassError, UnregisteredNameError, brief
 from ._json import dumps_canonical, loads_strict
 from ._nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from ._registry import node_for_name
 from ._state import Layout
 from ._tree import TreeSpec
+from ._unnamed import unnamed_error
 
 __all__ = [
     "FORMAT_ID",
@@ -101,7 +102,11 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         nt, aux, k, leafy = e
         h = cache.get(nt)
         if h is None:
-            h = cache[nt] = (nt.require_name(), nt.getstate)
+            try:
+                name = nt.require_name()
+            except UnnamedClassError:  # say at once what every class of the spec needs
+                raise unnamed_error(e[0] for e in spec._entries if e is not None) from None
+            h = cache[nt] = (name, nt.getstate)
         append((h[0], h[1](aux), k))
         if leafy and k:
             out.extend([None] * k)

@@ -122,6 +122,7 @@ FRAMEWORKS: Final = (
     ),
     Framework("optree", "optree", "treeclass._backends.optree", (("optree", "PyTreeSpec"),)),
     Framework("flax", "flax.serialization", "treeclass._backends.flax"),
+    Framework("optax", "optax", "treeclass._backends.optax"),
 )
 
 #: How long ``import treeclass`` waits for another thread's import of a framework before a
@@ -244,6 +245,9 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
     try:
         module = importlib.import_module(framework.adapter)
         refused = _registry.activate_backend(module.BACKEND)
+        activated = getattr(module, "activated", None)
+        if activated is not None:  # what an adapter does once (optax: name its states)
+            activated()
     except Exception as e:
         with _LOCK:
             _FAILED[framework.name] = e

@@ -29,7 +29,6 @@ from .._errors import (
     RegistrationError,
     TreespecLoadError,
     UnhashableStaticError,
-    UnnamedClassError,
 )
 from .._format import Node, aux_to_bytes, state_from_bytes
 from .._nodes import NodeType
@@ -473,7 +472,9 @@ def _refuse(cls: type, kind: str, message: str) -> None:
     )
 
     def serialize_auxdata(aux: Any) -> NoReturn:
-        raise UnnamedClassError(message)
+        from .jax_unnamed import all_unnamed  # every unnamed class of the function at once
+
+        raise all_unnamed(message)
 
     def deserialize_auxdata(data: bytes) -> NoReturn:
         raise TreespecLoadError(_PLACEHOLDER_IN_FILE.format(name=placeholder))
