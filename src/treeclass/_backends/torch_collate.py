@@ -77,35 +77,33 @@ def _collate_function(node: NodeType) -> Callable[..., Any]:
     collate = _collate.collate
 
     def collate_instances(batch: Any, *, collate_fn_map: Any = None) -> Any:
-        first_children, first_aux = flatten(batch[0])
-        columns: list[list[Any]] = [[c] for c in first_children]
-        for i in range(1, len(batch)):
-            sample = batch[i]
+        for i, sample in enumerate(batch):
             if type(sample) is not cls:
                 raise StructureMismatchError(
                     _OTHER_TYPE.format(cls=label, i=i, other=type(sample).__qualname__)
                 )
-            children, aux = flatten(sample)
+        flat = [flatten(sample) for sample in batch]
+        first_aux = flat[0][1]
+        for i, (_, aux) in enumerate(flat):
             if aux != first_aux:
                 for field, a, b in zip(statics, first_aux, aux):
                     if not (a is b or a == b):
                         raise StructureMismatchError(
                             _STATIC_DIFFERS.format(cls=label, field=field, first=a, value=b, i=i)
                         )
-            for column, child in zip(columns, children):
-                column.append(child)
         out: list[Any] = []
-        for field, column in zip(data, columns):
-            nones = [j for j, v in enumerate(column) if v is None]
-            if len(nones) == len(column):
-                out.append(None)
-                continue
-            if nones:
-                value = next(j for j, v in enumerate(column) if v is not None)
-                raise StructureMismatchError(
-                    _SOME_NONE.format(cls=label, field=field, none=nones[0], value=value)
-                )
-            out.append(collate(column, collate_fn_map=collate_fn_map))
+        for field, column in zip(data, zip(*[children for children, _ in flat])):
+            if any(v is None for v in column):  # (never ``in``: a tensor compares elementwise)
+                nones = [j for j, v in enumerate(column) if v is None]
+                if len(nones) == len(column):
+                    out.append(None)
+                    continue
+                if nones:
+                    value = next(j for j, v in enumerate(column) if v is not None)
+                    raise StructureMismatchError(
+                        _SOME_NONE.format(cls=label, field=field, none=nones[0], value=value)
+                    )
+            out.append(collate(list(column), collate_fn_map=collate_fn_map))
         return unflatten(first_aux, out)
 
     collate_instances.__qualname__ = f"collate_{cls.__qualname__}"
