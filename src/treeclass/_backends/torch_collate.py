@@ -63,7 +63,7 @@ _SOME_NONE: Final = (
 )
 
 
-def _collate_map() -> dict[Any, Callable[..., Any]]:
+def _collate_map() -> dict[type | tuple[type, ...], Callable[..., Any]]:
     """The ``default_collate_fn_map`` of torch (private module; checked with torch 2.13.0)."""
     return _collate.default_collate_fn_map
 
