@@ -159,3 +159,46 @@ def test_dataloader_with_two_spawn_workers(tmp_path: Path) -> None:
     assert [b["y"] for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert all(b["same_class"] and b["kind"] == "a" for b in batches)
     assert batches[1]["x"][0] == [4.0, 4.0, 4.0]
+
+
+_UNDONE = """
+import json
+import jax
+import torch
+from torch.utils.data._utils.collate import default_collate_fn_map
+import treeclass as tc
+
+def fault(*args, **kwargs):
+    raise RuntimeError("injected fault")
+
+class Victim:
+    x: object
+import dataclasses
+Victim = dataclasses.dataclass(Victim)
+
+real = jax.export.register_pytree_node_serialization
+jax.export.register_pytree_node_serialization = fault  # JAX is registered last
+report = {}
+try:
+    tc.register_dataclass(Victim, name="tests.collate.Victim")
+    report["first"] = "succeeded"
+except Exception as e:
+    report["first"] = type(e).__name__
+finally:
+    jax.export.register_pytree_node_serialization = real
+report["after_fault"] = {"pin_memory": "pin_memory" in vars(Victim),
+                         "collate": Victim in default_collate_fn_map}
+tc.register_dataclass(Victim, name="tests.collate.Victim")
+report["after_retry"] = {"pin_memory": "pin_memory" in vars(Victim),
+                         "collate": Victim in default_collate_fn_map}
+print(json.dumps(report))
+"""
+
+
+def test_a_failed_registration_takes_pin_memory_and_collate_back() -> None:
+    # The undo of the collate backend runs when a later backend (JAX) refuses the class.
+    pytest.importorskip("jax")
+    report = run_script(_UNDONE, timeout=300).report()
+    assert report["first"] == "RuntimeError"
+    assert report["after_fault"] == {"pin_memory": False, "collate": False}
+    assert report["after_retry"] == {"pin_memory": True, "collate": True}
