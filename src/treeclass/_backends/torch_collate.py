@@ -1,7 +1,8 @@
 """``torch.utils.data``: batching treeclass instances, and pinning their tensors.
 
 Activated with the torch adapter (the ``extras`` of the torch row of
-:data:`treeclass._backends.activation.FRAMEWORKS`), for every class so far and every class registered later.
+:data:`treeclass._backends.activation.FRAMEWORKS`), for every class so far and every class
+registered later.
 
 **Collate.** ``default_collate`` turns a list of samples into a batch, dispatching on the type
 of the first sample through ``default_collate_fn_map`` (exact type first, then
