@@ -20,6 +20,7 @@ CASES = {
         "torch.export",
         "torch.serialization",
         "torch._library.opaque_object",
+        "torch.utils.data",
     ],
     "optree": ["optree"],
     "flax": ["flax.serialization"],

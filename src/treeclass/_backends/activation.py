@@ -78,17 +78,27 @@ class Framework:
             object treeclass converts, ``nodes_from_spec`` / ``spec_from_nodes``.
         spec_types: ``(module prefix, type name)`` of the framework's structure objects, to
             recognise them without importing anything.
+        extras: further treeclass modules whose ``BACKEND`` is activated with the adapter's,
+            as a mirror of the framework's own (not listed by ``active_backends()``).
+
+    An adapter module may also define ``activated()``, called once its backend is active.
     """
 
-    __slots__ = ("adapter", "module", "name", "spec_types")
+    __slots__ = ("adapter", "extras", "module", "name", "spec_types")
 
     def __init__(
-        self, name: str, module: str, adapter: str, spec_types: tuple[tuple[str, str], ...] = ()
+        self,
+        name: str,
+        module: str,
+        adapter: str,
+        spec_types: tuple[tuple[str, str], ...] = (),
+        extras: tuple[str, ...] = (),
     ) -> None:
         self.name = name
         self.module = module
         self.adapter = adapter
         self.spec_types = spec_types
+        self.extras = extras
 
     def installed(self) -> bool:
         """Whether the framework's module can be imported here (nothing is imported)."""
@@ -119,9 +129,11 @@ FRAMEWORKS: Final = (
         "torch",
         "treeclass._backends.torch",
         (("torch.utils._pytree", "TreeSpec"), ("torch.utils._pytree", "LeafSpec")),
+        extras=("treeclass._backends.torch_collate",),
     ),
     Framework("optree", "optree", "treeclass._backends.optree", (("optree", "PyTreeSpec"),)),
     Framework("flax", "flax.serialization", "treeclass._backends.flax"),
+    Framework("optax", "optax", "treeclass._backends.optax"),
 )
 
 #: How long ``import treeclass`` waits for another thread's import of a framework before a
@@ -244,6 +256,13 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
     try:
         module = importlib.import_module(framework.adapter)
         refused = _registry.activate_backend(module.BACKEND)
+        for extra in framework.extras:
+            refused += _registry.activate_backend(
+                importlib.import_module(extra).BACKEND, framework=False
+            )
+        activated = getattr(module, "activated", None)
+        if activated is not None:  # what an adapter does once (optax: name its states)
+            activated()
     except Exception as e:
         with _LOCK:
             _FAILED[framework.name] = e

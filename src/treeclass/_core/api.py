@@ -534,11 +534,18 @@ def register_dataclass(
     override: bool = False,
     pickle_by_name: bool = True,
 ) -> _C:
-    """Register an existing dataclass or attrs class as a pytree node, unchanged.
+    """Register an existing dataclass or attrs class as a pytree node.
 
     For classes you cannot decorate (a third-party model output), and for classes that are
     already dataclasses or attrs classes. Static fields are those marked in the class's field
     metadata (``{"static": True}``) plus the names in ``static``.
+
+    The class is not rebuilt or wrapped, with one exception: once torch is imported (before
+    or after the registration), a class that has no ``pin_memory`` attribute (method or
+    field) gains a ``pin_memory()`` method, so that a DataLoader with ``pin_memory=True``
+    pins its tensor fields; torch offers no other hook (see ``docs/torch.md``). The method
+    is removed again only if the registration fails and is undone. The same holds for
+    classes made by :func:`pytree_dataclass` and :class:`PytreeNode`.
 
     Args:
         cls: a class made by ``@dataclasses.dataclass`` or by attrs.
@@ -554,7 +561,7 @@ def register_dataclass(
         pickle_by_name: instances pickle by the name (see :func:`pytree_dataclass`).
 
     Returns:
-        ``cls``, unchanged.
+        ``cls`` itself (gaining ``pin_memory()`` once torch is imported, see above).
 
     Raises:
         NotAPytreeClassError: ``cls`` is not a dataclass or attrs class.

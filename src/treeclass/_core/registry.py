@@ -156,9 +156,10 @@ def _no_hook(qualname: str) -> None:
 
 
 #: Called with the class's qualified name at the start of every registration, before
-#: :data:`_LOCK` is taken: ``_hooks`` sets it to activate frameworks that should be active
-#: (an activation takes :data:`_LOCK`, so the lock order is a framework's lock, then the
-#: registry's). It raises :class:`RegistrationError` to refuse the registration.
+#: :data:`_LOCK` is taken: ``_backends.activation`` sets it to activate frameworks that
+#: should be active (an activation takes :data:`_LOCK`, so the lock order is a framework's
+#: lock, then the registry's). It raises :class:`RegistrationError` to refuse the
+#: registration.
 _before_register: Callable[[str], None] = _no_hook
 
 

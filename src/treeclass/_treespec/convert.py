@@ -19,6 +19,7 @@ from .._core.nodes import BUILTIN_NODE_TYPES
 from .._core.registry import registered_node
 from .._core.state import cannot_fill
 from .._core.tree import TreeSpec
+from .._core.unnamed import several, unnamed_message
 from .._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
 from .format import Node
 
@@ -36,6 +37,8 @@ __all__ = [
 Where: TypeAlias = "tuple[Any, int] | None"
 
 _NONE_TYPE: Final = type(None)
+#: The node types :func:`encode_node` writes without a registration.
+_NEUTRAL: Final = frozenset((tuple, list, _NONE_TYPE, dict, OrderedDict, defaultdict))
 
 
 class _Placeholder:
@@ -159,13 +162,39 @@ def nodes_of(framework: str, root: Any, read: Read) -> list[Node]:
             continue
         cls, data, children, leafy = node
         k = len(children)
-        append(encode_node(framework, cls, data, k, where))
+        try:
+            append(encode_node(framework, cls, data, k, where))
+        except UnnamedClassError:  # say at once what every class of the structure needs
+            raise _every_unnamed(framework, root, read) from None
         if leafy:
             out.extend([None] * k)
             continue
         for i in range(k - 1, -1, -1):
             stack.append((children[i], (where, i)))
     return out
+
+
+def _every_unnamed(framework: str, root: Any, read: Read) -> UnnamedClassError:
+    """The error for a structure with a class that cannot be written: every such class."""
+    messages: dict[type, str] = {}
+    stack: list[tuple[Any, Where]] = [(root, None)]
+    while stack:
+        t, where = stack.pop()
+        node = read(t)
+        if node is None:
+            continue
+        cls, _, children, leafy = node
+        if cls not in messages and cls not in _NEUTRAL:
+            nt = registered_node(cls) if isinstance(cls, type) else None
+            message = (
+                str(_not_registered(framework, cls, where)) if nt is None else unnamed_message(nt)
+            )
+            if message is not None:
+                messages[cls] = message
+        if not leafy:
+            for i in range(len(children) - 1, -1, -1):
+                stack.append((children[i], (where, i)))
+    return several(messages.values())
 
 
 def leaf_count_error(

@@ -22,7 +22,8 @@ from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
 from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec
-from .._errors import TreespecLoadError, UnregisteredNameError, brief
+from .._core.unnamed import unnamed_error
+from .._errors import TreespecLoadError, UnnamedClassError, UnregisteredNameError, brief
 
 __all__ = [
     "FORMAT_ID",
@@ -101,7 +102,11 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         nt, aux, k, leafy = e
         h = cache.get(nt)
         if h is None:
-            h = cache[nt] = (nt.require_name(), nt.getstate)
+            try:
+                name = nt.require_name()
+            except UnnamedClassError:  # say at once what every class of the spec needs
+                raise unnamed_error(e[0] for e in spec._entries if e is not None) from None
+            h = cache[nt] = (name, nt.getstate)
         append((h[0], h[1](aux), k))
         if leafy and k:
             out.extend([None] * k)

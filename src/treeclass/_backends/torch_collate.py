@@ -1,0 +1,187 @@
+"""``torch.utils.data``: batching treeclass instances, and pinning their tensors.
+
+Activated with the torch adapter (the ``extras`` of the torch row of
+:data:`treeclass._backends.activation.FRAMEWORKS`), for every class so far and every class
+registered later.
+
+**Collate.** ``default_collate`` turns a list of samples into a batch, dispatching on the type
+of the first sample through ``default_collate_fn_map`` (exact type first, then
+``isinstance``); a dataclass it does not know is refused. torch's ``collate`` docstring
+documents extending ``default_collate`` by adding entries to that map, which lives in the
+private module ``torch.utils.data._utils.collate`` (checked with torch 2.13.0;
+:func:`_collate_map` is the one place that reads it). Each registered dataclass and attrs
+class gets an entry: a list of instances becomes one instance whose data fields are each
+collated as torch collates the list of their values (tensors stacked, numbers made tensors,
+dicts and lists collated field by field), and whose static fields are the samples' own --
+which must agree, else :class:`~treeclass.StructureMismatchError` names the class, the field
+and the two values. A data field that is ``None`` in every sample stays ``None``; ``None`` in
+some samples only is an error naming the field. Namedtuples are collated by torch itself.
+
+**pin_memory.** The DataLoader's ``pin_memory=True`` runs
+``torch.utils.data._utils.pin_memory.pin_memory`` on each batch: it recurses into tensors,
+mappings, namedtuples and sequences, calls ``pin_memory()`` on any other object that has that
+method, and returns other objects unchanged. torch has no registry there, so each such class
+that has no ``pin_memory`` attribute (and no field of that name) gets a ``pin_memory()``
+method while torch's backend is active: it returns a copy whose data fields went through
+torch's ``pin_memory`` -- the treatment a dict of the same fields gets. The method is removed
+again if the registration is undone.
+
+**Workers.** Instances cross worker processes by pickle; named classes pickle by name (see
+:mod:`treeclass._pickle`), so a ``spawn`` worker finds the class by name once the module that
+defines it is imported there (by the dataset's own unpickling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Final
+
+from torch.utils.data._utils import collate as _collate
+from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
+
+from .._core.nodes import NodeType
+from .._core.registry import Change, Undo
+from .._errors import StructureMismatchError
+
+__all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "CollateBackend"]
+
+#: The torch version whose private collate map :func:`_collate_map` was checked against.
+CHECKED_TORCH_VERSION: Final = "2.13.0"
+
+_OTHER_TYPE: Final = (
+    "default_collate got a batch whose first sample is a {cls} and whose sample {i} is a "
+    "{other}; a batch of treeclass instances must hold instances of one class."
+)
+_STATIC_DIFFERS: Final = (
+    "default_collate cannot batch {cls} samples whose static field {field!r} differs "
+    "({first!r} in sample 0, {value!r} in sample {i}): static fields are not batched, so "
+    "every sample of a batch must have the same; group samples by {field!r} (a batch "
+    "sampler), or make it a data field."
+)
+_SOME_NONE: Final = (
+    "default_collate cannot batch {cls} samples whose data field {field!r} is None in some "
+    "samples (sample {none}) and not in others (sample {value}); make it None in every sample "
+    "of the batch or in none."
+)
+
+
+def _collate_map() -> dict[type | tuple[type, ...], Callable[..., Any]]:
+    """The ``default_collate_fn_map`` of torch (private module; checked with torch 2.13.0)."""
+    return _collate.default_collate_fn_map
+
+
+def _collate_function(node: NodeType) -> Callable[..., Any]:
+    cls = node.type
+    label = node.name or node.qualname
+    data = node.data_fields  # tuples: the closures must not see later changes
+    statics = node.static_fields
+    flatten, unflatten = node.flatten, node.unflatten
+    collate = _collate.collate
+
+    def collate_instances(batch: Any, *, collate_fn_map: Any = None) -> Any:
+        for i, sample in enumerate(batch):
+            if type(sample) is not cls:
+                raise StructureMismatchError(
+                    _OTHER_TYPE.format(cls=label, i=i, other=type(sample).__qualname__)
+                )
+        flat = [flatten(sample) for sample in batch]
+        first_aux = flat[0][1]
+        for i, (_, aux) in enumerate(flat):
+            if aux != first_aux:
+                for field, a, b in zip(statics, first_aux, aux):
+                    if not (a is b or a == b):
+                        raise StructureMismatchError(
+                            _STATIC_DIFFERS.format(cls=label, field=field, first=a, value=b, i=i)
+                        )
+        out: list[Any] = []
+        for field, column in zip(data, zip(*[children for children, _ in flat])):
+            if any(v is None for v in column):  # (never ``in``: a tensor compares elementwise)
+                nones = [j for j, v in enumerate(column) if v is None]
+                if len(nones) == len(column):
+                    out.append(None)
+                    continue
+                if nones:
+                    value = next(j for j, v in enumerate(column) if v is not None)
+                    raise StructureMismatchError(
+                        _SOME_NONE.format(cls=label, field=field, none=nones[0], value=value)
+                    )
+            out.append(collate(list(column), collate_fn_map=collate_fn_map))
+        return unflatten(first_aux, out)
+
+    collate_instances.__qualname__ = f"collate_{cls.__qualname__}"
+    return collate_instances
+
+
+def _pin_method(node: NodeType) -> Callable[..., Any]:
+    flatten, unflatten = node.flatten, node.unflatten
+
+    def pin_memory(self: Any) -> Any:
+        """A copy whose data fields went through torch's ``pin_memory`` (added by treeclass)."""
+        children, aux = flatten(self)
+        return unflatten(aux, [_pin_memory(c) for c in children])
+
+    return pin_memory
+
+
+def _can_take_pin_memory(node: NodeType) -> bool:
+    if node.info is None or any(f.name == "pin_memory" for f in node.info.fields):
+        return False
+    return not any("pin_memory" in vars(k) for k in node.type.__mro__[:-1])
+
+
+def _nothing() -> None:
+    pass
+
+
+class CollateBackend:
+    """Mirrors the registry into ``default_collate`` and DataLoader pinning."""
+
+    name: str = "torch.utils.data"
+    can_unregister: bool = True
+
+    def __init__(self) -> None:
+        #: class -> (collate function, whether a pin_memory method was added).
+        self._ours: dict[type, tuple[Callable[..., Any], bool]] = {}
+
+    def check(self, change: Change) -> None:
+        """Accept every class (an entry of torch's own is kept, see :meth:`add`)."""
+        del change
+
+    def add(self, change: Change) -> Undo:
+        """Add the class to torch's collate map and give it ``pin_memory()``; return the undo.
+
+        A collate entry torch or the user put there for the class is kept (and the undo
+        leaves it alone); so is a ``pin_memory`` the class has.
+        """
+        node = change.node
+        cls = node.type
+        if node.kind == "namedtuple" or cls in self._ours:
+            return _nothing
+        table = _collate_map()
+        if cls in table:
+            return _nothing
+        function = _collate_function(node)
+        table[cls] = function
+        pinned = _can_take_pin_memory(node)
+        if pinned:
+            cls.pin_memory = _pin_method(node)  # type: ignore[attr-defined]
+        entry = (function, pinned)
+        self._ours[cls] = entry
+
+        def undo() -> None:
+            if self._ours.get(cls) is not entry:
+                return
+            del self._ours[cls]
+            if table.get(cls) is function:
+                del table[cls]
+            if pinned and "pin_memory" in vars(cls):
+                delattr(cls, "pin_memory")
+
+        return undo
+
+    def __repr__(self) -> str:
+        return "<treeclass torch.utils.data backend>"
+
+
+#: The adapter object the registry holds.
+BACKEND: Final = CollateBackend()

@@ -1,0 +1,3 @@
+from typing import Any
+
+def default_collate(batch: Any) -> Any: ...

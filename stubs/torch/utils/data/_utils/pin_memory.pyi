@@ -1,0 +1,3 @@
+from typing import Any
+
+def pin_memory(data: Any, device: str | None = None) -> Any: ...
