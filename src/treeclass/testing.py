@@ -336,7 +336,9 @@ def pytree_classes(*, named: bool = True, max_fields: int = 4) -> Any:
     return st.builds(build, shape, st.booleans())
 
 
-def trees(leaves: Any = None, *, classes: Any = None, max_leaves: int = 20) -> Any:
+def trees(
+    leaves: Any = None, *, classes: Any = None, extra_nodes: Any = None, max_leaves: int = 20
+) -> Any:
     """A Hypothesis strategy for nested trees of class instances, containers and leaves.
 
     Args:
@@ -344,6 +346,9 @@ def trees(leaves: Any = None, *, classes: Any = None, max_leaves: int = 20) -> A
             booleans and ``None``).
         classes: a strategy for the classes whose instances appear (default:
             :func:`pytree_classes`).
+        extra_nodes: more kinds of nodes: a function taking the strategy of children and
+            returning a strategy of nodes built from them (instances of your own classes,
+            other containers), drawn from as often as each built-in kind.
         max_leaves: passed to ``hypothesis.strategies.recursive``.
 
     Returns:
@@ -383,11 +388,14 @@ def trees(leaves: Any = None, *, classes: Any = None, max_leaves: int = 20) -> A
         def instances(draw: Any) -> Any:
             return instance(draw, draw(classes), children)
 
-        return st.one_of(
+        kinds = [
             st.lists(children, max_size=3),
             st.lists(children, max_size=3).map(tuple),
             st.dictionaries(st.text(max_size=3), children, max_size=3),
             st.composite(instances)(),
-        )
+        ]
+        if extra_nodes is not None:
+            kinds.append(extra_nodes(children))
+        return st.one_of(*kinds)
 
     return st.recursive(leaves, nodes, max_leaves=max_leaves)
