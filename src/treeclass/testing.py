@@ -24,7 +24,7 @@ import keyword
 import pickle
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError
@@ -174,7 +174,10 @@ def _jax_array_leaf(x: Any, jax: Any) -> bool:
 
     if isinstance(x, jax.Array):
         return True
-    return isinstance(x, (np.ndarray, np.generic)) and x.dtype.kind in "biufc"
+    if not isinstance(x, (np.ndarray, np.generic)):
+        return False
+    kind: str = cast("Any", x).dtype.kind
+    return kind in "biufc"
 
 
 def _check_jax_export(obj: Any, leaves: list[Any], spec: TreeSpec) -> None:
