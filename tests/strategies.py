@@ -11,6 +11,7 @@ import attrs
 from hypothesis import strategies as st
 
 import treeclass as tc
+from treeclass import testing
 
 
 @tc.pytree_dataclass(name="tests.strategies.Plain")
@@ -59,16 +60,15 @@ leaves = st.one_of(
     st.floats(allow_nan=False),
     st.text(max_size=5),
     st.booleans(),
+    st.none(),
 )
 statics = st.one_of(st.text(max_size=3), st.integers(0, 5))
 
 
-def _nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+def _fixed_nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """The fixed classes above (every registration path) and OrderedDict."""
     maybe = st.one_of(st.none(), children)
     return st.one_of(
-        st.lists(children, max_size=4),
-        st.lists(children, max_size=4).map(tuple),
-        st.dictionaries(st.text(max_size=3), children, max_size=4),
         st.dictionaries(st.text(max_size=3), children, max_size=3).map(collections.OrderedDict),
         st.builds(Plain, children, maybe, statics.map(str)),
         st.builds(FrozenSlots, children, st.tuples(st.integers(0, 3))),
@@ -79,4 +79,6 @@ def _nodes(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     )
 
 
-trees = st.recursive(st.one_of(leaves, st.none()), _nodes, max_leaves=25)
+#: Random trees: lists, tuples, dicts and instances of random classes (treeclass.testing's
+#: public strategies), plus the fixed classes and OrderedDicts.
+trees = testing.trees(leaves, extra_nodes=_fixed_nodes, max_leaves=25)

@@ -31,6 +31,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
     "jax.md": ("jax", "flatbuffers"),
     "optree.md": ("optree",),
+    "testing.md": ("hypothesis",),
 }
 
 _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")

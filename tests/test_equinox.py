@@ -252,3 +252,120 @@ def test_tree_equal(lin_cls: type) -> None:
     assert bool(eqx.tree_equal(a, eqx.tree_at(lambda t: t.b, a, jnp.zeros(2)))) is False
     assert bool(eqx.tree_equal(_holder(), _holder())) is True
     assert bool(eqx.tree_equal(_net(), _net(), typematch=True)) is True
+
+
+# --- saving equinox modules: tc.save / tc.load and treeclass.orbax ------------------------------
+
+
+class Block(eqx.Module):
+    """A user Module: arrays, an eqx.nn layer, an optional array and static fields."""
+
+    proj: eqx.nn.Linear
+    gain: jax.Array
+    bias: jax.Array | None
+    act: str = eqx.field(static=True, default="tanh")
+    sizes: tuple[int, ...] = eqx.field(static=True, default=(3, 2))
+
+    def __call__(self, x: Any) -> Any:
+        y = self.proj(x) * self.gain
+        y = y if self.bias is None else y + self.bias
+        return jnp.tanh(y) if self.act == "tanh" else y
+
+
+tc.register_dataclass(Block, name="tests.equinox.Block")
+# The name docs/jax-ecosystem.md uses too (one class, one name, in one process).
+tc.register_dataclass(eqx.nn.Linear, name="equinox.nn.Linear")
+
+
+def _block(**kw: Any) -> Block:
+    proj = eqx.nn.Linear(3, 2, key=jax.random.PRNGKey(1))
+    return Block(proj, jnp.full(2, 1.5), None, **kw)
+
+
+def _same_module(back: Any, model: Any) -> None:
+    assert type(back) is type(model)
+    assert jax.tree.structure(back) == jax.tree.structure(model)  # statics included
+    for a, b in zip(jax.tree.leaves(back), jax.tree.leaves(model)):
+        assert type(a) is type(b)
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+        assert a.dtype == b.dtype
+
+
+def test_jax_keeps_equinox_registration_of_a_registered_module() -> None:
+    block = _block()
+    assert tc.is_registered(Block) and tc.name_of(Block) == "tests.equinox.Block"
+    # JAX's node is still equinox's: its flatten, its filters, its transformations.
+    assert "tests.equinox.Block" not in str(jax.tree.structure(block))
+    grads = eqx.filter_grad(lambda m: jnp.sum(m(jnp.ones(3))))(block)
+    assert type(grads) is Block and grads.act == "tanh" and grads.bias is None
+    assert type(grads.proj) is eqx.nn.Linear
+    # treeclass's registry sees the same leaves, in the same order, and the same statics.
+    assert len(tc.tree_leaves(block)) == len(jax.tree.leaves(block)) == 3
+    spec = tc.tree_structure(block)
+    assert "act='tanh'" in repr(spec) and "in_features=3" in repr(spec)
+
+
+def test_tc_save_and_load_a_module_holding_arrays(tmp_path: Any) -> None:
+    block = _block(act="id", sizes=(4,))
+    tree = {"model": block, "step": 3}
+    tc.save(tmp_path / "m.safetensors", tree)
+    back = tc.load(tmp_path / "m.safetensors")
+    assert back["step"] == 3
+    _same_module(back["model"], block)
+    assert back["model"].act == "id" and back["model"].sizes == (4,)
+    assert back["model"].proj.in_features == 3 and back["model"].bias is None
+    np.testing.assert_array_equal(back["model"](jnp.ones(3)), block(jnp.ones(3)))
+    # Still a frozen equinox module after the rebuild.
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back["model"].gain = jnp.zeros(2)  # type: ignore[misc]
+
+
+def test_treeclass_orbax_save_and_restore_a_module(tmp_path: Any) -> None:
+    tco = pytest.importorskip("treeclass.orbax")
+    block = _block()
+    tco.save(tmp_path / "ckpt", {"model": block})
+    back = tco.restore(tmp_path / "ckpt")
+    _same_module(back["model"], block)
+    np.testing.assert_array_equal(back["model"](jnp.ones(3)), block(jnp.ones(3)))
+
+
+def test_assert_roundtrip_on_a_module() -> None:
+    from treeclass.testing import assert_roundtrip
+
+    assert_roundtrip({"model": _block(), "x": np.ones(2, np.float32)})
+
+
+def test_a_jax_structure_holding_a_module_is_refused_by_name() -> None:
+    with pytest.raises(tc.UnnamedClassError, match=r"Block is an equinox\.Module.*tc\.save"):
+        tc.treespec_dumps(jax.tree.structure({"m": _block()}))
+
+
+def test_an_unregistered_module_is_a_leaf_and_the_error_says_register_it(tmp_path: Any) -> None:
+    mlp = eqx.nn.MLP(3, 2, 4, 1, key=jax.random.PRNGKey(0))
+    with pytest.raises(
+        tc.TreeclassTypeError,
+        match=r"leaf at \['mlp'\] is a equinox\.nn\._mlp\.MLP.*tc\.register_dataclass\(cls, name",
+    ):
+        tc.save(tmp_path / "m.safetensors", {"mlp": mlp})
+
+
+def test_a_function_leaf_of_a_registered_module_is_refused_by_path(tmp_path: Any) -> None:
+    """eqx.nn.MLP keeps its activation functions as leaves: not data, so never saved."""
+
+    class Act(eqx.Module):
+        w: jax.Array
+        fn: Any
+
+    tc.register_dataclass(Act, name="tests.equinox.Act")
+    with pytest.raises(tc.TreeclassTypeError, match=r"leaf at \.fn is a .*custom_jvp"):
+        tc.save(tmp_path / "a.safetensors", Act(jnp.ones(2), jax.nn.relu))
+
+
+def test_a_class_jax_holds_from_elsewhere_is_still_refused() -> None:
+    @jax.tree_util.register_dataclass
+    @dataclasses.dataclass
+    class Other:
+        x: Any
+
+    with pytest.raises(tc.RegistrationError, match=r"already a JAX pytree node"):
+        tc.register_dataclass(Other, name="tests.equinox.Other")

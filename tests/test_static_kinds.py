@@ -38,6 +38,7 @@ class Frozen:
     o: str | None = tc.field(static=True, default=None)
     u: int | str = tc.field(static=True, default=0)
     lit: Literal["x", "y"] = tc.field(static=True, default="x")
+    size: int | Literal["scalar"] = tc.field(static=True, default="scalar")  # as equinox's
     mode: Mode = tc.field(static=True, default=Mode.TRAIN)
     anything: Any = tc.field(static=True, default=None)
 
@@ -70,6 +71,10 @@ def test_the_class_own_values_load() -> None:
     obj = Frozen(1.0, o="q", u="s", lit="y", mode=Mode.EVAL, anything=(1,))
     spec = tc.tree_structure(obj)
     assert tc.treespec_loads(tc.treespec_dumps(spec)) == spec
+    # A union of a plain type and literals takes any value of the type (in either order).
+    for size in (3, "scalar"):
+        spec = tc.tree_structure(Frozen(1.0, size=size))
+        assert tc.treespec_loads(tc.treespec_dumps(spec)).unflatten([0]).size == size
     # An int where a float is annotated, a bool where an int is: as Python's typing allows.
     assert tc.treespec_loads(tamper(obj, "f", 2)).unflatten([0]).f == 2
     assert tc.treespec_loads(tamper(obj, "n", True)).unflatten([0]).n is True
@@ -92,6 +97,8 @@ def test_the_class_own_values_load() -> None:
         ("o", 1, r"static field 'o'.*value is a int"),
         ("u", 1.5, r"static field 'u'.*value is a float"),
         ("lit", "z", r"static field 'lit'.*'z' is not one of the field's values"),
+        ("size", "vector", r"static field 'size'.*'vector' is not one of the field's values"),
+        ("size", 1.5, r"static field 'size'.*1.5 is not one of the field's values"),
         ("mode", "train", r"static field 'mode'.*value is a str"),
         ("anything", [[1]], r"static field 'anything'.*unhashable list.*hashable"),
     ],

@@ -24,7 +24,7 @@ import keyword
 import pickle
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError
@@ -127,7 +127,14 @@ def assert_roundtrip(obj: Any) -> None:
     * ``treespec_dumps`` / ``treespec_loads`` of the structure, when every class in it has a
       ``name=`` (an unnamed class cannot be serialized: the check is skipped);
     * ``pickle`` of the object;
-    * ``tc.save`` / ``tc.load``, when the tree has an array leaf (numpy, JAX or torch).
+    * ``tc.save`` / ``tc.load``, when the tree has an array leaf (numpy, JAX or torch);
+    * ``jax.export``, when jax is installed and every leaf is a numeric numpy or JAX array
+      (numpy scalars included): a jitted identity over the tree is exported, serialized,
+      deserialized and called on the tree, and the deserialized ``in_tree`` / ``out_tree``
+      (the classes' names, static values, structure) and the result are compared with the
+      tree, its leaves as :func:`jax.numpy.asarray` makes them. Skipped when a class has no
+      ``name=`` (or is an ``equinox.Module``, whose JAX node is equinox's), as the treespec
+      check is, and for trees with other leaves (Python scalars, strings, torch tensors).
 
     Args:
         obj: a tree (instances of registered classes, containers, leaves).
@@ -158,6 +165,66 @@ def assert_roundtrip(obj: Any) -> None:
     _check("pickle", obj, pickle.loads(pickle.dumps(obj)))
     if any(_is_array(x) for x in leaves):
         _check_save(obj)
+    _check_jax_export(obj, leaves, spec)
+
+
+def _jax_array_leaf(x: Any, jax: Any) -> bool:
+    """A leaf :func:`_check_jax_export` passes as an argument: a numeric numpy or JAX array."""
+    import numpy as np
+
+    if isinstance(x, jax.Array):
+        return True
+    if not isinstance(x, (np.ndarray, np.generic)):
+        return False
+    kind: str = cast("Any", x).dtype.kind
+    return kind in "biufc"
+
+
+def _check_jax_export(obj: Any, leaves: list[Any], spec: TreeSpec) -> None:
+    """``jax.export`` of a jitted identity over ``obj``: serialize, deserialize, call, compare.
+
+    Applies when jax is installed, the tree has a leaf and every leaf is a numeric numpy or JAX
+    array (numpy scalars included), and every class in it is named and serializable by
+    jax.export; it is skipped otherwise (an unnamed class, an ``equinox.Module``: their JAX
+    structures cannot be written).
+    """
+    jax = _importable("jax")
+    if jax is None or not leaves or not all(_jax_array_leaf(x, jax) for x in leaves):
+        return
+    jnp = importlib.import_module("jax.numpy")
+    export = importlib.import_module("jax.export")
+
+    args = [jnp.asarray(x) for x in leaves]  # what jit passes on (dtypes as JAX makes them)
+    tree = spec.unflatten(args)
+    try:
+        expected_out = treespec_dumps(jax.tree_util.tree_structure(tree))
+        expected_in = treespec_dumps(jax.tree_util.tree_structure(((tree,), {})))
+    except UnnamedClassError:
+        return  # a class jax.export cannot serialize: no name (or equinox's own node)
+    what = "jax.export (export, serialize, deserialize, call)"
+    try:
+        exported = export.deserialize(export.export(jax.jit(_identity))(tree).serialize())
+        out = exported.call(tree)
+    except Exception as e:
+        raise AssertionError(f"{what} failed on {obj!r}: {type(e).__name__}: {e}") from e
+    for side, got, want in (
+        ("in_tree", exported.in_tree, expected_in),
+        ("out_tree", exported.out_tree, expected_out),
+    ):
+        try:
+            text = treespec_dumps(got)
+        except UnnamedClassError as e:
+            raise AssertionError(f"{what} gave back an {side} treeclass cannot read: {e}") from e
+        if text != want:
+            raise AssertionError(
+                f"{what} gave back the {side} {text}, expected {want} (the classes' names, "
+                "static values and structure of the tree)."
+            )
+    _check(what, tree, out)
+
+
+def _identity(tree: Any) -> Any:
+    return tree
 
 
 def _check_save(obj: Any) -> None:
@@ -272,7 +339,9 @@ def pytree_classes(*, named: bool = True, max_fields: int = 4) -> Any:
     return st.builds(build, shape, st.booleans())
 
 
-def trees(leaves: Any = None, *, classes: Any = None, max_leaves: int = 20) -> Any:
+def trees(
+    leaves: Any = None, *, classes: Any = None, extra_nodes: Any = None, max_leaves: int = 20
+) -> Any:
     """A Hypothesis strategy for nested trees of class instances, containers and leaves.
 
     Args:
@@ -280,6 +349,9 @@ def trees(leaves: Any = None, *, classes: Any = None, max_leaves: int = 20) -> A
             booleans and ``None``).
         classes: a strategy for the classes whose instances appear (default:
             :func:`pytree_classes`).
+        extra_nodes: more kinds of nodes: a function taking the strategy of children and
+            returning a strategy of nodes built from them (instances of your own classes,
+            other containers), drawn from as often as each built-in kind.
         max_leaves: passed to ``hypothesis.strategies.recursive``.
 
     Returns:
@@ -319,11 +391,14 @@ def trees(leaves: Any = None, *, classes: Any = None, max_leaves: int = 20) -> A
         def instances(draw: Any) -> Any:
             return instance(draw, draw(classes), children)
 
-        return st.one_of(
+        kinds = [
             st.lists(children, max_size=3),
             st.lists(children, max_size=3).map(tuple),
             st.dictionaries(st.text(max_size=3), children, max_size=3),
             st.composite(instances)(),
-        )
+        ]
+        if extra_nodes is not None:
+            kinds.append(extra_nodes(children))
+        return st.one_of(*kinds)
 
     return st.recursive(leaves, nodes, max_leaves=max_leaves)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -36,6 +37,7 @@ from .._errors import (
     RegistrationError,
     TreespecLoadError,
     UnhashableStaticError,
+    UnnamedClassError,
 )
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
@@ -85,6 +87,16 @@ _UNHASHABLE_STATIC: Final = (
 #: a treeclass registration that was rolled back; a later attempt with the same options
 #: reuses them.
 _TREE_UTIL: dict[type, NodeType] = {}
+#: ``equinox.Module`` subclasses registered with treeclass: JAX's registration of them stays
+#: equinox's (JAX cannot replace one), so treeclass adds them to neither ``jax.tree_util`` nor
+#: ``jax.export``; every other registry (the embedded one, torch, optree) gets treeclass's.
+_LEFT_TO_EQUINOX: set[type] = set()
+_EQUINOX_STRUCTURE: Final = (
+    "{cls} is an equinox.Module: JAX flattens it with equinox's own registration, whose node "
+    "data treeclass cannot write, so a JAX structure holding it cannot be serialized (nor can "
+    "jax.export serialize it). Use the tree itself (tc.tree_structure(tree), tc.save, "
+    "treeclass.orbax), where the class is treeclass's node under its name."
+)
 
 
 # --- private JAX internals: one accessor per fact (docs/contributing.md) ----------------------
@@ -143,6 +155,13 @@ def _export_restore(saved: _Snapshot) -> None:
     by_type.update(saved[0])
     by_name.clear()
     by_name.update(saved[1])
+
+
+def _equinox_module(cls: type) -> bool:
+    """Whether ``cls`` is an ``equinox.Module`` subclass (equinox is not imported for it)."""
+    equinox = sys.modules.get("equinox")
+    module = getattr(equinox, "Module", None)
+    return isinstance(module, type) and isinstance(cls, type) and issubclass(cls, module)
 
 
 def _is_jax_tree_node(cls: type) -> bool:
@@ -269,7 +288,9 @@ class JaxBackend:
     def check(self, change: Change) -> None:
         """Refuse the class if JAX already knows it or its names from elsewhere.
 
-        Changes nothing. ``override`` does not apply: JAX cannot replace a registration.
+        Changes nothing. ``override`` does not apply: JAX cannot replace a registration. An
+        ``equinox.Module`` subclass is accepted: JAX keeps equinox's registration of it, and
+        :meth:`add` leaves it alone (no ``jax.tree_util`` node, no ``jax.export`` name).
 
         Raises:
             RegistrationError: the class is already a JAX pytree node or has a jax.export
@@ -288,6 +309,8 @@ class JaxBackend:
                         _REGISTERED_BY_OLDER_TREECLASS.format(cls=node.qualname)
                     )
             elif _is_jax_tree_node(cls):
+                if _equinox_module(cls):
+                    return  # JAX keeps equinox's registration; see _LEFT_TO_EQUINOX
                 raise RegistrationError(_ALREADY_A_JAX_NODE.format(cls=node.qualname))
         if change.name is None:
             return
@@ -315,6 +338,14 @@ class JaxBackend:
         """
         node = change.node
         cls = node.type
+        if cls in _LEFT_TO_EQUINOX or (
+            node.kind != "namedtuple"
+            and cls not in _TREE_UTIL
+            and _equinox_module(cls)
+            and _is_jax_tree_node(cls)
+        ):
+            _LEFT_TO_EQUINOX.add(cls)
+            return _nothing
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
             functions = node.bind(
                 "jax", jax.tree_util.GetAttrKey, _check_aux=_unhashable_reporter(node)
@@ -379,6 +410,8 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     nd = t.node_data()
     if nd is None:
         return None
+    if nd[0] in _LEFT_TO_EQUINOX:
+        raise UnnamedClassError(_EQUINOX_STRUCTURE.format(cls=_owner(nd[0])))
     n_leaves: int = t.num_leaves
     if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
         return (*nd, range(n_leaves), True)

@@ -585,7 +585,11 @@ _PLAIN: Final[dict[type, tuple[type, ...]]] = {
 
 
 def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None] | None:
-    """``(accepted types, accepted literal values or None)``, or ``None`` (not checked)."""
+    """``(plain types, literal values or None)``, or ``None`` (not checked).
+
+    A value passes if it is an instance of a plain type, or is one of the literal values (of
+    the same type). ``int | Literal["scalar"]`` is ``((int,), ("scalar",))``.
+    """
     import types
     import typing
 
@@ -593,29 +597,23 @@ def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None]
     if origin is typing.Annotated:
         return _kind_of(typing.get_args(annotation)[0])
     if origin is typing.Literal:
-        values: tuple[Any, ...] = typing.get_args(annotation)
-        types_: set[type] = {v.__class__ for v in values}
-        return tuple(types_), values
+        return (), typing.get_args(annotation)
     if origin is typing.Union or origin is types.UnionType:
-        accepted: list[type] = []
+        plain: list[type] = []
         literals: list[Any] = []
         any_literal = False
         for arg in typing.get_args(annotation):
             if arg is type(None):
-                accepted.append(type(None))
-                literals.append(None)
+                plain.append(type(None))
                 continue
             kind = _kind_of(arg)
             if kind is None:
                 return None  # a member we cannot check: the whole union is unchecked
-            accepted += kind[0]
+            plain += kind[0]
             if kind[1] is not None:
                 any_literal = True
                 literals += kind[1]
-            else:
-                literals = []  # a plain type in the union accepts more than the literals
-                any_literal = False
-        return tuple(accepted), (tuple(literals) if any_literal else None)
+        return tuple(plain), (tuple(literals) if any_literal else None)
     base = origin if origin is not None else annotation
     if base in _PLAIN:
         return _PLAIN[base], None
@@ -643,7 +641,7 @@ def _kind_check(
     kind = _kind_of(annotation)
     if kind is None:
         return None
-    accepted, literals = kind
+    plain, literals = kind
     # (type(...) is type: on Python 3.10 a generic alias such as tuple[int, ...] passes
     # isinstance(..., type).)
     label = annotation.__name__ if type(annotation) is type else brief(annotation, 80)
@@ -654,13 +652,15 @@ def _kind_check(
             value is default or (value.__class__ is default.__class__ and value == default)
         ):
             return None
-        if type(value) not in accepted and not isinstance(value, accepted):
+        if type(value) in plain or isinstance(value, plain):
+            return None
+        if literals is None:
             return f"the value is a {type(value).__name__}, but the field is {label}"
-        if literals is not None and value not in literals:
+        if not any(type(v) is type(value) and v == value for v in literals):
             return f"{brief(value, 60)} is not one of the field's values {brief(literals, 80)}"
         return None
 
-    return check, (frozenset(accepted) if literals is None else None)
+    return check, (frozenset(plain) if literals is None else None)
 
 
 def _hashable_check(value: Any) -> str | None:

@@ -342,8 +342,10 @@ def save(
             raise TreeclassTypeError(
                 f"the leaf at {p or 'the root'} is a {type(leaf).__module__}."
                 f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
-                "and Python bool, int, float, complex and str leaves. Make it a static field "
-                "(tc.field(static=True)) or convert it to one of those."
+                "and Python bool, int, float, complex and str leaves. If it is an object "
+                "holding arrays (a model, an equinox.Module), register its class with a name "
+                "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
+                "convert any other value to one of those leaves, or keep it out of the tree."
             )
         leaves.append({"path": p, "type": array_kind})
         arrays.append((i, array_kind, leaf))
