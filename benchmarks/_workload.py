@@ -100,6 +100,13 @@ def paired_times(
     return t_ours, t_theirs
 
 
+def ratio_spread(t_ours: list[float], t_theirs: list[float]) -> tuple[float, float, float]:
+    """The median of the run-by-run ratios and their 10th and 90th percentiles."""
+    ratios = [a / b for a, b in zip(t_ours, t_theirs)]
+    deciles = statistics.quantiles(ratios, n=10)
+    return statistics.median(ratios), deciles[0], deciles[-1]
+
+
 def paired(
     ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int = 100, repeat: int = 31
 ) -> tuple[float, float, float]:

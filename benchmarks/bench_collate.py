@@ -10,38 +10,15 @@ Run: ``python benchmarks/bench_collate.py``.
 
 from __future__ import annotations
 
-import gc
 import statistics
 import time
-from collections.abc import Callable
 from typing import Any
+
+from _workload import paired_times, ratio_spread
 
 import treeclass as tc
 
 N = 256
-
-
-def cpu_rounds(
-    ours: Callable[[], Any], theirs: Callable[[], Any], *, number: int, rounds: int
-) -> tuple[list[float], list[float]]:
-    """Per-round CPU time (ms per call) of both sides, interleaved."""
-    ours()
-    theirs()
-    t_ours: list[float] = []
-    t_theirs: list[float] = []
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        for _ in range(rounds):
-            for fn, out in ((ours, t_ours), (theirs, t_theirs)):
-                t0 = time.process_time()
-                for _ in range(number):
-                    fn()
-                out.append((time.process_time() - t0) / number * 1e3)
-    finally:
-        if gc_was:
-            gc.enable()
-    return t_ours, t_theirs
 
 
 def main() -> None:
@@ -60,15 +37,18 @@ def main() -> None:
     dicts = [{"image": images[i], "label": i, "meta": {"a": float(i), "b": 0.5}} for i in range(N)]
 
     torch.set_num_threads(1)
-    ours, theirs = cpu_rounds(
-        lambda: default_collate(instances), lambda: default_collate(dicts), number=20, rounds=41
+    ours, theirs = paired_times(
+        lambda: default_collate(instances),
+        lambda: default_collate(dicts),
+        number=20,
+        repeat=41,
+        clock=time.process_time,
     )
-    ratios = sorted(a / b for a, b in zip(ours, theirs))
-    p10, p90 = statistics.quantiles(ratios, n=10)[0], statistics.quantiles(ratios, n=10)[-1]
+    ratio, p10, p90 = ratio_spread(ours, theirs)
     print(
-        f"default_collate of {N} samples: instances {statistics.median(ours):.3f} ms, "
-        f"dicts {statistics.median(theirs):.3f} ms (CPU time, median); ratio "
-        f"{statistics.median(ratios):.3f}x (p10 {p10:.3f}x, p90 {p90:.3f}x)"
+        f"default_collate of {N} samples: instances {statistics.median(ours):.1f} us, "
+        f"dicts {statistics.median(theirs):.1f} us (CPU time, median); ratio "
+        f"{ratio:.3f}x (p10 {p10:.3f}x, p90 {p90:.3f}x)"
     )
 
 
