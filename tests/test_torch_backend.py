@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import textwrap
 import typing
 from typing import Any
 
 import _cells as cells
 import pytest
+from _subproc import run_script
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -303,7 +301,7 @@ def test_pending_cxx_registrations_in_fresh_process(tmp_path: Any) -> None:
         print(json.dumps(report))
         """
     )
-    report = run_fresh(code, tmp_path)
+    report = run_script(code, cwd=tmp_path, timeout=300).report()
     assert report["torch_after_import_treeclass"] is False
     assert report["cxx_imported_early"] is False
     assert report["early_python"] == "fresh.Early"
@@ -343,7 +341,7 @@ def test_torch_first_then_treeclass_in_fresh_process(tmp_path: Any) -> None:
         }))
         """
     )
-    report = run_fresh(code, tmp_path)
+    report = run_script(code, cwd=tmp_path, timeout=300).report()
     assert "torch" in report["active"]
     assert report["name"] == "fresh.After"
     assert report["leaves"] == [1]
@@ -372,19 +370,10 @@ def test_adapter_module_imported_before_torch_in_fresh_process(tmp_path: Any) ->
         }))
         """
     )
-    report = run_fresh(code, tmp_path)
+    report = run_script(code, cwd=tmp_path, timeout=300).report()
     assert report["warnings"] == []
     assert "torch" in report["active"]
     assert report["name"] == "fresh.Before"
-
-
-def run_fresh(code: str, cwd: Any) -> Any:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------
