@@ -415,14 +415,14 @@ def test_failure_in_optree_rolls_back_every_namespace(
 ) -> None:
     ns = _namespace()
     tc.optree.register_namespace(ns)
-    real = backend._register
+    real = optree.register_pytree_node
 
-    def fail_in_named(cls: type, functions: Any, namespace: str) -> None:
+    def fail_in_named(cls: type, *args: Any, namespace: str, **kwargs: Any) -> Any:
         if namespace == ns:
             raise ValueError("simulated optree failure")
-        real(cls, functions, namespace)
+        return real(cls, *args, namespace=namespace, **kwargs)
 
-    monkeypatch.setattr(backend, "_register", fail_in_named)
+    monkeypatch.setattr(optree, "register_pytree_node", fail_in_named)
     Plain = _plain_dataclass()
     with pytest.raises(
         tc.RegistrationError,
