@@ -422,6 +422,7 @@ def test_failure_in_optree_rolls_back_every_namespace(
             raise ValueError("simulated optree failure")
         return real(cls, *args, namespace=namespace, **kwargs)
 
+    fail_in_named.get = real.get  # type: ignore[attr-defined]  # lookups stay real
     monkeypatch.setattr(optree, "register_pytree_node", fail_in_named)
     Plain = _plain_dataclass()
     with pytest.raises(
