@@ -15,9 +15,6 @@ import pytest
 
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
 
-# Scripts run in fresh processes by the tests, not test modules (and not importable as such).
-collect_ignore = ["jax_fresh"]
-
 _skipped: list[str] = []
 
 

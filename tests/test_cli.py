@@ -9,15 +9,14 @@ import os
 import pickle
 import random
 import struct
-import subprocess
 import sys
-import textwrap
 import typing
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _subproc import Outcome, report_in, run_module
 
 import treeclass as tc
 from treeclass._io.artifacts import read_artifact
@@ -57,18 +56,8 @@ class Batch:
 """
 
 
-def cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "treeclass", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})},
-        check=False,
-    )
+def cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> Outcome:
+    return run_module("treeclass", *args, cwd=cwd, env=env, timeout=300)
 
 
 # --- inspect: treeclass files and safetensors -------------------------------------------------
@@ -92,15 +81,13 @@ def test_inspect_a_treeclass_file(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 def test_inspect_names_what_is_missing_and_import_fixes_it(tmp_path: Path) -> None:
-    (tmp_path / "fresh_models.py").write_text(MODELS)
-    script = textwrap.dedent(
-        """
-        import numpy as np, treeclass as tc
+    script = """
+        import json, numpy as np, treeclass as tc
         from fresh_models import Batch
         tc.save("f.safetensors", [Batch(np.zeros(3))])
-        """
-    )
-    subprocess.run([sys.executable, "-c", script], cwd=tmp_path, check=True)
+        print(json.dumps("saved"))
+    """
+    assert report_in(tmp_path, script, modules={"fresh_models": MODELS}) == "saved"
     missing = cli("inspect", "f.safetensors", cwd=tmp_path)
     assert missing.returncode == 1
     assert "tests.cli.fresh.Batch  MISSING" in missing.stdout

@@ -9,11 +9,10 @@ structure, whichever framework made it, is stated in ``test_parity.py``.)
 from __future__ import annotations
 
 import collections
-import subprocess
-import sys
 from typing import Any
 
 import pytest
+from _subproc import run_script
 from _treespec_schema import validate_document
 from hypothesis import HealthCheck, given, settings
 from strategies import AttrsNode, FrozenSlots, KeepNone, Pair, Plain, ThirdParty
@@ -293,9 +292,7 @@ def _imported_after(code: str) -> set[str]:
             'print(sorted(m for m in ("jax", "torch", "optree") if m in sys.modules))',
         ]
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True
-    ).stdout
+    out = run_script(script, timeout=300).checked().stdout
     return set(out.strip().splitlines()[-1].strip("[]").replace("'", "").split(", ")) - {""}
 
 

@@ -16,11 +16,10 @@ The whole matrix costs two fresh processes (one that saves, one that loads).
 from __future__ import annotations
 
 import json
-import textwrap
 from typing import Any
 
 import pytest
-from _subproc import run_script
+from _subproc import report_in
 
 pytest.importorskip("jax")
 pytest.importorskip("torch")
@@ -307,18 +306,13 @@ REFUSED: dict[tuple[str, str], tuple[str, str]] = {
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("evolution")
-    (root / "v1").mkdir()
-    (root / "v2").mkdir()
     (root / "saved").mkdir()
-    (root / "v1" / "evo_v1.py").write_text(textwrap.dedent(V1))
-    (root / "v2" / "evo_v2.py").write_text(textwrap.dedent(V2))
-    saved = run_script(SAVE, str(root / "saved"), timeout=900, env={"PYTHONPATH": str(root / "v1")})
-    assert saved.report() == "saved"
+    saved = str(root / "saved")
+    assert report_in(root / "v1", SAVE, saved, modules={"evo_v1": V1}, timeout=900) == "saved"
     (root / "v1" / "evo_v1.py").unlink()  # version 1 is gone
-    loaded = run_script(
-        LOAD, str(root / "saved"), timeout=900, env={"PYTHONPATH": str(root / "v2")}
+    report: dict[str, Any] = report_in(
+        root / "v2", LOAD, saved, modules={"evo_v2": V2}, timeout=900
     )
-    report: dict[str, Any] = loaded.report()
     return report
 
 

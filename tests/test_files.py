@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _fresh import run_fresh
+from _subproc import report_in
 
 np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -708,27 +708,25 @@ class Output:
 
 SAVE = """
 import sys, json
-sys.path.insert(0, sys.argv[1])
 import numpy as np, torch
 import treeclass as tc
 from models_at_save_time import Output, Hidden
 out = Output(torch.arange(6.0).reshape(2, 3).to(torch.bfloat16),
              hidden=Hidden(np.ones(2, np.int16), [3, "x"]), mode="train")
-tc.save(sys.argv[2], {"out": out, "step": 7}, metadata={"run": "r"})
+tc.save(sys.argv[1], {"out": out, "step": 7}, metadata={"run": "r"})
 print(json.dumps({"saved": True}))
 """
 
 LOAD = """
 import sys, json
-sys.path.insert(0, sys.argv[1])
 import treeclass as tc
 report = {}
 try:
-    tc.load(sys.argv[2])
+    tc.load(sys.argv[1])
 except tc.UnregisteredNameError as e:
     report["missing"] = str(e)
 import renamed_models
-got = tc.load(sys.argv[2], to="jax")
+got = tc.load(sys.argv[1], to="jax")
 out = got["out"]
 import jax
 report.update(
@@ -741,7 +739,7 @@ report.update(
     first=str(out.hidden.first.dtype),
     second=out.hidden.second,
     step=got["step"],
-    meta=tc.load_metadata(sys.argv[2]),
+    meta=tc.load_metadata(sys.argv[1]),
     torch_imported="torch" in sys.modules,
 )
 print(json.dumps(report))
@@ -752,12 +750,11 @@ print(json.dumps(report))
 def test_fresh_process_loads_classes_from_a_module_of_another_name(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("jax")
-    (tmp_path / "models_at_save_time.py").write_text(MODELS)
-    (tmp_path / "renamed_models.py").write_text(MODELS)
+    modules = {"models_at_save_time": MODELS, "renamed_models": MODELS}
     file = str(tmp_path / "out.safetensors")
-    assert run_fresh(SAVE, str(tmp_path), file, cwd=tmp_path) == {"saved": True}
+    assert report_in(tmp_path, SAVE, file, modules=modules) == {"saved": True}
     (tmp_path / "models_at_save_time.py").unlink()
-    report = run_fresh(LOAD, str(tmp_path), file, cwd=tmp_path)
+    report = report_in(tmp_path, LOAD, file)
     assert "'tests.files.fresh.Output'" in report["missing"]
     assert report["type"] and report["hidden"] and report["mode"] == "train"
     assert report["loss"] is None

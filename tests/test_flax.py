@@ -24,7 +24,7 @@ flax = pytest.importorskip("flax")
 import flax.serialization as fs  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from _fresh import run_fresh  # noqa: E402
+from _subproc import report_in  # noqa: E402
 from flax import struct  # noqa: E402
 
 import treeclass as tc  # noqa: E402
@@ -147,7 +147,7 @@ print(json.dumps({"sd": sd, "back": [type(back).__name__, back.x, back.extra, ba
 @pytest.mark.slow
 @pytest.mark.parametrize("order", ["classes-first", "flax-first"])
 def test_flax_knows_the_classes_in_both_import_orders(order: str, tmp_path: pathlib.Path) -> None:
-    got = run_fresh(_IMPORT_ORDER, order, cwd=tmp_path)
+    got = report_in(tmp_path, _IMPORT_ORDER, order)
     assert got == {"sd": {"x": 1.0, "extra": None}, "back": ["S", 2.0, None, "target"]}
 
 

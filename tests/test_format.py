@@ -6,7 +6,6 @@ import collections
 import enum
 import json
 import math
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import Any, NamedTuple
 
 import attrs
 import pytest
+from _subproc import run_script, write_modules
 from _treespec_schema import validate_document
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -586,60 +586,45 @@ def test_random_trees_round_trip(tree: Any) -> None:
 
 
 def run(code: str, cwd: Path) -> str:
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        cwd=cwd,
-        env={"PYTHONPATH": str(cwd), "PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    env = {"PYTHONHASHSEED": "0"}
+    return run_script(code, cwd=cwd, path=[cwd], env=env, timeout=120).checked().stdout
+
+
+_MODEL_V1 = """
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.evolve.Layer")
+class Layer:
+    w: float
+    act: str = tc.field(static=True, default="relu")
+"""
+
+_MODEL_V2 = """
+from typing import Any
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.evolve.Layer")
+class Layer:
+    w: float
+    b: Any = None                                          # new data field
+    act: str = tc.field(static=True, default="relu")
+    dims: tuple = tc.field(static=True, default=(1, 2))    # new static field
+"""
+
+_MODEL_V3 = """
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.evolve.Layer")
+class Layer:
+    w: float
+    scale: float = 1.0                                     # new, default not None
+    act: str = tc.field(static=True, default="relu")
+"""
 
 
 @pytest.mark.slow
 def test_class_that_gained_fields_loads_old_documents(tmp_path: Path) -> None:
-    (tmp_path / "model_v1.py").write_text(
-        textwrap.dedent(
-            """
-            import treeclass as tc
-
-            @tc.pytree_dataclass(name="tests.evolve.Layer")
-            class Layer:
-                w: float
-                act: str = tc.field(static=True, default="relu")
-            """
-        )
-    )
-    (tmp_path / "model_v2.py").write_text(
-        textwrap.dedent(
-            """
-            from typing import Any
-            import treeclass as tc
-
-            @tc.pytree_dataclass(name="tests.evolve.Layer")
-            class Layer:
-                w: float
-                b: Any = None                                          # new data field
-                act: str = tc.field(static=True, default="relu")
-                dims: tuple = tc.field(static=True, default=(1, 2))    # new static field
-            """
-        )
-    )
-    (tmp_path / "model_v3.py").write_text(
-        textwrap.dedent(
-            """
-            import treeclass as tc
-
-            @tc.pytree_dataclass(name="tests.evolve.Layer")
-            class Layer:
-                w: float
-                scale: float = 1.0                                     # new, default not None
-                act: str = tc.field(static=True, default="relu")
-            """
-        )
-    )
+    write_modules(tmp_path, {"model_v1": _MODEL_V1, "model_v2": _MODEL_V2, "model_v3": _MODEL_V3})
     run(
         """
         import treeclass as tc
@@ -686,8 +671,7 @@ def test_class_whose_module_moved_loads_by_name(tmp_path: Path) -> None:
             label: str = tc.field(static=True, default="a")
         """
     )
-    (tmp_path / "old_location.py").write_text(body)
-    (tmp_path / "new_home.py").write_text(body)
+    write_modules(tmp_path, {"old_location": body, "new_home": body})
     run(
         """
         import pickle

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 
 import pytest
+from _subproc import run_script
 
 
 def test_import_pulls_in_no_framework_and_nothing_heavy() -> None:
     code = "import sys; import treeclass; print(repr(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_script(code, timeout=300).checked()
     modules = set(ast.literal_eval(out.stdout))
     assert "treeclass" in modules
     heavy = (
@@ -44,7 +43,7 @@ def test_decorating_after_import_works_in_a_fresh_process() -> None:
         "class P:\n    x: float\n"
         "print(tc.tree_leaves([P(1.0), P(2.0)]))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run_script(code, timeout=300).checked()
     assert out.stdout.strip() == "[1.0, 2.0]"
 
 
@@ -58,11 +57,5 @@ def test_importing_an_adapter_first_still_activates_it(framework: str) -> None:
         "class P:\n    x: float\n"
         "print(tc.active_backends())\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-W", "error::RuntimeWarning", "-c", code],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    out = run_script(code, timeout=300, env={"PYTHONWARNINGS": "error::RuntimeWarning"}).checked()
     assert framework in out.stdout

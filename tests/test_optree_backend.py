@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import subprocess
 import sys
 import textwrap
 import typing
@@ -13,6 +12,7 @@ from typing import Any
 
 import pytest
 from _cells import run_cell
+from _subproc import run_script
 
 optree = pytest.importorskip("optree")
 attrs = pytest.importorskip("attrs")
@@ -415,14 +415,15 @@ def test_failure_in_optree_rolls_back_every_namespace(
 ) -> None:
     ns = _namespace()
     tc.optree.register_namespace(ns)
-    real = backend._register
+    real = optree.register_pytree_node
 
-    def fail_in_named(cls: type, functions: Any, namespace: str) -> None:
+    def fail_in_named(cls: type, *args: Any, namespace: str, **kwargs: Any) -> Any:
         if namespace == ns:
             raise ValueError("simulated optree failure")
-        real(cls, functions, namespace)
+        return real(cls, *args, namespace=namespace, **kwargs)
 
-    monkeypatch.setattr(backend, "_register", fail_in_named)
+    fail_in_named.get = real.get  # type: ignore[attr-defined]  # lookups stay real
+    monkeypatch.setattr(optree, "register_pytree_node", fail_in_named)
     Plain = _plain_dataclass()
     with pytest.raises(
         tc.RegistrationError,
@@ -584,9 +585,7 @@ print(leaves, [a.codify("") for a in optree.tree_accessors([P(1.0), P(2.0, 3.0)]
     ],
 )
 def test_import_order_does_not_matter(program: str) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True
-    )
+    out = run_script(program, timeout=300, env={"PYTHONWARNINGS": "default"}).checked()
     assert out.stdout.strip() == ("[1.0, 2.0, 3.0] ['[0].x', '[1].x', '[1].y'] True ('optree',)")
     assert "RuntimeWarning" not in out.stderr
 
@@ -605,7 +604,5 @@ def test_register_namespace_before_optree_is_imported() -> None:
               optree.tree_leaves(P(1.0, 2.0), namespace="mine"))
         """
     )
-    out = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, check=True
-    )
+    out = run_script(program, timeout=300).checked()
     assert out.stdout.strip() == "mine [1.0, 2.0]"

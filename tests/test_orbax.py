@@ -30,8 +30,7 @@ ocp = pytest.importorskip("orbax.checkpoint")
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from _fresh import run_fresh  # noqa: E402
-from _subproc import run_script  # noqa: E402
+from _subproc import report_in, run_script  # noqa: E402
 
 import treeclass as tc  # noqa: E402
 import treeclass.orbax as tco  # noqa: E402
@@ -485,11 +484,10 @@ except tc.UnregisteredNameError as e:
 
 @pytest.mark.slow
 def test_restore_in_a_fresh_process_with_renamed_module(tmp_path: pathlib.Path) -> None:
-    (tmp_path / "models_v1.py").write_text(_MODELS)
     ckpt = str(tmp_path / "ckpt")
-    assert run_fresh(_SAVE, ckpt, cwd=tmp_path) == {"saved": True}
+    assert report_in(tmp_path, _SAVE, ckpt, modules={"models_v1": _MODELS}) == {"saved": True}
     (tmp_path / "models_v1.py").rename(tmp_path / "renamed_models.py")
-    got = run_fresh(_RESTORE, ckpt, cwd=tmp_path)
+    got = report_in(tmp_path, _RESTORE, ckpt)
     assert got == {
         "types": ["State", "Params", "Pair"],
         "module": "renamed_models",
@@ -508,13 +506,12 @@ def test_restore_in_a_fresh_process_with_renamed_module(tmp_path: pathlib.Path) 
 def test_unregistered_names_are_reported_before_any_array_is_read(
     tmp_path: pathlib.Path,
 ) -> None:
-    (tmp_path / "models_v1.py").write_text(_MODELS)
     ckpt = tmp_path / "ckpt"
-    run_fresh(_SAVE, str(ckpt), cwd=tmp_path)
+    report_in(tmp_path, _SAVE, str(ckpt), modules={"models_v1": _MODELS})
     os.remove(tmp_path / "models_v1.py")
     # No array can be read any more: the error must come from the structure alone.
     shutil.rmtree(ckpt / tco.ARRAYS_ITEM)
-    got = run_fresh(_RESTORE_UNREGISTERED, str(ckpt), cwd=tmp_path)
+    got = report_in(tmp_path, _RESTORE_UNREGISTERED, str(ckpt))
     assert got["imported_v1"] is False
     message = got["error"]
     for name in ("tests.orbax_fresh.State", "tests.orbax_fresh.Params", "tests.orbax_fresh.Pair"):

@@ -13,14 +13,12 @@ import dataclasses
 import pickle
 import pickletools
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import attrs
 import pytest
-from _fresh import run_fresh
-from _subproc import run_script
+from _subproc import report_in, run_script, write_modules
 
 import treeclass as tc
 from treeclass import _pickle
@@ -420,8 +418,7 @@ for cls in (Point, Pair):  # registration did it
 
 LOAD = """
 import json, pickle, sys
-folder_a, folder_b, module_b, data_file, mode = sys.argv[1:]
-sys.path[:0] = [folder_a, folder_b]
+module_b, data_file, mode = sys.argv[1:]  # the folders of modules A and B are on the path
 if mode == "renamed":
     defs = __import__(module_b)
 obj = pickle.load(open(data_file, "rb"))
@@ -441,21 +438,18 @@ def test_fresh_process_where_the_class_lives_in_another_module(
 ) -> None:
     tag = uname.rsplit(".", 1)[1]
     module_a, module_b = f"pbn_a_{tag}", f"pbn_b_{tag}"
-    folder_a, folder_b = tmp_path / "a", tmp_path / "b"
-    folder_a.mkdir()
-    folder_b.mkdir()
-    (folder_a / f"{module_a}.py").write_text(textwrap.dedent(DEFS.format(prefix=uname)))
-    (folder_b / f"{module_b}.py").write_text(textwrap.dedent(DEFS.format(prefix=uname)))
+    folder_a = write_modules(tmp_path / "a", {module_a: DEFS.format(prefix=uname)})
+    folder_b = write_modules(tmp_path / "b", {module_b: DEFS.format(prefix=uname)})
     monkeypatch.syspath_prepend(str(folder_a))
     defs = __import__(module_a)
     try:
         data_file = tmp_path / "obj.pkl"
         data_file.write_bytes(pickle.dumps((defs.Point(1, None, "cm"), defs.Pair(2, 3))))
-        script = textwrap.dedent(LOAD)
-        args = (str(folder_a), str(folder_b), module_b, str(data_file))
+        args = (module_b, str(data_file))
+        path = [folder_a, folder_b]
         # The loading program defines the classes in module B: by name, module A is never
         # imported (before, pickle imported it and its registration claimed the names again).
-        renamed = run_fresh(script, *args, "renamed", cwd=tmp_path)
+        renamed = report_in(tmp_path, LOAD, *args, "renamed", path=path)
         assert renamed == {
             "point_module": module_b,
             "pair_module": module_b,
@@ -463,7 +457,7 @@ def test_fresh_process_where_the_class_lives_in_another_module(
             "modules": [module_b],
         }
         # No module registers the names: pickle's own module path is the fallback.
-        fallback = run_fresh(script, *args, "fallback", cwd=tmp_path)
+        fallback = report_in(tmp_path, LOAD, *args, "fallback", path=path)
         assert fallback["point_module"] == module_a
         assert fallback["values"] == [1, None, "cm", 2, 3]
     finally:
@@ -577,18 +571,15 @@ def test_rebuilding_is_linear_one_rebuilder_per_class(tmp_path: Path) -> None:
     (no reducer installed) takes linear time and adds one linecache entry, not one per
     instance (which made loading quadratic). 200,000 instances: seconds when linear, hours
     when each compiles a function."""
-    (tmp_path / "pbn_linear_mod.py").write_text(
-        textwrap.dedent(
-            """
-            import treeclass as tc
+    module = """
+        import treeclass as tc
 
-            @tc.pytree_dataclass
-            class Unnamed:
-                x: float
-                s: str = tc.field(static=True, default="a")
-            """
-        )
-    )
+        @tc.pytree_dataclass
+        class Unnamed:
+            x: float
+            s: str = tc.field(static=True, default="a")
+    """
+    write_modules(tmp_path, {"pbn_linear_mod": module})
     script = """
         import io, json, linecache, pickle
         import pbn_linear_mod as m
@@ -609,5 +600,5 @@ def test_rebuilding_is_linear_one_rebuilder_per_class(tmp_path: Path) -> None:
         assert back[-1] == m.Unnamed(199_999.0), back[-1]
         print(json.dumps(len(linecache.cache) - before))
     """
-    out = run_script(script, timeout=240, env={"PYTHONPATH": str(tmp_path)})
+    out = run_script(script, timeout=240, path=[tmp_path])
     assert out.report() <= 2, out.stdout

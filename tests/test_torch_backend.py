@@ -9,15 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 import textwrap
 import typing
 from typing import Any
 
 import _cells as cells
 import pytest
+from _subproc import run_script
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -33,10 +31,19 @@ def cxx() -> Any:
     return pytest.importorskip("torch.utils._cxx_pytree")
 
 
+def cxx_entry(cls: type) -> Any:
+    """torch's C++ pytree entry of ``cls`` (optree's ``"torch"`` namespace; public optree API),
+    or ``None`` (an entry of optree's global namespace, which lookups fall back to, is not)."""
+    import optree
+
+    entry = optree.register_pytree_node.get(cls, namespace="torch")
+    return entry if getattr(entry, "namespace", None) == "torch" else None
+
+
 def torch_state(cls: type) -> tuple[Any, ...]:
     """Everything torch's two registries hold about ``cls`` (for before/after comparisons)."""
     names = {n for n, c in pt.SERIALIZED_TYPE_TO_PYTHON_TYPE.items() if c is cls}
-    cx = backend._cxx_node(cls)
+    cx = cxx_entry(cls)
     cxx_key = None if cx is None else (cx.flatten_func, cx.unflatten_func)
     pending = tuple(p for p in pt._cxx_pytree_pending_imports if p[0][0] is cls)
     return (
@@ -217,7 +224,7 @@ def test_cxx_pytree_gives_the_same_leaves(uname: str) -> None:
     cx_leaves, cx_spec = cx.tree_flatten(tree)
     assert cx_leaves == py_leaves == [1, 2, 3, 4, None, 5]
     assert cx.tree_unflatten(cx_leaves, cx_spec) == pt.tree_unflatten(py_leaves, py_spec) == tree
-    entry = backend._cxx_node(Output)
+    entry = cxx_entry(Output)
     assert entry is not None and entry.namespace == "torch"
 
 
@@ -298,12 +305,17 @@ def test_pending_cxx_registrations_in_fresh_process(tmp_path: Any) -> None:
         report["cxx_leaves"] = cx.tree_leaves(tree)
         report["py_leaves"] = pt.tree_leaves(tree)
         report["cxx_roundtrip"] = cx.tree_unflatten(*cx.tree_flatten(tree)) == tree
-        report["cxx_entries"] = [backend._cxx_node(c) is not None for c in (Early, Late, Foreign)]
+        import optree
+        report["cxx_entries"] = [
+            getattr(optree.register_pytree_node.get(c, namespace="torch"), "namespace", None)
+            == "torch"
+            for c in (Early, Late, Foreign)
+        ]
         report["pending_left"] = sum(pending(c) for c in (Early, Late, Foreign))
         print(json.dumps(report))
         """
     )
-    report = run_fresh(code, tmp_path)
+    report = run_script(code, cwd=tmp_path, timeout=300).report()
     assert report["torch_after_import_treeclass"] is False
     assert report["cxx_imported_early"] is False
     assert report["early_python"] == "fresh.Early"
@@ -343,7 +355,7 @@ def test_torch_first_then_treeclass_in_fresh_process(tmp_path: Any) -> None:
         }))
         """
     )
-    report = run_fresh(code, tmp_path)
+    report = run_script(code, cwd=tmp_path, timeout=300).report()
     assert "torch" in report["active"]
     assert report["name"] == "fresh.After"
     assert report["leaves"] == [1]
@@ -372,19 +384,10 @@ def test_adapter_module_imported_before_torch_in_fresh_process(tmp_path: Any) ->
         }))
         """
     )
-    report = run_fresh(code, tmp_path)
+    report = run_script(code, cwd=tmp_path, timeout=300).report()
     assert report["warnings"] == []
     assert "torch" in report["active"]
     assert report["name"] == "fresh.Before"
-
-
-def run_fresh(code: str, cwd: Any) -> Any:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # ------------------------------------------------------------------------------------------
@@ -559,7 +562,9 @@ def test_opaque_types_are_refused(uname: str) -> None:
         x: Any
 
     register_opaque_type(Handle, typ="reference")
-    assert backend._is_opaque(Handle)
+    from torch._library.opaque_object import is_opaque_type
+
+    assert is_opaque_type(Handle)  # torch requires it to stay a leaf
     with pytest.raises(tc.RegistrationError, match=r"opaque object type.*stay a pytree leaf"):
         tc.register_dataclass(Handle, name=uname)
     assert not tc.is_registered(Handle)
@@ -674,10 +679,24 @@ def test_aliases_load_as_the_class_and_are_never_written(uname: str) -> None:
     assert pt.treespec_loads(text.replace(uname, uname + ".b")).type is Output
 
 
-def test_registry_lock_is_reentrant() -> None:
-    lock = backend._registry_lock()
-    with lock, lock:
-        pass
+def test_registering_while_holding_torchs_registry_lock(tmp_path: Any) -> None:
+    """torch's registry lock is the one treeclass takes around torch's own registration
+    calls (which take it again): a thread that holds it can still register a class. In a
+    fresh process, so that a deadlock fails this test at its timeout, not the session."""
+    code = """
+        import json, typing
+        import torch.utils._pytree as pt
+        import treeclass as tc
+
+        with pt._NODE_REGISTRY_LOCK:
+            @tc.pytree_dataclass(name="fresh.Locked")
+            class Locked:
+                a: typing.Any
+
+            leaves = pt.tree_leaves([Locked(1)])
+        print(json.dumps(leaves))
+    """
+    assert run_script(code, cwd=tmp_path, timeout=300).report() == [1]
 
 
 def test_named_namedtuples_are_written_under_their_name(uname: str) -> None:

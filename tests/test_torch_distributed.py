@@ -23,16 +23,14 @@ passes), and destroy their process group in a ``finally``.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import concurrent.futures
 import sys
-import textwrap
 import uuid
 import warnings
 from typing import Any
 
 import pytest
+from _subproc import run_script, write_modules
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -117,8 +115,7 @@ for cls in (Batch, Output, Point, Pair, Params, Config, TrainState):  # registra
 RANK = """
 import datetime, json, os, sys, traceback
 rank, world = int(sys.argv[1]), int(sys.argv[2])
-folder, module, init_file, ckpt = sys.argv[3:7]
-sys.path.insert(0, folder)
+module, init_file, ckpt = sys.argv[3:6]  # the folder of the module is on the path
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -217,48 +214,35 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     prefix = f"tests.dist_{tag}"
     modules = []
     for side in ("a", "b"):
-        folder = root / side
-        folder.mkdir()
         module = f"tc_dist_{side}_{tag}"
-        (folder / f"{module}.py").write_text(textwrap.dedent(DEFS.format(prefix=prefix)))
-        modules.append((folder, module))
-    script = root / "rank.py"
-    script.write_text(textwrap.dedent(RANK))
+        modules.append((write_modules(root / side, {module: DEFS.format(prefix=prefix)}), module))
     init_file, ckpt = root / "rendezvous", root / "ckpt"
-    paths = [str(init_file), str(ckpt)]
-    env = {
-        **os.environ,
-        "GLOO_SOCKET_IFNAME": "lo",
-        "PYTHONWARNINGS": "ignore",
-        "OMP_NUM_THREADS": "1",
-    }
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(script), str(rank), "2", str(folder), module, *paths],
-            cwd=root,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for rank, (folder, module) in enumerate(modules)
-    ]
-    outputs: list[tuple[str, str]] = []
-    try:
-        for p in procs:
-            outputs.append(p.communicate(timeout=TIMEOUT))
-    except subprocess.TimeoutExpired:
-        for p in procs:
-            p.kill()
-        for p in procs:
-            p.communicate()
-        pytest.fail(f"the two-rank job did not finish within {TIMEOUT} s")
+    env = {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = [
+            pool.submit(
+                run_script,
+                RANK,
+                str(rank),
+                "2",
+                module,
+                str(init_file),
+                str(ckpt),
+                cwd=root,
+                path=[folder],
+                env=env,
+                timeout=TIMEOUT,
+            )
+            for rank, (folder, module) in enumerate(modules)
+        ]
+        outcomes = [f.result() for f in futures]
+    # When one rank fails, the other waits for it until killed: show the failure first.
     reports = []
-    for p, (out, err) in zip(procs, outputs):
-        assert p.returncode == 0, err[-4000:]
-        report = json.loads(out.strip().splitlines()[-1])
+    for outcome in sorted(outcomes, key=lambda o: o.timed_out):
+        report = outcome.report()
         assert "error" not in report, report["error"]
         reports.append(report)
+    reports.sort(key=lambda r: r["rank"])
     return {"reports": reports, "modules": modules, "ckpt": ckpt, "prefix": prefix}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fresh import run_fresh
+from _subproc import report_in
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -175,14 +175,14 @@ def test_save_then_load_in_fresh_process(defs: Any, tmp_path: Path) -> None:
     torch.export.save(ep, tmp_path / "plain.pt2")
     tct.save(ep, tmp_path / "tc.pt2")
     torch.save((batch, model(batch)), tmp_path / "io.pt")
-    report = run_fresh(
+    report = report_in(
+        tmp_path,
         FRESH,
         str(defs.FOLDER),
         defs.__name__,
         str(tmp_path / "plain.pt2"),
         str(tmp_path / "tc.pt2"),
         str(tmp_path / "io.pt"),
-        cwd=tmp_path,
     )
     prefix = f"tests.{defs.__name__}"
     assert f"serialized name '{prefix}.Batch'" in report["missing"]

@@ -10,13 +10,12 @@ names have to match.
 
 from __future__ import annotations
 
-import textwrap
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _fresh import run_fresh
+from _subproc import report_in, write_modules
 
 torch = pytest.importorskip("torch")
 
@@ -57,8 +56,7 @@ assert _pickle.is_installed(Batch) is {by_name!r}
 SAVE = """
 import json, sys
 import torch
-folder, module, out = sys.argv[1:]
-sys.path.insert(0, folder)
+module, out = sys.argv[1:]
 defs = __import__(module)
 batch = defs.Batch(torch.arange(8.0).reshape(2, 4), scale=3.0)
 ep = torch.export.export(defs.Model(), (batch,))
@@ -69,8 +67,7 @@ print(json.dumps({"saved": True}))
 LOAD = """
 import json, sys, traceback
 import torch
-folders, module, file = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
-sys.path[:0] = folders
+module, file = sys.argv[1:]
 defs = __import__(module)
 report = {}
 try:
@@ -93,24 +90,21 @@ print(json.dumps(report))
 """
 
 
-def write_modules(tmp_path: Path, by_name: bool) -> tuple[Path, str, Path, str]:
+def write_versions(tmp_path: Path, by_name: bool) -> tuple[Path, str, Path, str]:
     tag = uuid.uuid4().hex[:8]
     prefix = f"tests.rename_{tag}"
     mods = []
     for side in ("a", "b"):
-        folder = tmp_path / side
-        folder.mkdir()
         module = f"tc_rename_{side}_{tag}"
         text = DEFS.format(prefix=prefix, by_name=by_name)
-        (folder / f"{module}.py").write_text(textwrap.dedent(text))
-        mods.append((folder, module))
+        mods.append((write_modules(tmp_path / side, {module: text}), module))
     (fa, ma), (fb, mb) = mods
     return fa, ma, fb, mb
 
 
 def save(tmp_path: Path, folder: Path, module: str) -> Path:
     out = tmp_path / "model.pt2"
-    assert run_fresh(SAVE, str(folder), module, str(out), cwd=tmp_path) == {"saved": True}
+    assert report_in(tmp_path, SAVE, module, str(out), path=[folder]) == {"saved": True}
     return out
 
 
@@ -125,23 +119,23 @@ EXPECTED = {
 
 
 def test_plain_save_load_across_a_module_rename(tmp_path: Path) -> None:
-    fa, ma, fb, mb = write_modules(tmp_path, by_name=True)
+    fa, ma, fb, mb = write_versions(tmp_path, by_name=True)
     file = save(tmp_path, fa, ma)
     # Only module B exists in the loading program.
-    report = run_fresh(LOAD, str(fb), mb, str(file), cwd=tmp_path)
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb])
     assert report == {**EXPECTED, "modules": [mb]}
     # Both modules importable: module A is not imported behind the user's back.
-    report = run_fresh(LOAD, f"{fb},{fa}", mb, str(file), cwd=tmp_path)
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb, fa])
     assert report == {**EXPECTED, "modules": [mb]}
 
 
 def test_by_module_path_a_rename_breaks_plain_load(tmp_path: Any) -> None:
     """What pickle does by itself (and what opting out of pickling by name gives)."""
-    fa, ma, fb, mb = write_modules(tmp_path, by_name=False)
+    fa, ma, fb, mb = write_versions(tmp_path, by_name=False)
     file = save(tmp_path, fa, ma)
-    report = run_fresh(LOAD, str(fb), mb, str(file), cwd=tmp_path)
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb])
     assert report["error"] == f"ModuleNotFoundError: No module named '{ma}'"
-    report = run_fresh(LOAD, f"{fb},{fa}", mb, str(file), cwd=tmp_path)
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb, fa])
     assert report["error"].startswith("NameConflictError: the name 'tests.rename_")
     assert f"is taken by {mb}.Batch, so {ma}.Batch cannot have it" in report["error"]
     # (module A was imported by the unpickler and failed, so it is not left in sys.modules)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _fresh import run_fresh
+from _subproc import report_in
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
@@ -223,15 +223,14 @@ def test_tiny_bert_export_save_load_in_module_of_another_name(own: Any, tmp_path
     tct.save(ep, tmp_path / "encoder.pt2")
     torch.export.save(bert_ep, tmp_path / "bert.pt2")
     torch.save((ids, (eager.last_hidden_state, eager.pooled)), tmp_path / "io.pt")
-    report = run_fresh(
+    report = report_in(
+        tmp_path,
         FRESH,
         str(own.FOLDER),
         own.ELSEWHERE,
         str(tmp_path / "encoder.pt2"),
         str(tmp_path / "bert.pt2"),
         str(tmp_path / "io.pt"),
-        cwd=tmp_path,
-        env={"HF_HUB_OFFLINE": "1"},
     )
     assert report["encoder"] == {
         "type": True,
