@@ -53,9 +53,17 @@ class AttrsDict:
     s1: int = attrs.field(default=1, metadata={"static": True})
 
 
+def torch_family(node: Any) -> Any:
+    """The generated functions' family the torch adapter binds for ``node``'s class."""
+    from treeclass._backends import torch as torch_backend
+
+    return torch_backend._family(node)
+
+
 def variants(node: Any, check: Callable[[], bool]) -> dict[str, Callable[..., Any]]:
     def bound(tag: str, tracing: Callable[[], bool] | None) -> Callable[..., Any]:
-        fn: Callable[..., Any] = node.bind(tag, str, family="torch", _tracing=tracing)["unflatten"]
+        family = torch_family(node)
+        fn: Callable[..., Any] = node.bind(tag, str, family=family, _tracing=tracing)["unflatten"]
         return fn
 
     return {
@@ -110,7 +118,7 @@ def main() -> None:
     for label, cls in classes.items():
         node = _registry.registered_node(cls)
         obj = cls(*[float(i) for i in range(8)], s0="s", s1=1)
-        children, aux = node.bind("flatten", str, family="torch")["flatten"](obj)
+        children, aux = node.bind("flatten", str, family=torch_family(node))["flatten"](obj)
         fns = variants(node, torch.compiler.is_dynamo_compiling)
         for f in fns.values():
             assert f(list(children), aux) == obj

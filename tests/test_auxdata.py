@@ -58,11 +58,15 @@ HOLDER = node_of(Holder)
 
 # The auxdata in the form torch keeps it, ``(nones, *statics)``, maps one-to-one to the state
 # a document holds (its "none" list); the core form (every field a child) is tested below.
-def _torch_context_codec(node: NodeType) -> Any:
+def _torch_backend() -> Any:
     pytest.importorskip("torch")
     from treeclass._backends import torch as torch_backend
 
-    return torch_backend._context_codec(node)
+    return torch_backend
+
+
+def _torch_context_codec(node: NodeType) -> Any:
+    return _torch_backend()._context_codec(node)
 
 
 def tgetstate(node: NodeType, aux: Any) -> Any:
@@ -452,7 +456,7 @@ def test_gained_data_field_with_none_default_comes_back_none() -> None:
     # torch's form: the new field is a None field left out of the children.
     aux = tsetstate(node, OLD_STATE)
     assert aux == (("b",), 5)
-    torch_functions = node.bind("test", str, family="torch")
+    torch_functions = node.bind("test", str, family=_torch_backend()._family(node))
     _, live_aux = torch_functions["flatten"](V2GainedNoneData(1.0, None, 5))
     assert live_aux == aux  # the loaded structure equals the live one
     assert torch_functions["unflatten"]([2.0], aux) == V2GainedNoneData(2.0, None, 5)

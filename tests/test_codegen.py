@@ -70,3 +70,34 @@ def test_rerun_gets_a_new_linecache_name() -> None:
     fa, fb = na.flatten.__code__.co_filename, nb.flatten.__code__.co_filename
     assert fa != fb  # each definition's source stays readable in tracebacks
     assert inspect.getsource(nb.flatten).startswith("def flatten")
+
+
+def _reversed_source(info: Any) -> str:
+    """An adapter's own template: the children in reverse order (builders of the core)."""
+    from treeclass._core.codegen import flatten_lines, join_blocks
+
+    n = len(info.data_fields)
+    return join_blocks(
+        [flatten_lines(info, "def flatten(obj):", lambda i, v: f"v{n - 1 - i}", "", as_list=True)]
+    )
+
+
+def test_an_adapter_family_is_compiled_once_per_class_and_bound_per_registry() -> None:
+    from treeclass._core.codegen import Family
+
+    family = Family("rev", ("flatten",), _reversed_source)
+    node = node_for_class(Shown)
+    assert node is not None and node.generated is not None
+    assert node.generated.filename(family) is None  # not compiled before it is first bound
+    one = node.bind("one", str, family=family)["flatten"]
+    two = node.bind("two", str, family=family)["flatten"]
+    assert one(Shown(1.0, 2.0)) == ([2.0, 1.0], ("t",))
+    assert one is not two and one.__code__ is two.__code__  # compiled once, bound twice
+    filename = f"<treeclass generated {__name__}.Shown [rev]>"
+    assert one.__code__.co_filename == node.generated.filename(family) == filename
+    assert inspect.getsource(one).startswith("def flatten(obj):")
+    assert one.__qualname__ == "Shown.<treeclass flatten[one]>"
+    assert two.__qualname__ == "Shown.<treeclass flatten[two]>"
+    assert one.__module__ == __name__
+    # The core family is untouched by it.
+    assert node.flatten(Shown(1.0, 2.0)) == ((1.0, 2.0), ("t",))

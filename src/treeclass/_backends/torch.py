@@ -34,8 +34,17 @@ from typing import Any, Final, NamedTuple
 
 import torch.utils._pytree as pytree
 
-from .._core.codegen import set_tracing_check
-from .._core.fields import is_namedtuple_class
+from .._core.codegen import (
+    INDENT,
+    Family,
+    flatten_lines,
+    join_blocks,
+    set_tracing_check,
+    tuple_display,
+    unflatten_blocks,
+    unpack_lines,
+)
+from .._core.fields import ClassInfo, is_namedtuple_class
 from .._core.json import dumps_canonical
 from .._core.nodes import NodeType
 from .._core.registry import Change, Undo, registered_node
@@ -239,6 +248,10 @@ def _forget_loaded_specs() -> None:
 def _dynamo_tracing_check() -> Callable[[], bool] | None:
     """The check that sends generated unflatten functions down their traceable path.
 
+    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
+    method call": the member descriptors of slots) and ``object.__setattr__`` bound to a global
+    beforehand, so classes with such stores get a second path (see
+    :func:`treeclass._core.codegen.set_tracing_check`).
     ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
     folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
     """
@@ -290,9 +303,9 @@ def _refuse(cls: type) -> Callable[[Any], Any]:
 # --------------------------------------------------------------------------------------------
 # torch's None form. torch's None is a leaf, so with return_none_fields=False (the default) a
 # class's None fields are left out of its children and named first in its context:
-# ``(nones, *statics)`` (the generated functions: the torch family of treeclass._core.codegen). Its
-# state is the class's state with the None fields under "none"; its neutral form has them as
-# None children, as every other registry does.
+# ``(nones, *statics)``: its generated functions (the family ``_NONE_FORM``), its context codec
+# and its conversion to the node list are below. Its state is the class's state with the None
+# fields under "none"; its neutral form has them as None children, as every other registry does.
 # --------------------------------------------------------------------------------------------
 
 
@@ -303,6 +316,92 @@ def _none_form(node: NodeType) -> bool:
         and not node.return_none_fields
         and bool(node.data_fields)
     )
+
+
+_I: Final = INDENT
+
+
+def _plain(i: int, v: str) -> str:
+    return v
+
+
+def _keyed(i: int, v: str) -> str:
+    return f"(_k{i}, {v})"
+
+
+def _flatten_skipping(
+    info: ClassInfo, head: str, child: Callable[[int, str], str], *, as_list: bool = False
+) -> list[str]:
+    """A flatten-like function leaving ``None`` values out: ``(children, (nones, *statics))``."""
+    data = info.data_fields
+    statics = [f"obj.{s}" for s in info.static_fields]
+    local = [f"v{i}" for i in range(len(data))]
+    lines = [head]
+    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
+    lines.append(f"{_I}if {' or '.join(f'{v} is None' for v in local)}:")
+    lines.append(f"{_I * 2}children = []")
+    lines.append(f"{_I * 2}nones = []")
+    for i, (v, name) in enumerate(zip(local, data)):
+        lines.append(f"{_I * 2}if {v} is None:")
+        lines.append(f"{_I * 3}nones.append({name!r})")
+        lines.append(f"{_I * 2}else:")
+        lines.append(f"{_I * 3}children.append({child(i, v)})")
+    kids = "children" if as_list else "tuple(children)"
+    lines.append(f"{_I * 2}return {kids}, {tuple_display(['tuple(nones)', *statics])}")
+    items = [child(i, v) for i, v in enumerate(local)]
+    children = f"[{', '.join(items)}]" if as_list else tuple_display(items)
+    lines.append(f"{_I}return {children}, {tuple_display(['()', *statics])}")
+    return lines
+
+
+def _unpack_none_form(info: ClassInfo, local: list[str]) -> list[str]:
+    """Read the data fields from the children, ``None`` for those named in ``aux[0]``."""
+    lines = [f"{_I}if aux[0]:", f"{_I * 2}nones = aux[0]", f"{_I * 2}it = iter(children)"]
+    lines += [
+        f"{_I * 2}{v} = None if {name!r} in nones else next(it)"
+        for v, name in zip(local, info.data_fields)
+    ]
+    lines.append(f"{_I}else:")
+    return lines + unpack_lines(local, _I)
+
+
+# torch's functions take their children as a list in ``flatten`` (torch matches
+# ``dynamic_shapes`` against them and compares container types exactly; its own
+# ``register_dataclass`` gives a list), and ``unflatten(children, aux)``.
+_HEAD: Final = "def unflatten(children, aux):"
+
+
+def _list_form_source(info: ClassInfo) -> str:
+    """The functions torch gets for a class whose data fields are all children."""
+    return join_blocks(
+        [
+            flatten_lines(info, "def flatten(obj):", _plain, "", as_list=True),
+            flatten_lines(info, "def flatten_with_keys(obj):", _keyed, ""),
+            *unflatten_blocks(info, _HEAD),
+        ]
+    )
+
+
+def _none_form_source(info: ClassInfo) -> str:
+    """The functions torch gets for a class in the None form (``aux``: ``(nones, *statics)``)."""
+    return join_blocks(
+        [
+            _flatten_skipping(info, "def flatten(obj):", _plain, as_list=True),
+            _flatten_skipping(info, "def flatten_with_keys(obj):", _keyed),
+            *unflatten_blocks(info, _HEAD, first_static=1, unpack=_unpack_none_form),
+        ]
+    )
+
+
+_FUNCTIONS: Final = ("flatten", "flatten_with_keys", "unflatten")
+#: The generated functions torch gets: in the None form, or with every data field a child.
+_NONE_FORM: Final = Family("torch", _FUNCTIONS, _none_form_source)
+_LIST_FORM: Final = Family("torch", _FUNCTIONS, _list_form_source)
+
+
+def _family(node: NodeType) -> Family:
+    """The generated functions' family torch binds for ``node``'s class."""
+    return _NONE_FORM if _none_form(node) else _LIST_FORM
 
 
 def _cannot_drop(node: NodeType, layout: Layout) -> TreespecLoadError:
@@ -521,7 +620,7 @@ def _register(node: NodeType, name: str | None) -> None:
     # The embedded registry's unflatten (which optree shares) is traced too when users call
     # treeclass.tree_map or optree.tree_map inside compiled code.
     set_tracing_check(node.unflatten, tracing)
-    functions = node.bind("torch", pytree.GetAttrKey, family="torch", _tracing=tracing)
+    functions = node.bind("torch", pytree.GetAttrKey, family=_family(node), _tracing=tracing)
     pytree.register_pytree_node(
         cls,
         functions["flatten"],

@@ -1,18 +1,19 @@
 """Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
-A class's functions come in two families, each one source text written from its
-:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), compiled once (the torch
-family only when torch first needs it) and put into :mod:`linecache` as
-``<treeclass generated pkg.mod.Point>`` (``... [torch]>``), so that tracebacks and
-``inspect.getsource`` show it. A registry gets its own function objects by executing the code
-in a namespace of its own (:meth:`Generated.bind`): its key type, the embedded registry's node
-type, JAX's hash check. Nothing here looks at the class itself; the rebuild plan says how.
+A class's functions come in families (:class:`Family`), each one source text written from its
+:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), compiled once per
+class (a family other than :data:`CORE` only when first bound) and put into :mod:`linecache` as
+``<treeclass generated pkg.mod.Point>`` (``... [tag]>`` for another family), so that
+tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects by
+executing the code in a namespace of its own (:meth:`Generated.bind`): its key type, the
+embedded registry's node type, JAX's hash check. Nothing here looks at the class itself; the
+rebuild plan says how.
 
-- **core** (embedded registry, JAX, optree): every data field is a child, ``None`` included;
-  the auxdata is the tuple of static values.
-- **torch** (where ``None`` is a leaf): with ``return_none_fields=False`` a ``None`` field is
-  left out of the children and its name goes into the auxdata ``(nones, *statics)`` -- torch's
-  ``None`` form, whose context codec and conversion live in ``treeclass._backends.torch``.
+- **core** (:data:`CORE`: embedded registry, JAX, optree): every data field is a child,
+  ``None`` included; the auxdata is the tuple of static values.
+- An adapter whose framework needs another form defines its own :class:`Family` from the
+  builders below (:func:`flatten_lines`, :func:`unflatten_blocks`, ...) and binds it with
+  ``bind(..., family=...)``.
 """
 
 from __future__ import annotations
@@ -21,58 +22,76 @@ import linecache
 from _thread import allocate_lock
 from collections.abc import Callable
 from types import CodeType
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from .._errors import RebuildError
 from .fields import ClassInfo
 
 __all__ = [
+    "CORE",
+    "INDENT",
     "Family",
     "Generated",
     "class_in_traceback",
     "compile_function",
+    "flatten_lines",
     "generate",
+    "join_blocks",
     "release",
     "set_tracing_check",
+    "tuple_display",
+    "unflatten_blocks",
+    "unpack_lines",
 ]
 
-_I: Final = "    "
-Family = Literal["core", "torch"]
+#: One level of indentation in generated source.
+INDENT: Final = "    "
+_I: Final = INDENT
 
-#: The functions each family's source defines.
-_FUNCTIONS: Final[dict[Family, tuple[str, ...]]] = {
-    "core": (
-        "flatten",
-        "flatten_with_keys",
-        "flatten_entries",
-        "flatten_into",
-        "unflatten",
-        "unflatten_hashed",
-    ),
-    "torch": ("flatten", "flatten_with_keys", "unflatten"),
-}
+
+class Family:
+    """A family of generated functions: one source per class, compiled once, bound per registry.
+
+    Attributes:
+        tag: shown in the :mod:`linecache` filename, ``<treeclass generated pkg.mod.Point
+            [tag]>`` (``""``: no suffix, the core family).
+        functions: the names of the functions the source defines that :meth:`Generated.bind`
+            returns.
+        write: ``info -> source`` of a class.
+    """
+
+    __slots__ = ("functions", "tag", "write")
+
+    def __init__(
+        self, tag: str, functions: tuple[str, ...], write: Callable[[ClassInfo], str]
+    ) -> None:
+        self.tag = tag
+        self.functions = functions
+        self.write = write
+
+    def __repr__(self) -> str:
+        return f"<treeclass codegen family {self.tag or 'core'!r}>"
 
 
 class Generated:
     """One class's generated sources, each compiled once, ready to be bound per registry."""
 
-    __slots__ = ("_code", "_globals", "_lock", "info", "return_none_fields")
+    __slots__ = ("_code", "_globals", "_lock", "info")
 
-    def __init__(self, info: ClassInfo, return_none_fields: bool, globals_: dict[str, Any]) -> None:
+    def __init__(self, info: ClassInfo, globals_: dict[str, Any]) -> None:
         self.info = info
-        self.return_none_fields = return_none_fields
         self._globals = globals_
         self._code: dict[Family, tuple[CodeType, str]] = {}
         self._lock = allocate_lock()
 
-    def filename(self, family: Family = "core") -> str | None:
+    def filename(self, family: Family | None = None) -> str | None:
         """The :mod:`linecache` filename of a family's source, once it has been compiled."""
-        entry = self._code.get(family)
+        entry = self._code.get(CORE if family is None else family)
         return None if entry is None else entry[1]
 
-    def source(self, family: Family = "core") -> str:
-        """A family's source text."""
-        return _source(self.info, family, self.return_none_fields)
+    def source(self, family: Family | None = None) -> str:
+        """A family's source text (the core family's by default)."""
+        return (CORE if family is None else family).write(self.info)
 
     def compile(self, family: Family) -> CodeType:
         """A family's code object, compiled on first use."""
@@ -82,7 +101,7 @@ class Generated:
                 entry = self._code.get(family)
                 if entry is None:
                     source = self.source(family)
-                    tag = "" if family == "core" else f" [{family}]"
+                    tag = f" [{family.tag}]" if family.tag else ""
                     filename = _reserve(self.info.cls, source, tag)
                     try:
                         entry = (compile(source, filename, "exec"), filename)
@@ -93,7 +112,7 @@ class Generated:
         return entry[0]
 
     def bind(
-        self, tag: str, *, key: Callable[[str], Any], family: Family = "core", **extra: Any
+        self, tag: str, *, key: Callable[[str], Any], family: Family | None = None, **extra: Any
     ) -> dict[str, Callable[..., Any]]:
         """A family's functions, bound to a registry's helpers.
 
@@ -101,10 +120,12 @@ class Generated:
             tag: the registry's name, shown in the functions' qualified names (``""`` for the
                 embedded registry).
             key: makes the registry's key object for a field name (``GetAttrKey``).
-            family: ``"core"`` or ``"torch"``.
+            family: the family to bind (:data:`CORE` by default).
             **extra: further globals: ``_nt`` and ``_leaf_types`` (the embedded registry's fast
-                path), ``_check_aux`` (JAX's explanation of an unhashable static value).
+                path), ``_check_aux`` (JAX's explanation of an unhashable static value),
+                ``_tracing`` (see :func:`set_tracing_check`).
         """
+        family = CORE if family is None else family
         ns: dict[str, Any] = dict(self._globals)
         ns.update({f"_k{i}": key(name) for i, name in enumerate(self.info.data_fields)})
         ns.update(extra)
@@ -112,7 +133,7 @@ class Generated:
         cls = self.info.cls
         suffix = f"[{tag}]" if tag else ""
         out: dict[str, Callable[..., Any]] = {}
-        for func in _FUNCTIONS[family]:
+        for func in family.functions:
             fn = ns[func]
             fn.__qualname__ = f"{cls.__qualname__}.<treeclass {func}{suffix}>"
             fn.__module__ = cls.__module__
@@ -170,9 +191,11 @@ def compile_function(
 
 
 def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] | None) -> None:
-    """Set the check that sends a generated ``unflatten`` down its Dynamo-traceable path.
+    """Set the check that sends a generated ``unflatten`` down its traceable path.
 
-    Functions with a single path (their stores trace already) are left as they are.
+    ``check`` returns ``False`` when called and ``True`` to the tracer (an adapter's choice;
+    ``None``: never). Functions with a single path (their stores trace already) are left as
+    they are.
     """
     namespace = getattr(unflatten, "__globals__", {})
     if "_unflatten_traced" in namespace:
@@ -202,9 +225,12 @@ def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
 # --- source builders ----------------------------------------------------------------------------
 
 
-def _tuple(items: list[str]) -> str:
+def tuple_display(items: list[str]) -> str:
     """A tuple display: ``()``, ``(a,)``, ``(a, b)``."""
     return f"({items[0]},)" if len(items) == 1 else f"({', '.join(items)})"
+
+
+_tuple = tuple_display
 
 
 def _statics(info: ClassInfo) -> str:
@@ -212,7 +238,7 @@ def _statics(info: ClassInfo) -> str:
     return _tuple([f"obj.{s}" for s in info.static_fields])
 
 
-def _flatten(
+def flatten_lines(
     info: ClassInfo,
     head: str,
     child: Callable[[int, str], str],
@@ -222,8 +248,8 @@ def _flatten(
 ) -> list[str]:
     """A flatten-like function returning ``(children, statics{tail})``; every field a child.
 
-    The children are a tuple, or a list ``as_list`` (torch matches ``dynamic_shapes`` against
-    them and compares container types exactly; its own ``register_dataclass`` gives a list).
+    ``child(i, v)`` is the child of the ``i``-th data field, read into the local ``v``. The
+    children are a tuple, or a list ``as_list``.
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = [head]
@@ -231,31 +257,6 @@ def _flatten(
     items = [child(i, v) for i, v in enumerate(local)]
     children = f"[{', '.join(items)}]" if as_list else _tuple(items)
     lines.append(f"{_I}return {children}, {_statics(info)}{tail}")
-    return lines
-
-
-def _flatten_skipping(
-    info: ClassInfo, head: str, child: Callable[[int, str], str], *, as_list: bool = False
-) -> list[str]:
-    """A flatten-like function leaving ``None`` values out: ``(children, (nones, *statics))``."""
-    data = info.data_fields
-    statics = [f"obj.{s}" for s in info.static_fields]
-    local = [f"v{i}" for i in range(len(data))]
-    lines = [head]
-    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, data)]
-    lines.append(f"{_I}if {' or '.join(f'{v} is None' for v in local)}:")
-    lines.append(f"{_I * 2}children = []")
-    lines.append(f"{_I * 2}nones = []")
-    for i, (v, name) in enumerate(zip(local, data)):
-        lines.append(f"{_I * 2}if {v} is None:")
-        lines.append(f"{_I * 3}nones.append({name!r})")
-        lines.append(f"{_I * 2}else:")
-        lines.append(f"{_I * 3}children.append({child(i, v)})")
-    kids = "children" if as_list else "tuple(children)"
-    lines.append(f"{_I * 2}return {kids}, {_tuple(['tuple(nones)', *statics])}")
-    items = [child(i, v) for i, v in enumerate(local)]
-    children = f"[{', '.join(items)}]" if as_list else _tuple(items)
-    lines.append(f"{_I}return {children}, {_tuple(['()', *statics])}")
     return lines
 
 
@@ -288,7 +289,7 @@ def _store(how: str, name: str, value: str, slot_index: dict[str, int]) -> str:
     return f"{_I}_osetattr(obj, {name!r}, {value})"
 
 
-def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, int]) -> list[str]:
+def _rebuild(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
     """Lines that make ``obj`` and restore every field from ``value_of``."""
     plan = info.plan
     out: list[str] = []
@@ -315,6 +316,7 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, in
         out.append(f"{_I}except Exception as e:")
         out.append(f"{_I * 2}raise _rebuild_failed(e) from e")
         return out
+    slot_index = {name: i for i, name in enumerate(plan.slots)}
     stores = [*plan.stores, *plan.reset]
     values = {**value_of, **{name: "None" for name, _ in plan.reset}}
     if any(how == "dict" for _, how in stores):
@@ -324,13 +326,14 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str], slot_index: dict[str, in
 
 
 def _traceable(info: ClassInfo) -> bool:
-    """Whether torch's Dynamo traces the direct stores of ``info``'s class.
+    """Whether a tracer that follows only plain stores traces the stores of ``info``'s class.
 
-    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
-    method call": the member descriptors of slots) and ``object.__setattr__`` bound to a global
-    beforehand; it traces plain attribute stores, stores into the instance ``__dict__``, and
-    ``object.__setattr__(obj, name, value)`` looked up at the call (what frozen dataclasses'
-    ``__init__`` does) -- which costs about twice a direct store, hence a second path.
+    Such a tracer (the check an adapter sets with :func:`set_tracing_check` says when one
+    runs) may refuse a descriptor's ``__set__`` called directly (the member descriptors of
+    slots) and ``object.__setattr__`` bound to a global beforehand, while it follows plain
+    attribute stores, stores into the instance ``__dict__``, and ``object.__setattr__(obj,
+    name, value)`` looked up at the call (what frozen dataclasses' ``__init__`` does) -- which
+    costs about twice a direct store, hence a second path.
     """
     plan = info.plan
     return plan.mode != "direct" or all(
@@ -339,35 +342,48 @@ def _traceable(info: ClassInfo) -> bool:
 
 
 def _traced_stores(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
-    """The stores of the path taken while Dynamo traces: ``object.__setattr__`` by name."""
+    """The stores of the path taken while tracing: ``object.__setattr__`` by name."""
     out = [f"{_I}obj = _new(_cls)"]
     out += [f"{_I}object.__setattr__(obj, {f.name!r}, {value_of[f.name]})" for f in info.fields]
     out += [f"{_I}object.__setattr__(obj, {name!r}, None)" for name, _ in info.plan.reset]
     return out
 
 
+def unpack_lines(local: list[str], pad: str = "") -> list[str]:
+    """``v0, v1 = children``: the data fields' values, one child each (``pad``: extra indent)."""
+    if len(local) == 1:
+        return [f"{pad}{_I}{local[0]}, = children"]
+    if local:
+        return [f"{pad}{_I}{', '.join(local)} = children"]
+    return []
+
+
+#: ``(info, locals) -> lines`` reading the data fields' values into ``locals`` from
+#: ``children`` (and ``aux``), for an auxdata whose static values do not start at ``aux[0]``.
+Unpack = Callable[[ClassInfo, list[str]], list[str]]
+
+
 def _unflatten(
     info: ClassInfo,
     head: str,
-    slot_index: dict[str, int],
     *,
-    none_form: bool,
-    hashed: bool,
+    first_static: int = 0,
+    unpack: Unpack | None = None,
+    hashed: bool = False,
     traced: bool = False,
 ) -> list[str]:
     """An unflatten function ``head`` (its parameters name ``aux`` and ``children``).
 
-    The auxdata is the static values' tuple, or ``(nones, *statics)`` in torch's ``None`` form.
-    With ``traced`` it is the path Dynamo takes (see :func:`_traceable`); otherwise, for a
-    class whose stores Dynamo cannot trace, it starts with ``if _tracing is not None and
-    _tracing():`` and defers to ``_unflatten_traced`` (``_tracing`` is
-    ``torch.compiler.is_dynamo_compiling``, bound by the torch adapter: ``False`` when called,
-    ``True`` to Dynamo; about 12 ns outside tracing).
+    The auxdata holds the static values from ``aux[first_static]`` on; ``unpack`` reads the
+    data fields' values (by default one child each, :func:`unpack_lines`). With ``traced`` it
+    is the path a tracer takes (see :func:`_traceable`); otherwise, for a class whose stores
+    such a tracer cannot follow, it starts with ``if _tracing is not None and _tracing():``
+    and defers to ``_unflatten_traced`` (``_tracing`` is the check an adapter binds, see
+    :func:`set_tracing_check`).
     """
     data = info.data_fields
-    first = 1 if none_form else 0
     value_of = {name: f"v{i}" for i, name in enumerate(data)}
-    value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, first)})
+    value_of.update({name: f"aux[{i}]" for i, name in enumerate(info.static_fields, first_static)})
     local = [value_of[n] for n in data]
     lines = [head]
     if hashed and info.static_fields:
@@ -380,81 +396,70 @@ def _unflatten(
         params = head[head.index("(") : head.index(")") + 1]
         lines.append(f"{_I}if _tracing is not None and _tracing():")
         lines.append(f"{_I * 2}return _unflatten_traced{params}")
-    pad = ""
-    if data and none_form:
-        lines.append(f"{_I}if aux[0]:")
-        lines.append(f"{_I * 2}nones = aux[0]")
-        lines.append(f"{_I * 2}it = iter(children)")
-        lines += [
-            f"{_I * 2}{v} = None if {name!r} in nones else next(it)" for v, name in zip(local, data)
-        ]
-        lines.append(f"{_I}else:")
-        pad = _I
-    if len(local) == 1:
-        lines.append(f"{pad}{_I}{local[0]}, = children")
-    elif local:
-        lines.append(f"{pad}{_I}{', '.join(local)} = children")
+    lines += unpack_lines(local) if unpack is None else unpack(info, local)
     if traced:
         lines += _traced_stores(info, value_of)
     else:
-        lines += _rebuild(info, value_of, slot_index)
+        lines += _rebuild(info, value_of)
     lines.append(f"{_I}return obj")
     return lines
 
 
-def _source(info: ClassInfo, family: Family, return_none_fields: bool) -> str:
-    slot_index = {name: i for i, name in enumerate(info.plan.slots)}
-    blocks: list[list[str]]
-    if family == "core":
-        unflatten = "def unflatten(aux, children):"
-        blocks = [
-            _flatten(info, "def flatten(obj):", lambda i, v: v, ""),
-            _flatten(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
-            _flatten(info, "def flatten_entries(obj):", lambda i, v: v, ", _names"),
-            _flatten_into(info),
-            _unflatten(info, unflatten, slot_index, none_form=False, hashed=False),
-            _unflatten(
-                info,
-                "def unflatten_hashed(aux, children):",
-                slot_index,
-                none_form=False,
-                hashed=True,
-            ),
-        ]
-        none_form = False
-    else:  # torch: children as a list; None fields left out in the None form
-        none_form = not return_none_fields and bool(info.data_fields)
-        unflatten = "def unflatten(children, aux):"
-        keyed: Callable[[int, str], str] = lambda i, v: f"(_k{i}, {v})"  # noqa: E731
-        if none_form:
-            blocks = [
-                _flatten_skipping(info, "def flatten(obj):", lambda i, v: v, as_list=True),
-                _flatten_skipping(info, "def flatten_with_keys(obj):", keyed),
-            ]
-        else:
-            blocks = [
-                _flatten(info, "def flatten(obj):", lambda i, v: v, "", as_list=True),
-                _flatten(info, "def flatten_with_keys(obj):", keyed, ""),
-            ]
-        blocks.append(_unflatten(info, unflatten, slot_index, none_form=none_form, hashed=False))
+def unflatten_blocks(
+    info: ClassInfo, head: str, *, first_static: int = 0, unpack: Unpack | None = None
+) -> list[list[str]]:
+    """The unflatten function ``head`` and, when it needs one, its traced twin.
+
+    ``head`` is ``def unflatten(aux, children):`` or ``def unflatten(children, aux):``; the
+    twin is ``_unflatten_traced`` with the same parameters, for a class whose stores a tracer
+    cannot follow (see :func:`_traceable`). ``first_static`` and ``unpack``: see
+    :func:`_unflatten`.
+    """
+    blocks = [_unflatten(info, head, first_static=first_static, unpack=unpack)]
     if not _traceable(info):
-        traced = unflatten.replace("def unflatten", "def _unflatten_traced")
+        traced = head.replace("def unflatten", "def _unflatten_traced")
         blocks.append(
-            _unflatten(info, traced, slot_index, none_form=none_form, hashed=False, traced=True)
+            _unflatten(info, traced, first_static=first_static, unpack=unpack, traced=True)
         )
+    return blocks
+
+
+def join_blocks(blocks: list[list[str]]) -> str:
+    """A source text made of functions' lines."""
     return "\n\n".join("\n".join(block) for block in blocks) + "\n"
 
 
-def generate(info: ClassInfo, *, return_none_fields: bool) -> Generated:
-    """Write and compile the core source of ``info``'s class (the torch family comes later).
+def _core_source(info: ClassInfo) -> str:
+    blocks = [
+        flatten_lines(info, "def flatten(obj):", lambda i, v: v, ""),
+        flatten_lines(info, "def flatten_with_keys(obj):", lambda i, v: f"(_k{i}, {v})", ""),
+        flatten_lines(info, "def flatten_entries(obj):", lambda i, v: v, ", _names"),
+        _flatten_into(info),
+        _unflatten(info, "def unflatten_hashed(aux, children):", hashed=True),
+    ]
+    unflatten, *traced = unflatten_blocks(info, "def unflatten(aux, children):")
+    return join_blocks([*blocks[:4], unflatten, blocks[4], *traced])
 
-    Args:
-        info: the class's description.
-        return_none_fields: ``False``: the torch family leaves ``None``-valued data fields out
-            of the children (their names go into the auxdata: torch's ``None`` form).
-    """
+
+#: The core family: the embedded registry's, JAX's and optree's functions.
+CORE: Final = Family(
+    "",
+    (
+        "flatten",
+        "flatten_with_keys",
+        "flatten_entries",
+        "flatten_into",
+        "unflatten",
+        "unflatten_hashed",
+    ),
+    _core_source,
+)
+
+
+def generate(info: ClassInfo) -> Generated:
+    """Write and compile the core source of ``info``'s class (other families when bound)."""
     plan = info.plan
-    # No "__name__": torch's Dynamo, inlining these functions, imports the module it names.
+    # No "__name__": a tracer inlining these functions may import the module it names.
     globals_: dict[str, Any] = {
         "_cls": info.cls,
         "_new": plan.new,
@@ -468,6 +473,6 @@ def generate(info: ClassInfo, *, return_none_fields: bool) -> Generated:
         "_tracing": None,
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
-    generated = Generated(info, return_none_fields, globals_)
-    generated.compile("core")
+    generated = Generated(info, globals_)
+    generated.compile(CORE)
     return generated

@@ -192,7 +192,7 @@ class NodeType:
         return self.name
 
     def bind(
-        self, tag: str, key: Callable[[str], Any], family: Family = "core", **extra: Any
+        self, tag: str, key: Callable[[str], Any], family: Family | None = None, **extra: Any
     ) -> dict[str, Any]:
         """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
         if self.generated is None:
@@ -540,7 +540,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     """
     if info.kind == "namedtuple":
         raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
-    generated = generate(info, return_none_fields=return_none_fields)
+    generated = generate(info)
     codec = make_state_codec(info, name)
     n_data = len(info.data_fields)
     label = info.cls.__name__
