@@ -31,8 +31,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._core.json import dumps_canonical, loads_strict
-from .._core.keys import keystr
-from .._core.tree import tree_flatten_with_path
+from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
     FileSaveError,
@@ -42,8 +41,7 @@ from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
 )
-from .._treespec.format import loads_nodes, nodes_to_spec
-from .._treespec.serialize import treespec_dumps
+from .._treespec.format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, walk
 from .dtypes import FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
@@ -320,19 +318,21 @@ def save(
     .. versionadded:: 0.1.0
     """
     user = _check_metadata(metadata)
-    pairs, spec = tree_flatten_with_path(tree)
-    document = treespec_dumps(spec)
-    paths: list[str] = []
-    for key_path, _ in pairs:
-        try:
-            paths.append(keystr(key_path))
-        except (ValueError, RecursionError) as e:
-            raise FileSaveError(
-                f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
-            ) from None
+    flat, spec = tree_flatten(tree)
+    nodes = spec_to_nodes(spec)
+    document = dumps_nodes(nodes)
+    # The key paths as tc.load computes them to check them: from the document's nodes (what
+    # keystr gives for each leaf, without building key objects for every leaf).
+    try:
+        children = child_entries(nodes)
+        paths = ["".join(parts) for i, parts, _ in walk(nodes, children) if nodes[i] is None]
+    except (ValueError, TreeclassError) as e:
+        raise FileSaveError(
+            f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
+        ) from None
     leaves: list[dict[str, Any]] = []
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
-    for i, (p, (_, leaf)) in enumerate(zip(paths, pairs)):
+    for i, (p, leaf) in enumerate(zip(paths, flat)):
         scalar = encode_scalar(leaf, p or "the root")
         if scalar is not None:
             leaves.append({"path": p, "type": scalar[0], "value": scalar[1]})
@@ -624,8 +624,11 @@ class _Reader:
         return {info.name: self._make(info, target, raws.get(info.name)) for info, target in wanted}
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
-        """The tensor ``info`` as a ``target`` array: of ``raw`` (its bytes, ``np.uint8``,
-        shared) if given, else read straight into a new array."""
+        """The tensor ``info`` as a ``target`` array.
+
+        Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
+        new array.
+        """
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]
@@ -666,7 +669,9 @@ class _Reader:
                 codes[0::2] = packed & 0x0F
                 codes[1::2] = packed >> 4
                 arr = codes.view(dtype).reshape(info.shape)
-            elif raw is not None and raw.ctypes.data % dtype.alignment == 0:
+            elif raw is not None and (
+                self.map is None or (self.header.data_start + info.begin) % dtype.alignment == 0
+            ):  # a copy's memory is aligned; the map's page-aligned
                 arr = raw.view(dtype).reshape(info.shape)
             else:
                 arr = np.empty(info.shape, dtype)
