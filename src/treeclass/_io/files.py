@@ -641,7 +641,7 @@ class _Reader:
             if info.dtype == "F4":
                 shape[-1] //= 2
             aligned = (self.header.data_start + info.begin) % dtype.itemsize == 0
-            if raw is not None and aligned and sys.byteorder == "little":
+            if raw is not None and aligned and info.nbytes and sys.byteorder == "little":
                 return torch.from_numpy(raw).view(dtype).reshape(shape)
             try:
                 t = torch.empty(shape, dtype=dtype)
