@@ -16,8 +16,9 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
 Loading never unpickles and never imports: classes are looked up by registered name through
 :func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
 any tensor is read, then the structure, the leaf list and the tensors are checked against each
-other; only the bytes of the selected leaves are read, each straight into a new array of the
-target framework (no memory map, no intermediate copy). Every problem is a
+other; only the bytes of the selected leaves are read: large tensors straight into a new array
+of the target framework, small ones in runs (one read each) then copied into their own arrays,
+or, with ``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
 :class:`~treeclass.FileLoadError` (or, for a name that is not registered,
 :class:`~treeclass.UnregisteredNameError`).
 
@@ -621,7 +622,10 @@ class _Reader:
                     at = info.begin - first.begin
                     raws[info.name] = scratch[at : at + info.nbytes].copy()  # its own memory
                 i = j
-        return {info.name: self._make(info, target, raws.get(info.name)) for info, target in wanted}
+        out: dict[str, Any] = {}
+        for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
+            out[info.name] = self._make(info, target, raws.get(info.name))
+        return out
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
@@ -710,7 +714,7 @@ def _to_jax(np: Any, arr: Any, info: TensorInfo, source: str) -> Any:
             f"tensor {info.name!r:.200} of {source} is {arr.dtype}; JAX without "
             f"jax_enable_x64 holds it as {narrow} (enable jax_enable_x64 to keep 64 bits).",
             UserWarning,
-            stacklevel=6,  # tc.load's caller: _make, read, _load_tree, load
+            stacklevel=6,  # tc.load's caller: _make, read, _load_tree / _load_plain, load
         )
         arr = arr.astype(narrow)
     return jnp.asarray(arr)
