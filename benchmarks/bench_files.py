@@ -1,36 +1,45 @@
 """Files benchmark: ``tc.save`` + ``tc.load`` side by side with safetensors and ``torch.save``.
 
-1. Save + load round trips, paired in alternating runs in one process (median times and the
-   median of the per-run ratios), on two workloads -- 64 tensors of 256 KiB (16 MiB) and 1,000
-   tensors of 1 KiB, where the structure's share is largest -- each a dict of model outputs
-   (a registered dataclass with a static field, a ``None`` field and an ``int`` leaf):
+Every comparison is CPU time (``time.process_time``), the two sides in alternating rounds in
+one process (``_workload.paired_times``, garbage collector off), printed as both medians and
+the median of the per-round ratios with its p10-p90, against the target of issue 18:
 
-   - numpy: ``tc.save`` / ``tc.load`` vs ``safetensors.numpy.save_file`` / ``load_file`` of
-     the same tensors (a flat dict keyed by the same key paths). Target (issue 12): <= 1.1x.
-   - torch: ``tc.save`` / ``tc.load`` vs ``safetensors.torch`` and vs ``torch.save`` /
-     ``torch.load(weights_only=True)`` of the whole tree (which pickles it).
-
-2. Selective loading: one 64 MiB leaf out of a file of 1 GiB (16 such leaves), against loading
+1. Save + load round trips of a dict of model outputs (a registered dataclass with a static
+   field, a ``None`` field and an ``int`` leaf), 1,000 tensors of 1 KiB (target <= 1.5x) and
+   64 tensors of 256 KiB (target <= 1.0x): ``tc.save`` / ``tc.load`` vs
+   ``safetensors.numpy.save_file`` / ``load_file`` of the same tensors (a flat dict keyed by
+   the same key paths); with torch tensors, vs ``safetensors.torch`` and vs ``torch.save`` /
+   ``torch.load`` of the whole tree (no target).
+2. Saving 10,000 Python scalars (a dict of floats and ints; 1,000 records of 10 fields):
+   ``tc.save`` vs ``torch.save``. Target <= 2x.
+3. 256 MiB of torch tensors from a warm page cache, every tensor summed after loading on both
+   sides: ``tc.load(to="torch", mmap=True)`` vs ``safetensors.torch.load_file``. Target
+   <= 1.2x.
+4. Selective loading: one 64 MiB leaf out of a file of 1 GiB (16 such leaves), against loading
    every leaf, each in a fresh subprocess that reports its wall time and its peak resident
    memory (``VmHWM`` in ``/proc/self/status``: tracemalloc would not see memory-mapped pages),
    with ``safetensors.safe_open(...).get_tensor`` / ``load_file`` beside it. Target: memory
    proportional to what is selected. The 1 GiB file is deleted at the end.
 
-Run: ``python benchmarks/bench_files.py`` (``--quick`` skips the 1 GiB part).
+Run: ``python benchmarks/bench_files.py`` (``--quick``: fewer rounds, and no 1 GiB part).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import textwrap
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _workload import paired, show
+from _workload import paired_times
 
 import treeclass as tc
 
@@ -69,13 +78,41 @@ def flat(tree: Any) -> dict[str, Any]:
     return {tc.keystr(p): v for p, v in pairs if not isinstance(v, int)}
 
 
-def round_trips(folder: Path) -> None:
-    workloads = [("64 x 256 KiB", 32, 65536, 15, 15), ("1000 x 1 KiB", 500, 256, 20, 21)]
-    for label, n, elems, number, repeat in workloads:
-        compare(folder, label, n, elems, number, repeat)
+def ratios(t_ours: list[float], t_theirs: list[float]) -> tuple[float, float, float]:
+    """Median, p10 and p90 of the per-round ratios ``ours / theirs``."""
+    r = sorted(a / b for a, b in zip(t_ours, t_theirs))
+    q = statistics.quantiles(r, n=10, method="inclusive")
+    return statistics.median(r), q[0], q[-1]
 
 
-def compare(folder: Path, label: str, n: int, elems: int, number: int, repeat: int) -> None:
+def line(label: str, times: tuple[list[float], list[float]], target: float | None) -> str:
+    """Both median CPU times, the median per-round ratio and its p10-p90, the verdict."""
+    t_ours, t_theirs = times
+    med, p10, p90 = ratios(t_ours, t_theirs)
+    verdict = "" if target is None else ("  ok" if med <= target else f"  ABOVE TARGET {target}x")
+    return (
+        f"  {label:<44} {statistics.median(t_ours) / 1e3:8.2f} ms vs "
+        f"{statistics.median(t_theirs) / 1e3:8.2f} ms  ratio {med:5.2f}x "
+        f"(p10-p90 {p10:4.2f}-{p90:4.2f}){verdict}"
+    )
+
+
+def cpu(ours: Callable[[], Any], theirs: Callable[[], Any], number: int, repeat: int) -> Any:
+    return paired_times(ours, theirs, number=number, repeat=repeat, clock=time.process_time)
+
+
+def round_trips(folder: Path, quick: bool) -> None:
+    workloads = [
+        ("1000 x 1 KiB", 500, 256, 10, 21, 1.5),
+        ("64 x 256 KiB (16 MiB)", 32, 65536, 2, 15, 1.0),
+    ]
+    for label, n, elems, number, repeat, target in workloads:
+        compare(folder, label, n, elems, number, 7 if quick else repeat, target)
+
+
+def compare(
+    folder: Path, label: str, n: int, elems: int, number: int, repeat: int, target: float
+) -> None:
     tree = make_tree(n, elems)
     tensors = flat(tree)
     ours_path, theirs_path = folder / "ours.safetensors", folder / "theirs.safetensors"
@@ -88,9 +125,9 @@ def compare(folder: Path, label: str, n: int, elems: int, number: int, repeat: i
         st_numpy.save_file(tensors, theirs_path)
         st_numpy.load_file(theirs_path)
 
-    print(f"\nworkload {label}: {len(tensors)} tensors, {2 * n} python leaves ")
-    print(show("numpy: tc.save+load vs safetensors save+load", paired(ours, theirs,
-               number=number // 3 or 1, repeat=repeat), 1.1))  # fmt: skip
+    print(f"\nworkload {label}: {len(tensors)} tensors, {2 * n} python leaves")
+    print(line("numpy: tc.save+load vs safetensors.numpy", cpu(ours, theirs, number, repeat),
+               target))  # fmt: skip
     try:
         import safetensors.torch as st_torch
         import torch
@@ -113,10 +150,93 @@ def compare(folder: Path, label: str, n: int, elems: int, number: int, repeat: i
         torch.save(ttree, pt_path)
         torch.load(pt_path, weights_only=False)
 
-    print(show("torch: tc.save+load vs safetensors.torch", paired(ours_t, st_t,
-               number=number // 3 or 1, repeat=repeat), 1.1))  # fmt: skip
-    print(show("torch: tc.save+load vs torch.save+load", paired(ours_t, torch_t,
-               number=number // 3 or 1, repeat=repeat)))  # fmt: skip
+    print(line("torch: tc.save+load vs safetensors.torch", cpu(ours_t, st_t, number, repeat),
+               None))  # fmt: skip
+    print(line("torch: tc.save+load vs torch.save+load", cpu(ours_t, torch_t, number, repeat),
+               None))  # fmt: skip
+
+
+def mmap_load(folder: Path, quick: bool) -> None:
+    """256 MiB of torch tensors from a warm page cache, every byte touched (summed)."""
+    try:
+        import safetensors.torch as st_torch
+        import torch
+    except ImportError:
+        print("torch not installed: skipping the mmap comparison")
+        return
+    n, elems = 32, (4 << 20) // 4  # 32 outputs x 2 tensors of 4 MiB = 256 MiB
+    tree = {
+        f"layer{i:04d}": Output(torch.full((elems,), float(i)), torch.full((elems,), -1.0))
+        for i in range(n)
+    }
+    tensors = flat(tree)
+    ours_path, theirs_path = folder / "big_ours.safetensors", folder / "big_theirs.safetensors"
+    tc.save(ours_path, tree)
+    st_torch.save_file(tensors, theirs_path)
+    del tree, tensors
+    mmap = "mmap" in inspect.signature(tc.load).parameters
+    opts: dict[str, Any] = {"mmap": True} if mmap else {}
+
+    def touch(ts: Any) -> float:
+        return sum(float(t.sum()) for t in ts)
+
+    def ours() -> None:
+        out = tc.load(ours_path, to="torch", **opts)
+        touch(x for o in out.values() for x in (o.logits, o.hidden))
+
+    def theirs() -> None:
+        touch(st_torch.load_file(theirs_path).values())
+
+    how = "mmap=True" if mmap else "(no mmap= in this version)"
+    print("\n256 MiB of torch tensors (64 x 4 MiB), warm page cache, every tensor summed")
+    try:
+        print(line(f'tc.load(to="torch", {how}) vs st.torch.load_file',
+                   cpu(ours, theirs, 1, 5 if quick else 11), 1.2))  # fmt: skip
+    finally:
+        ours_path.unlink(missing_ok=True)
+        theirs_path.unlink(missing_ok=True)
+
+
+@tc.pytree_dataclass(name="bench.files.Record")
+class Record:
+    step: int
+    loss: float
+    accuracy: float
+    lr: float
+    grad_norm: float
+    tokens: int
+    epoch: int
+    phase: str
+    done: bool
+    seconds: float
+
+
+def scalars(folder: Path, quick: bool) -> None:
+    """10,000 Python scalars: tc.save vs torch.save (which pickles them)."""
+    try:
+        import torch
+    except ImportError:
+        print("torch not installed: skipping the scalar comparison")
+        return
+    trees = {
+        "a dict of 10,000 floats and ints": {
+            f"m{i:05d}": float(i) / 3 if i % 2 else i for i in range(10000)
+        },
+        "1,000 records of 10 fields": [
+            Record(i, i / 7, i / 11, 1e-3, i / 13, 512 * i, i // 100, "train", i % 2 == 0, i / 3)
+            for i in range(1000)
+        ],
+    }
+    ours_path, pt_path = folder / "scalars.safetensors", folder / "scalars.pt"
+    print("\n10,000 Python scalars: tc.save vs torch.save")
+    for label, tree in trees.items():
+        times = cpu(
+            lambda t=tree: tc.save(ours_path, t),
+            lambda t=tree: torch.save(t, pt_path),
+            5,
+            7 if quick else 21,
+        )
+        print(line(label, times, 2.0))
 
 
 PROBE = """
@@ -198,8 +318,11 @@ def selective(folder: Path) -> None:
 def main() -> None:
     print(f"Python {sys.version.split()[0]}; numpy {np.__version__}")
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
-        round_trips(Path(tmp))
-        if "--quick" not in sys.argv:
+        quick = "--quick" in sys.argv
+        round_trips(Path(tmp), quick)
+        scalars(Path(tmp), quick)
+        mmap_load(Path(tmp), quick)
+        if not quick:
             selective(Path(tmp))
 
 

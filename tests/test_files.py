@@ -792,3 +792,108 @@ def test_load_never_imports_or_unpickles(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setattr(pickle, "load", no_pickle)
     tc.load(tmp_path / "t.safetensors")
     assert imported == []
+
+
+# --- small tensors in runs, mmap=True -----------------------------------------------------------
+
+
+def test_small_tensors_read_in_runs_each_hold_only_their_own_bytes(tmp_path: Path) -> None:
+    tree = {f"t{i:03d}": np.full(3 + i % 5, i, np.float32) for i in range(300)}
+    tree["odd"] = np.arange(7, dtype=np.int8)  # 7 bytes: the next tensors start unaligned
+    tree["z"] = np.arange(3, dtype=np.float64)
+    path = tmp_path / "small.safetensors"
+    tc.save(path, tree)
+    got = tc.load(path)
+    for k, v in tree.items():
+        assert got[k].dtype == v.dtype and got[k].tolist() == v.tolist()
+        base = got[k] if got[k].base is None else got[k].base
+        assert base.nbytes == v.nbytes  # not a view of a buffer shared with other leaves
+        assert got[k].flags.writeable and got[k].flags.aligned
+    got["t000"][:] = 99
+    assert got["t005"].tolist() == tree["t005"].tolist()
+
+
+def _tensor_offset(path: Path, name: str) -> int:
+    with open(path, "rb") as f:
+        header = read_header(f, "x")
+    return header.data_start + header.tensors[name].begin
+
+
+def test_mmap_shares_the_files_pages_copy_on_write(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "m.safetensors"
+    tree = {"w": Output(torch.arange(6, dtype=torch.float32), step=3), "b": torch.ones(4)}
+    tc.save(path, tree)
+    got = tc.load(path, to="torch", mmap=True)
+    assert got["w"].logits.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and got["w"].step == 3
+    own = tc.load(path, to="torch")
+    at = _tensor_offset(path, "['b']")
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(struct.pack("<f", 7.0))
+    assert own["b"].tolist() == [1.0, 1.0, 1.0, 1.0]  # without mmap: the process's own memory
+    if sys.platform.startswith("linux"):
+        # Pages this process has not written are the file's own: a change to the file shows.
+        assert got["b"].tolist() == [7.0, 1.0, 1.0, 1.0]
+    # Writing to a tensor changes this process's copy of the page, never the file.
+    before = path.read_bytes()
+    got["w"].logits[0] = 42.0
+    assert got["w"].logits[0].item() == 42.0
+    assert path.read_bytes() == before
+    assert tc.load(path, to="torch")["w"].logits[0].item() == 0.0
+
+
+def _raw_bytes(x: Any) -> bytes:
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        return bytes(x.reshape(-1).view(torch.uint8).tolist())
+    return np.ascontiguousarray(x).tobytes()
+
+
+@pytest.mark.parametrize("to", ["numpy", "torch", None])
+def test_mmap_loads_every_dtype_and_selection_as_a_copy_would(tmp_path: Path, to: Any) -> None:
+    if to == "torch":
+        pytest.importorskip("torch")
+    tree = {
+        "bf16": np.arange(6, dtype=np.float32).astype(ml_dtypes.bfloat16).reshape(2, 3),
+        "f8": np.linspace(-2, 2, 8).astype(ml_dtypes.float8_e4m3fn),
+        "f4": np.array([0.5, -1.0, 2.0, 0.0], dtype=ml_dtypes.float4_e2m1fn),
+        "odd": np.arange(3, dtype=np.uint8),  # shifts what follows off its alignment
+        "c64": np.array([1 + 2j], dtype=np.complex64),
+        "i64": np.arange(3, dtype=np.int64),
+        "scalar": np.float32(1.5),
+        "empty": np.zeros((0, 4), np.float32),
+        "n": 3,
+    }
+    path = tmp_path / "all.safetensors"
+    tc.save(path, tree)
+    copied = tc.load(path, to=to)
+    mapped = tc.load(path, to=to, mmap=True)
+    for k in tree:
+        a, b = copied[k], mapped[k]
+        assert type(a) is type(b), k
+        if k == "n":
+            assert b == 3
+            continue
+        assert a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape), k
+        assert _raw_bytes(a) == _raw_bytes(b), k
+    if to != "torch":
+        assert not mapped["i64"].flags.owndata and mapped["i64"].flags.writeable
+        assert mapped["bf16"].astype(np.float32).tolist() == [[0, 1, 2], [3, 4, 5]]
+    part = tc.load(path, to=to, mmap=True, paths=["['c64']"])
+    assert part["bf16"] is None and complex(part["c64"][0]) == 1 + 2j
+
+
+def test_mmap_of_a_plain_safetensors_file_and_bad_values(tmp_path: Path) -> None:
+    st = pytest.importorskip("safetensors.numpy")
+    path = tmp_path / "plain.safetensors"
+    st.save_file({"a": np.arange(4, dtype=np.float32), "b": np.ones(2, np.int16)}, path)
+    got = tc.load(path, mmap=True)
+    assert got["a"].tolist() == [0, 1, 2, 3] and got["b"].tolist() == [1, 1]
+    with pytest.raises(tc.TreeclassTypeError, match=r"mmap= must be True or False"):
+        tc.load(path, mmap="yes")  # type: ignore[arg-type]
+    data = path.read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(data[:-3])
+    with pytest.raises(tc.FileLoadError, match="data section"):
+        tc.load(tmp_path / "cut.safetensors", mmap=True)

@@ -16,8 +16,9 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
 Loading never unpickles and never imports: classes are looked up by registered name through
 :func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
 any tensor is read, then the structure, the leaf list and the tensors are checked against each
-other; only the bytes of the selected leaves are read, each straight into a new array of the
-target framework (no memory map, no intermediate copy). Every problem is a
+other; only the bytes of the selected leaves are read: large tensors straight into a new array
+of the target framework, small ones in runs (one read each) then copied into their own arrays,
+or, with ``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
 :class:`~treeclass.FileLoadError` (or, for a name that is not registered,
 :class:`~treeclass.UnregisteredNameError`).
 
@@ -31,8 +32,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._core.json import dumps_canonical, loads_strict
-from .._core.keys import keystr
-from .._core.tree import tree_flatten_with_path
+from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
     FileSaveError,
@@ -42,8 +42,7 @@ from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
 )
-from .._treespec.format import loads_nodes
-from .._treespec.serialize import treespec_dumps, treespec_loads
+from .._treespec.format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, walk
 from .dtypes import FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
@@ -320,19 +319,21 @@ def save(
     .. versionadded:: 0.1.0
     """
     user = _check_metadata(metadata)
-    pairs, spec = tree_flatten_with_path(tree)
-    document = treespec_dumps(spec)
-    paths: list[str] = []
-    for key_path, _ in pairs:
-        try:
-            paths.append(keystr(key_path))
-        except (ValueError, RecursionError) as e:
-            raise FileSaveError(
-                f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
-            ) from None
+    flat, spec = tree_flatten(tree)
+    nodes = spec_to_nodes(spec)
+    document = dumps_nodes(nodes)
+    # The key paths as tc.load computes them to check them: from the document's nodes (what
+    # keystr gives for each leaf, without building key objects for every leaf).
+    try:
+        children = child_entries(nodes)
+        paths = ["".join(parts) for i, parts, _ in walk(nodes, children) if nodes[i] is None]
+    except (ValueError, TreeclassError) as e:
+        raise FileSaveError(
+            f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
+        ) from None
     leaves: list[dict[str, Any]] = []
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
-    for i, (p, (_, leaf)) in enumerate(zip(paths, pairs)):
+    for i, (p, leaf) in enumerate(zip(paths, flat)):
         scalar = encode_scalar(leaf, p or "the root")
         if scalar is not None:
             leaves.append({"path": p, "type": scalar[0], "value": scalar[1]})
@@ -378,7 +379,9 @@ def save(
 # --- loading ----------------------------------------------------------------------------------
 
 
-def _check_options(to: object, paths: object) -> None:
+def _check_options(to: object, paths: object, mmap: object = False) -> None:
+    if mmap is not True and mmap is not False:
+        raise TreeclassTypeError(f"mmap= must be True or False, got {mmap!r:.60}.")
     if to is not None and to not in _TARGETS:
         raise FileLoadError(f'to= must be "numpy", "jax", "torch" or None, got {to!r:.60}.')
     if isinstance(paths, (str, bytes)):
@@ -560,47 +563,137 @@ def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
         got += n
 
 
-def _read_array(
-    f: BufferedReader, header: Header, info: TensorInfo, target: str, source: str
-) -> Any:
-    """The tensor ``info`` read into a new array of ``target`` (bytes read: its own only)."""
-    np = _numpy()
-    np_name, torch_name = FILE_DTYPES[info.dtype]
-    offset = header.data_start + info.begin
-    if target == "torch":
-        torch = _framework("torch")
-        shape = list(info.shape)
-        if info.dtype == "F4":
-            shape[-1] //= 2
-        try:
-            t = torch.empty(shape, dtype=getattr(torch, torch_name))
-        except (RuntimeError, ValueError, OverflowError) as e:
-            raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
-        if info.nbytes:
-            _read_exact(f, offset, t.reshape(-1).view(torch.uint8).numpy(), source)
-        if sys.byteorder == "big":  # pragma: no cover - no big-endian machine in CI
-            t = torch.from_numpy(t.numpy().byteswap())
-        return t
-    dtype = _np_dtype(np_name)
-    try:
-        if info.dtype == "F4":
-            packed = np.empty(info.nbytes, np.uint8)
-            _read_exact(f, offset, packed, source)
-            codes = np.empty(info.nbytes * 2, np.uint8)
-            codes[0::2] = packed & 0x0F
-            codes[1::2] = packed >> 4
-            arr = codes.view(dtype).reshape(info.shape)
+#: Tensors up to this size are read in runs (one read for many), then copied to their own
+#: arrays; larger ones are read straight into theirs.
+_SMALL: Final = 64 * 1024
+#: The largest run: the extra memory a load holds at once.
+_RUN: Final = 1024 * 1024
+
+
+class _Reader:
+    """Reads a file's tensors into arrays: one per load (numpy and dtypes looked up once)."""
+
+    __slots__ = ("f", "header", "map", "np", "source", "torch")
+
+    def __init__(self, f: BufferedReader, header: Header, source: str, mmap: bool) -> None:
+        self.f = f
+        self.header = header
+        self.source = source
+        self.np = _numpy()
+        self.torch: Any = None
+        self.map: Any = None  # the file's bytes (np.uint8, copy-on-write) when mmap=True
+        if mmap:
+            import mmap as mmap_module
+
+            try:
+                mapped = mmap_module.mmap(f.fileno(), 0, access=mmap_module.ACCESS_COPY)
+            except (OSError, ValueError) as e:
+                raise _bad(source, f"it cannot be memory-mapped ({e}).") from None
+            if len(mapped) < header.file_size:
+                raise _bad(source, "the file shrank while it was being read.")
+            self.map = self.np.frombuffer(mapped, self.np.uint8)
+
+    def read(self, wanted: list[tuple[TensorInfo, str]]) -> dict[str, Any]:
+        """``wanted``'s tensors (``(info, target)``) as arrays, by tensor name, made in order.
+
+        Small tensors' bytes are read first, in runs in file order; the arrays are then made
+        in ``wanted``'s order (so warnings come in leaf order).
+        """
+        np = self.np
+        start = self.header.data_start
+        raws: dict[str, Any] = {}
+        if self.map is not None:
+            for info, _ in wanted:
+                raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
-            arr = np.empty(info.shape, dtype)
-            if arr.nbytes:
-                _read_exact(f, offset, arr.reshape(-1).view(np.uint8), source)
-    except (ValueError, OverflowError) as e:
-        raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
-    if sys.byteorder == "big" and arr.dtype.itemsize > 1:  # pragma: no cover
-        arr = arr.byteswap()
-    if target == "jax":
-        return _to_jax(np, arr, info, source)
-    return arr
+            small = sorted((info for info, _ in wanted if info.nbytes <= _SMALL),
+                           key=lambda info: info.begin)  # fmt: skip
+            i = 0
+            while i < len(small):
+                first = small[i]
+                j = i + 1
+                while (
+                    j < len(small)
+                    and small[j].begin == small[j - 1].end
+                    and small[j].end - first.begin <= _RUN
+                ):
+                    j += 1
+                scratch = np.empty(small[j - 1].end - first.begin, np.uint8)
+                _read_exact(self.f, start + first.begin, scratch, self.source)
+                for info in small[i:j]:
+                    at = info.begin - first.begin
+                    raws[info.name] = scratch[at : at + info.nbytes].copy()  # its own memory
+                i = j
+        out: dict[str, Any] = {}
+        for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
+            out[info.name] = self._make(info, target, raws.get(info.name))
+        return out
+
+    def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
+        """The tensor ``info`` as a ``target`` array.
+
+        Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
+        new array.
+        """
+        np = self.np
+        source = self.source
+        np_name, torch_name = FILE_DTYPES[info.dtype]
+        if target == "torch":
+            torch = self.torch
+            if torch is None:
+                torch = self.torch = _framework("torch")
+            dtype = getattr(torch, torch_name)
+            shape = list(info.shape)
+            if info.dtype == "F4":
+                shape[-1] //= 2
+            aligned = (self.header.data_start + info.begin) % dtype.itemsize == 0
+            if raw is not None and aligned and info.nbytes and sys.byteorder == "little":
+                return torch.from_numpy(raw).view(dtype).reshape(shape)
+            try:
+                t = torch.empty(shape, dtype=dtype)
+            except (RuntimeError, ValueError, OverflowError) as e:
+                raise _bad(
+                    source, f"tensor {info.name!r:.200} cannot be allocated ({e})."
+                ) from None
+            if info.nbytes:
+                buf = t.reshape(-1).view(torch.uint8).numpy()
+                if raw is None:
+                    _read_exact(self.f, self.header.data_start + info.begin, buf, source)
+                else:
+                    buf[:] = raw
+            if sys.byteorder == "big":  # pragma: no cover - no big-endian machine in CI
+                t = torch.from_numpy(t.numpy().byteswap())
+            return t
+        dtype = _np_dtype(np_name)
+        try:
+            if info.dtype == "F4":
+                packed = raw
+                if packed is None:
+                    packed = np.empty(info.nbytes, np.uint8)
+                    _read_exact(self.f, self.header.data_start + info.begin, packed, source)
+                codes = np.empty(info.nbytes * 2, np.uint8)
+                codes[0::2] = packed & 0x0F
+                codes[1::2] = packed >> 4
+                arr = codes.view(dtype).reshape(info.shape)
+            elif raw is not None and (
+                self.map is None or (self.header.data_start + info.begin) % dtype.alignment == 0
+            ):  # a copy's memory is aligned; the map's page-aligned
+                arr = raw.view(dtype).reshape(info.shape)
+            else:
+                arr = np.empty(info.shape, dtype)
+                if arr.nbytes:
+                    buf = arr.reshape(-1).view(np.uint8)
+                    if raw is None:
+                        _read_exact(self.f, self.header.data_start + info.begin, buf, source)
+                    else:
+                        buf[:] = raw
+        except (ValueError, OverflowError) as e:
+            raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
+        if sys.byteorder == "big" and arr.dtype.itemsize > 1:  # pragma: no cover
+            arr = arr.byteswap()
+        if target == "jax":
+            return _to_jax(np, arr, info, source)
+        return arr
 
 
 def _to_jax(np: Any, arr: Any, info: TensorInfo, source: str) -> Any:
@@ -623,14 +716,19 @@ def _to_jax(np: Any, arr: Any, info: TensorInfo, source: str) -> Any:
             f"tensor {info.name!r:.200} of {source} is {arr.dtype}; JAX without "
             f"jax_enable_x64 holds it as {narrow} (enable jax_enable_x64 to keep 64 bits).",
             UserWarning,
-            stacklevel=4,
+            stacklevel=6,  # tc.load's caller: _make, read, _load_tree / _load_plain, load
         )
         arr = arr.astype(narrow)
     return jnp.asarray(arr)
 
 
 def _load_plain(
-    f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
+    f: BufferedReader,
+    header: Header,
+    source: str,
+    to: Target | None,
+    paths: PathSelection,
+    mmap: bool,
 ) -> dict[str, Any]:
     """A file without treeclass metadata: a dict of arrays keyed by tensor name."""
     target = to or _PLAIN_FORMATS.get(header.metadata.get("format", ""), "numpy")
@@ -647,18 +745,23 @@ def _load_plain(
         selection.visit([key], len(key))
         chosen.append(selection.leaf(key))
     selection.check(source, lambda: keys)
-    return {
-        name: _read_array(f, header, header.tensors[name], target, source) if keep else None
-        for name, keep in zip(names, chosen)
-    }
+    wanted = [(header.tensors[name], target) for name, keep in zip(names, chosen) if keep]
+    arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else {}
+    return {name: arrays.get(name) for name in names}
 
 
 def _load_tree(
-    f: BufferedReader, header: Header, source: str, to: Target | None, paths: PathSelection
+    f: BufferedReader,
+    header: Header,
+    source: str,
+    to: Target | None,
+    paths: PathSelection,
+    mmap: bool,
 ) -> Any:
     leaves, document = _parse_ours(source, header.metadata)
     try:
-        spec = treespec_loads(document)
+        nodes = loads_nodes(document)
+        spec = nodes_to_spec(nodes)
     except UnregisteredNameError as e:
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
@@ -669,7 +772,6 @@ def _load_tree(
             f"its structure has {spec.num_leaves} leaves but its leaf list has {len(leaves)}.",
         )
     entries = [_check_entry(source, i, e) for i, e in enumerate(leaves)]
-    nodes = loads_nodes(document)  # loaded above, so well-formed
     try:
         children = child_entries(nodes)
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
@@ -738,6 +840,12 @@ def _load_tree(
             f"{len(array_entries)} array leaves (not in the structure: {extra[:5]!r:.200}).",
         )
 
+    wanted = [
+        (header.tensors[entry["tensor"]], _target_of(entry["type"], to))
+        for entry, keep in zip(entries, chosen)
+        if keep and entry["type"] in _ARRAY_TYPES
+    ]
+    arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else {}
     values: list[Any] = []
     for entry, value, keep in zip(entries, decoded, chosen):
         kind = entry["type"]
@@ -746,9 +854,8 @@ def _load_tree(
         elif kind in SCALAR_TAGS:
             values.append(value)
         else:
-            target = _target_of(kind, to)
-            arr = _read_array(f, header, header.tensors[entry["tensor"]], target, source)
-            if kind == "numpy-scalar" and target == "numpy":
+            arr = arrays[entry["tensor"]]
+            if kind == "numpy-scalar" and _target_of(kind, to) == "numpy":
                 arr = arr[()]
             values.append(arr)
     return spec.unflatten(values)
@@ -759,6 +866,7 @@ def load(
     *,
     to: Target | None = None,
     paths: PathSelection = None,
+    mmap: bool = False,
 ) -> Any:
     """Load a tree saved by :func:`save`, in its own classes; never unpickles or imports.
 
@@ -776,6 +884,15 @@ def load(
             node's path selects every leaf under it; an unknown path is an error), or a
             predicate called with each leaf's key-path string. Only the selected leaves'
             bytes are read; the others come back as ``None``, in the same classes.
+        mmap: memory-map the file (copy-on-write) and return numpy and torch arrays that
+            share its pages instead of reading them into new memory: loading costs no copy,
+            and only the pages touched are read. Writing to such an array changes this
+            process's private copy of the page, never the file; a change made to the file by
+            anyone else may show in arrays whose pages this process has not written; the file
+            must not be truncated while they live (reading a page past its new end kills the
+            process with ``SIGBUS``). JAX arrays, float4 leaves loaded to numpy or JAX, numpy
+            scalars and tensors at an offset not aligned to their item size are copied as
+            without ``mmap``.
 
     Returns:
         The tree.
@@ -795,13 +912,13 @@ def load(
 
     .. versionadded:: 0.1.0
     """
-    _check_options(to, paths)
+    _check_options(to, paths, mmap)
     source = repr(str(path))
     with open(path, "rb") as f:
         header = _open_header(f, source)
         if _is_ours(header.metadata):
-            return _load_tree(f, header, source, to, paths)
-        return _load_plain(f, header, source, to, paths)
+            return _load_tree(f, header, source, to, paths, mmap)
+        return _load_plain(f, header, source, to, paths, mmap)
 
 
 def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:

@@ -101,38 +101,46 @@ def _bad(source: str, message: str) -> FileLoadError:
     return FileLoadError(f"{source} is not a loadable safetensors file: {message}")
 
 
-def _count(value: Any) -> bool:
-    return value.__class__ is int and 0 <= value < _MAX_DIM
+def _where(name: str) -> str:
+    return f"tensor {name[:200]!r}"
 
 
 def _check_tensor(source: str, name: str, info: Any, data_size: int) -> TensorInfo:
-    where = f"tensor {name[:200]!r}"
     if info.__class__ is not dict or info.keys() != _INFO_KEYS:
         raise _bad(
             source,
-            f'{where} must be described by exactly "dtype", "shape" and "data_offsets".',
+            f'tensor {name[:200]!r} must be described by exactly "dtype", "shape" and '
+            '"data_offsets".',
         )
     dtype = info["dtype"]
     shape = info["shape"]
     offsets = info["data_offsets"]
     if dtype.__class__ is not str or dtype not in SAFETENSORS_BITS:
-        raise _bad(source, f"{where} has the unknown dtype {str(dtype)[:40]!r}.")
-    if shape.__class__ is not list or not all(_count(d) for d in shape):
-        raise _bad(source, f"{where} has a shape that is not a list of sizes: {str(shape)[:80]}.")
+        raise _bad(source, f"{_where(name)} has the unknown dtype {str(dtype)[:40]!r}.")
+    if shape.__class__ is not list or not all(
+        d.__class__ is int and 0 <= d < _MAX_DIM for d in shape
+    ):
+        raise _bad(
+            source,
+            f"{_where(name)} has a shape that is not a list of sizes: {str(shape)[:80]}.",
+        )
     if (
         offsets.__class__ is not list
         or len(offsets) != 2
-        or not _count(offsets[0])
-        or not _count(offsets[1])
-        or offsets[0] > offsets[1]
+        or offsets[0].__class__ is not int
+        or offsets[1].__class__ is not int
+        or not 0 <= offsets[0] <= offsets[1] < _MAX_DIM
     ):
-        raise _bad(source, f"{where} has data_offsets that are not [begin, end]: {offsets!r:.80}.")
+        raise _bad(
+            source,
+            f"{_where(name)} has data_offsets that are not [begin, end]: {offsets!r:.80}.",
+        )
     begin, end = offsets
     if end > data_size:
         raise _bad(
             source,
-            f"{where} ends at byte {end} of a data section of {data_size} bytes (the file is "
-            "truncated or its header lies about offsets).",
+            f"{_where(name)} ends at byte {end} of a data section of {data_size} bytes (the file "
+            "is truncated or its header lies about offsets).",
         )
     bits = SAFETENSORS_BITS[dtype]
     # The element count, given up as soon as it exceeds what the byte range can hold.
@@ -145,7 +153,7 @@ def _check_tensor(source: str, name: str, info: Any, data_size: int) -> TensorIn
     if numel * bits != (end - begin) * 8:
         raise _bad(
             source,
-            f"{where} is {dtype} with shape {shape!r:.80} but its data_offsets give "
+            f"{_where(name)} is {dtype} with shape {shape!r:.80} but its data_offsets give "
             f"{end - begin} bytes.",
         )
     return TensorInfo(name, dtype, tuple(shape), begin, end)
