@@ -23,14 +23,19 @@ def _installed(module: str) -> bool:
 
 
 # Modules that import something optional at the top, by the module they need: each
-# framework's adapter, the public extras, and the files layer (numpy).
-_NEEDS = {
-    f.module: [f.adapter.removeprefix("treeclass.").replace(".", "/") + ".py"] for f in FRAMEWORKS
+# framework's adapter (and the backends activated with it), the public extras, the mypy
+# plugin, and the files layer (numpy).
+_NEEDS: dict[str, list[str]] = {
+    f.module: [
+        m.removeprefix("treeclass.").replace(".", "/") + ".py" for m in (f.adapter, *f.extras)
+    ]
+    for f in FRAMEWORKS
 }
 _NEEDS["torch"] += ["torch/__init__.py", "torch/_state.py", "torch/_treespec.py"]
 _NEEDS["optree"].append("optree.py")
 _NEEDS.setdefault("numpy", []).append("_io/files.py")
 _NEEDS.setdefault("orbax.checkpoint", []).append("orbax.py")
+_NEEDS.setdefault("mypy", []).append("mypy.py")
 
 collect_ignore = [
     f"src/treeclass/{path}"
@@ -41,7 +46,9 @@ collect_ignore = [
 
 
 # Doctests of the package namespace that need numpy (tc.save / tc.load with arrays).
-_NUMPY_DOCTESTS = frozenset(("treeclass.save", "treeclass.load"))
+_NUMPY_DOCTESTS = frozenset(
+    ("treeclass.save", "treeclass.load", "treeclass._io.dtypes.numpy_dtype")
+)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

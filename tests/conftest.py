@@ -7,6 +7,7 @@ optree, transformers or ray can never pass unnoticed.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import uuid
 from typing import Any
@@ -14,6 +15,10 @@ from typing import Any
 import pytest
 
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
+
+# Helper modules of the tests that import a framework at the top (imported by the tests that
+# need them, after their importorskip): not collected for doctests where it is missing.
+collect_ignore = [] if importlib.util.find_spec("ray") else ["_ray_defs.py"]
 
 _skipped: list[str] = []
 

@@ -31,7 +31,7 @@ PAGES: dict[str, tuple[str, ...]] = {
     "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
     "jax.md": ("jax", "flatbuffers"),
     "optree.md": ("optree",),
-    "testing.md": ("hypothesis",),
+    "testing.md": ("hypothesis", "numpy"),
 }
 
 _FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")

@@ -13,10 +13,11 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 import treeclass as tc
+
+np = pytest.importorskip("numpy")
 
 
 class Color(enum.Enum):

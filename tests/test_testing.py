@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 
 import treeclass as tc
 from treeclass.testing import assert_roundtrip, pytree_classes, trees
+
+np = pytest.importorskip("numpy")
 
 
 @tc.pytree_dataclass(name="tests.testing.Layer")
