@@ -139,7 +139,9 @@ def paired(
 def show(label: str, timing: Timing, target: float | None = None) -> str:
     """One line: both medians, the median ratio (p10-p90), and the verdict against ``target``."""
     verdict = (
-        "" if target is None else ("  ok" if timing.ratio <= target else f"  ABOVE TARGET {target}x")
+        ""
+        if target is None
+        else ("  ok" if timing.ratio <= target else f"  ABOVE TARGET {target}x")
     )
     return (
         f"{label:<50} {timing.ours:9.1f} us vs {timing.theirs:9.1f} us   ratio "

@@ -52,9 +52,7 @@ def make_params(norm: type, layer: type) -> dict[str, Any]:
         return rng.standard_normal(shape, dtype=np.float32)
 
     return {
-        f"layer_{i:02d}": layer(
-            *(arr(4, 4) for _ in ARRAYS), norm=norm(scale=arr(4), bias=arr(4))
-        )
+        f"layer_{i:02d}": layer(*(arr(4, 4) for _ in ARRAYS), norm=norm(scale=arr(4), bias=arr(4)))
         for i in range(N_LAYERS)
     }
 
