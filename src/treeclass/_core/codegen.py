@@ -272,10 +272,14 @@ def _flatten_into(info: ClassInfo) -> list[str]:
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
     if local:
         checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
+        lines.append(f"{_I}children = {_tuple(local)}")
+        lines.append(f"{_I}aux = {_statics(info)}")
         lines.append(f"{_I}if not ({checks}):")
-        lines.append(f"{_I * 2}return {_tuple(local)}, {_statics(info)}")
-        lines.append(f"{_I}leaves += {_tuple(local)}")
-    lines.append(f"{_I}entries.append((_nt, {_statics(info)}, {len(local)}, True))")
+        lines.append(f"{_I * 2}return children, aux")
+        lines.append(f"{_I}leaves += children")
+        lines.append(f"{_I}entries.append((_nt, aux, {len(local)}, True))")
+    else:
+        lines.append(f"{_I}entries.append((_nt, {_statics(info)}, 0, True))")
     lines.append(f"{_I}return None")
     return lines
 
