@@ -7,8 +7,10 @@ flattened in sorted key order, as JAX and optree do; an ``OrderedDict`` keeps it
 A :class:`TreeSpec` stores the tree as a flat, pre-order tuple of entries, so comparing and
 hashing specs is done by the tuple machinery in C, and unflatten is one loop with no recursion.
 An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy`` says that all
-``arity`` children are leaves, which then have no entries of their own. Trees deeper than the
-interpreter's recursion limit are walked with an explicit stack, in time linear in their size.
+``arity`` children are leaves, which then have no entries of their own. ``tree_flatten``
+recurses a bounded number of levels and walks deeper subtrees with an explicit stack, keeping
+its work (no cliff in time at the recursion limit); the other walkers start over with a stack
+when they hit the limit. Either way, time is linear in the tree's size.
 """
 
 from __future__ import annotations
