@@ -6,7 +6,11 @@
 The PyTorch class is registered by hand with ``register_pytree_node`` and a dumpable context
 that, like treeclass's state, records the field names and the static values.
 
-Target (issue 3): at most 0.2x PyTorch. Run: ``python benchmarks/bench_format.py``.
+Also ``treespec_loads`` against ``pickle.loads`` of torch's ``TreeSpec`` of the same tree
+(CPU time, alternating runs, median ratio with p10-p90).
+
+Targets: at most 0.2x PyTorch (issue 3); at most 1.0x ``pickle.loads`` (issue 18).
+Run: ``python benchmarks/bench_format.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from _workload import LEAF_NAMES, make_class, make_tree, median_us, row
+from _workload import LEAF_NAMES, make_class, make_tree, median_us, paired, row, show
 
 import treeclass as tc
 
@@ -100,6 +104,26 @@ def main() -> None:
     print(row("treespec_dumps vs torch", t_d, u_d))
     print(row("treespec_loads vs torch (lru_cache bypassed)", t_l, u_l))
     print(row("treespec_dumps + treespec_loads vs torch", t_b, u_b, 0.2))
+    against_pickle(text)
+
+
+def against_pickle(text: str) -> None:
+    """``treespec_loads`` of the workload's document against ``pickle.loads`` of torch's
+    ``TreeSpec`` of the same tree (its class registered with torch's ``register_dataclass``;
+    issue 18's target: at most 1.0x)."""
+    import pickle
+
+    import _workload
+    import torch.utils._pytree as pt
+
+    PickleTx = make_class("PickleTx", static_meta=False)
+    _workload.PickleTx = PickleTx  # type: ignore[attr-defined]  # pickled by reference
+    pt.register_dataclass(PickleTx)
+    _, tspec = pt.tree_flatten(make_tree(PickleTx))
+    data = pickle.dumps(tspec)
+    assert pickle.loads(data).num_leaves == tspec.num_leaves
+    timing = paired(lambda: tc.treespec_loads(text), lambda: pickle.loads(data), number=20)
+    print(show(f"treespec_loads vs pickle.loads of torch's TreeSpec ({len(data)} B)", timing, 1.0))
 
 
 def evolution(plain_loads: float) -> None:

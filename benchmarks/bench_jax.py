@@ -19,7 +19,7 @@ import sys
 
 import jax
 import jax.numpy as jnp
-from _workload import make_class, make_tree, paired, show
+from _workload import Timing, make_class, make_tree, paired, show
 
 import treeclass as tc
 
@@ -46,7 +46,7 @@ def main() -> None:
         ls, td = flatten(theirs)
         unflatten(td, ls)
 
-    results: dict[str, tuple[tuple[float, float, float], float | None]] = {}
+    results: dict[str, tuple[Timing, float | None]] = {}
     cases = [
         ("flatten", lambda: flatten(ours), lambda: flatten(theirs), 1.3),
         ("unflatten", lambda: unflatten(o_def, o_leaves), lambda: unflatten(t_def, t_leaves), 0.35),

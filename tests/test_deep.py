@@ -107,3 +107,67 @@ def test_deep_trees_are_linear_in_time_and_memory(kind: str, depth: int, path_de
     # The key path of the deepest leaf goes through every level.
     assert report["deepest_path_len"] in (path_depth, path_depth + 1)
     assert report["deepest_keystr_len"] >= path_depth * 3
+
+
+def _mixed_chain(depth: int) -> object:
+    """A chain through registered classes, lists, dicts and tuples, with leaves on the way."""
+    import treeclass as tc
+
+    tree: object = "bottom"
+    for i in range(depth):
+        kind = i % 4
+        if kind == 0:
+            tree = _DeepNode(tree, float(i))
+        elif kind == 1:
+            tree = [i, tree]
+        elif kind == 2:
+            tree = {"b": tree, "a": (i, None)}
+        else:
+            tree = (tree,)
+    assert tc.tree_structure(tree).num_leaves > 0
+    return tree
+
+
+def _register_deep_node() -> type:
+    from dataclasses import dataclass
+    from typing import Any
+
+    import treeclass as tc
+
+    @dataclass
+    class DeepNode:
+        nxt: Any
+        v: Any
+
+    return tc.register_dataclass(DeepNode, name="tests.deep.DeepNode")
+
+
+_DeepNode = _register_deep_node()
+
+
+@pytest.mark.parametrize("depth", [10, 400, 1500, 6000])
+def test_recursive_walk_that_goes_on_with_a_stack_gives_the_stack_walks_spec(depth: int) -> None:
+    # tree_flatten recurses a bounded number of levels, then walks the rest of each subtree
+    # with a stack, keeping what it did: the result must be exactly the pure stack walk's.
+    import sys
+
+    import treeclass as tc
+    from treeclass._core import tree as tree_module
+
+    tree = _mixed_chain(depth)
+    leaves, spec = tc.tree_flatten(tree)
+    stack_leaves, stack_spec = tree_module._flatten_iterative(tree, None)
+    assert leaves == stack_leaves
+    assert spec._entries == stack_spec._entries
+    back_leaves, back_spec = tc.tree_flatten(spec.unflatten(leaves))  # (== would recurse)
+    assert back_leaves == leaves
+    assert back_spec == spec
+    # With little stack left to use (a low recursion limit), the same again.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(200)
+    try:
+        low_leaves, low_spec = tc.tree_flatten(tree)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert low_leaves == leaves
+    assert low_spec._entries == spec._entries

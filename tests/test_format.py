@@ -288,6 +288,21 @@ def test_loaded_spec_is_canonical_for_leafy_nodes() -> None:
 # --- serialization errors ---------------------------------------------------------------------
 
 
+def test_equal_states_of_different_value_classes_load_as_written() -> None:
+    # Loading reuses the auxdata of a state equal to one read before; 1 == True == 1.0 and
+    # 0.0 == -0.0 in Python, so each node must still get its own static value back.
+    @tc.pytree_dataclass(name="test.format.AnyStatic")
+    class AnyStatic:
+        x: float
+        s: Any = tc.field(static=True, default=None)
+
+    values = [1, True, 1.0, 0.0, -0.0, False, 0, "1", 1, True]
+    tree = [AnyStatic(x=0.0, s=v) for v in values]
+    loaded = tc.treespec_loads(tc.treespec_dumps(tc.tree_structure(tree)))
+    back = loaded.unflatten([0.0] * len(values))
+    assert [(type(o.s), repr(o.s)) for o in back] == [(type(v), repr(v)) for v in values]
+
+
 def test_unnamed_class_cannot_be_dumped() -> None:
     @tc.pytree_dataclass
     class Anonymous:

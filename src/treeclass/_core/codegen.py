@@ -263,19 +263,25 @@ def flatten_lines(
 def _flatten_into(info: ClassInfo) -> list[str]:
     """The embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
 
-    When every value is of a type known to be a leaf, it flattens straight into the walker's
-    lists; otherwise it returns ``False`` without changing anything.
+    Reads every field once. When every value is of a type known to be a leaf, it flattens
+    straight into the walker's lists and returns ``None``; otherwise it changes nothing and
+    returns ``(children, statics)``, what ``flatten`` returns, for the walker's loop over the
+    children (a loop of the walker's, so the source stays one line per field).
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = ["def flatten_into(obj, leaves, entries):"]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
     if local:
         checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
+        lines.append(f"{_I}children = {_tuple(local)}")
+        lines.append(f"{_I}aux = {_statics(info)}")
         lines.append(f"{_I}if not ({checks}):")
-        lines.append(f"{_I * 2}return False")
-        lines.append(f"{_I}leaves += {_tuple(local)}")
-    lines.append(f"{_I}entries.append((_nt, {_statics(info)}, {len(local)}, True))")
-    lines.append(f"{_I}return True")
+        lines.append(f"{_I * 2}return children, aux")
+        lines.append(f"{_I}leaves += children")
+        lines.append(f"{_I}entries.append((_nt, aux, {len(local)}, True))")
+    else:
+        lines.append(f"{_I}entries.append((_nt, {_statics(info)}, 0, True))")
+    lines.append(f"{_I}return None")
     return lines
 
 

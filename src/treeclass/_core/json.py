@@ -39,6 +39,8 @@ def dumps_canonical(obj: Any) -> str:
 
 
 def _parse_int(text: str) -> int:
+    if len(text) <= MAX_INT_DIGITS:  # the usual case, one comparison
+        return int(text)
     digits = len(text) - (text[0] == "-")
     if digits > MAX_INT_DIGITS:
         raise ValueError(

@@ -58,7 +58,9 @@ class NodeType:
         flatten: ``obj -> (children, aux)``.
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
-        flatten_into: the embedded registry's fast path, or ``None``.
+        flatten_into: the embedded registry's fast path, or ``None``:
+            ``(obj, leaves, entries) -> None`` when it flattened ``obj`` into the walker's
+            lists (all children leaves), else ``(children, aux)`` as ``flatten`` returns.
         getstate: ``aux -> JSON-safe state``.
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
@@ -117,7 +119,8 @@ class NodeType:
         info: ClassInfo | None = None,
         codec: StateCodec | None = None,
         return_none_fields: bool = False,
-        flatten_into: Callable[[Any, list[Any], list[Any]], bool] | None = None,
+        flatten_into: Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Any] | None]
+        | None = None,
         generated: Generated | None = None,
     ) -> None:
         self.type = type_

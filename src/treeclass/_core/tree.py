@@ -7,13 +7,16 @@ flattened in sorted key order, as JAX and optree do; an ``OrderedDict`` keeps it
 A :class:`TreeSpec` stores the tree as a flat, pre-order tuple of entries, so comparing and
 hashing specs is done by the tuple machinery in C, and unflatten is one loop with no recursion.
 An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy`` says that all
-``arity`` children are leaves, which then have no entries of their own. Trees deeper than the
-interpreter's recursion limit are walked with an explicit stack, in time linear in their size.
+``arity`` children are leaves, which then have no entries of their own. ``tree_flatten``
+recurses a bounded number of levels and walks deeper subtrees with an explicit stack, keeping
+its work (no cliff in time at the recursion limit); the other walkers start over with a stack
+when they hit the limit. Either way, time is linear in the tree's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from sys import getrecursionlimit
 from typing import Any, overload
 
 from .._errors import (
@@ -43,7 +46,8 @@ __all__ = [
 # --- flatten ---------------------------------------------------------------------------------
 
 
-def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
+def _flatten(node: object, leaves: list[Any], entries: list[Any], depth: int) -> None:
+    """Flatten ``node`` into the lists, recursing at most ``depth`` levels (then a stack)."""
     nt = get_node_type(type(node))
     if nt is None:
         nt = node_type_for(type(node))
@@ -52,46 +56,77 @@ def _flatten(node: object, leaves: list[Any], entries: list[Any]) -> None:
             entries.append(None)
             return
     fast = nt.flatten_into
-    if fast is None or not fast(node, leaves, entries):
-        _flatten_node(nt, node, leaves, entries)
+    if fast is None:
+        _flatten_node(nt, node, leaves, entries, depth)
+        return
+    split = fast(node, leaves, entries)
+    if split is not None:
+        _flatten_children(nt, split[0], split[1], leaves, entries, depth)
 
 
-def _flatten_node(nt: NodeType, node: object, leaves: list[Any], entries: list[Any]) -> None:
-    """Flatten a node of type ``nt`` the general way (its fast path, if any, said no)."""
+def _flatten_node(
+    nt: NodeType, node: object, leaves: list[Any], entries: list[Any], depth: int
+) -> None:
+    """Flatten a node of type ``nt`` that has no fast path."""
     children, aux = nt.flatten(node)
-    k = len(children)
     if LEAF_TYPES.issuperset(map(type, children)):
         leaves.extend(children)
-        entries.append((nt, aux, k, True))
+        entries.append((nt, aux, len(children), True))
         return
+    _flatten_children(nt, children, aux, leaves, entries, depth)
+
+
+def _flatten_children(
+    nt: NodeType,
+    children: Sequence[Any],
+    aux: Any,
+    leaves: list[Any],
+    entries: list[Any],
+    depth: int,
+) -> None:
+    """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the walker's loop.
+
+    A child of a type known to be a leaf costs two appends; a known node type's fast path is
+    tried inline, its ``(children, aux)`` walked here if it says the node is mixed. Children
+    ``depth`` levels down are walked with an explicit stack (:func:`_flatten_stack`), so a
+    deep tree keeps what was done so far instead of starting over at the recursion limit.
+    """
     at = len(entries)
     entries.append(None)
     all_leaves = True
     leaf_types = LEAF_TYPES
     get = get_node_type
+    add_leaf = leaves.append
+    add_entry = entries.append
+    deeper = depth - 1
     child: object
     for child in children:
         t = type(child)
         if t in leaf_types:
-            leaves.append(child)
-            entries.append(None)
+            add_leaf(child)
+            add_entry(None)
             continue
         cnt = get(t)
-        if cnt is not None:
-            # A known node type: try its fast path inline (the common case, a dataclass of
-            # arrays in a list, then costs no call of ours) and recurse only if it says no.
-            fast = cnt.flatten_into
-            if fast is None or not fast(child, leaves, entries):
-                _flatten_node(cnt, child, leaves, entries)
+        if cnt is not None and deeper >= 0:
             all_leaves = False
+            fast = cnt.flatten_into
+            if fast is None:
+                _flatten_node(cnt, child, leaves, entries, deeper)
+                continue
+            split = fast(child, leaves, entries)
+            if split is not None:
+                _flatten_children(cnt, split[0], split[1], leaves, entries, deeper)
             continue
         before = len(entries)
-        _flatten(child, leaves, entries)  # a type seen for the first time
+        if deeper >= 0:
+            _flatten(child, leaves, entries, deeper)  # a type seen for the first time
+        else:
+            _flatten_stack(child, None, leaves, entries)
         if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
             all_leaves = False
     if all_leaves:
         del entries[at + 1 :]
-    entries[at] = (nt, aux, k, all_leaves)
+    entries[at] = (nt, aux, len(children), all_leaves)
 
 
 def _flatten_is_leaf(
@@ -118,35 +153,56 @@ def _flatten_is_leaf(
     entries[at] = (nt, aux, n, all_leaves)
 
 
-def _flatten_iterative(
-    tree: Any, is_leaf: Callable[[Any], bool] | None
-) -> tuple[list[Any], TreeSpec]:
-    """Flatten with an explicit stack: for trees deeper than the recursion limit.
+def _flatten_stack(
+    tree: Any, is_leaf: Callable[[Any], bool] | None, leaves: list[Any], entries: list[Any]
+) -> None:
+    """Flatten ``tree`` into the lists with an explicit stack: for trees of any depth.
 
     Gives exactly the entries of the recursive walk (a node whose children all turned out to
     be leaves is stored leafy), in time and memory linear in the tree's size.
     """
-    leaves: list[Any] = []
-    entries: list[Any] = []
     # Items: a subtree to visit, or a finished node's (entry index, node type, aux, arity).
     stack: list[Any] = [tree]
     done = _Done
+    leaf_types = LEAF_TYPES
     while stack:
         item = stack.pop()
-        if item.__class__ is done:
+        cls = item.__class__
+        if cls is done:
             _finish(entries, item)
             continue
-        nt = None if is_leaf is not None and is_leaf(item) else node_type_for(item.__class__)
+        if is_leaf is None:
+            if cls in leaf_types:
+                leaves.append(item)
+                entries.append(None)
+                continue
+            nt = node_type_for(cls)
+        else:
+            nt = None if is_leaf(item) else node_type_for(cls)
         if nt is None:
             leaves.append(item)
             entries.append(None)
             continue
-        children, aux = nt.flatten(item)
-        children = list(children)
+        fast = nt.flatten_into if is_leaf is None else None
+        if fast is None:
+            children, aux = nt.flatten(item)
+        else:
+            split = fast(item, leaves, entries)
+            if split is None:
+                continue
+            children, aux = split
         entries.append(None)
         stack.append(done(len(entries) - 1, nt, aux, len(children)))
-        children.reverse()
-        stack.extend(children)
+        stack.extend(reversed(children))
+
+
+def _flatten_iterative(
+    tree: Any, is_leaf: Callable[[Any], bool] | None
+) -> tuple[list[Any], TreeSpec]:
+    """Flatten with an explicit stack only (the recursive walk ran out of stack)."""
+    leaves: list[Any] = []
+    entries: list[Any] = []
+    _flatten_stack(tree, is_leaf, leaves, entries)
     return leaves, TreeSpec._make(tuple(entries), len(leaves))
 
 
@@ -196,7 +252,9 @@ def tree_flatten(
     entries: list[Any] = []
     try:
         if is_leaf is None:
-            _flatten(tree, leaves, entries)
+            # Recurse at most about half the recursion limit's levels (a level takes one or
+            # two frames), then go on with a stack: no cliff in time at the limit.
+            _flatten(tree, leaves, entries, getrecursionlimit() // 2 - 50)
         else:
             _flatten_is_leaf(tree, is_leaf, leaves, entries)
     except RecursionError:

@@ -154,7 +154,8 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
 
     The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan.
     """
-    cache: dict[str, NodeType] = {}
+    # Per name: its node type, and the last state read and its auxdata (see _same_state).
+    cache: dict[str, list[Any]] = {}
     entries: list[Any] = []
     append = entries.append
     n = len(nodes)
@@ -168,16 +169,24 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
             i += 1
             continue
         name, state, k = item
-        nt = cache.get(name)
-        if nt is None:
-            nt = cache[name] = _node_type(name)
-        try:
-            aux, plan = nt.load_state(state)
-        except TreespecLoadError as e:
-            # (a migrate hook's own error stays the cause, for the traceback)
-            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-        if plan is not None:
-            return None
+        memo = cache.get(name)
+        if memo is None:
+            memo = cache[name] = [_node_type(name), None, None, None]
+        nt: NodeType = memo[0]
+        if memo[1] is not None and _same_state(state, memo[1], memo[3]):
+            aux = memo[2]  # a state read before: its auxdata, checked then
+        else:
+            try:
+                aux, plan = nt.load_state(state)
+            except TreespecLoadError as e:
+                # (a migrate hook's own error stays the cause, for the traceback)
+                raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
+            if plan is not None:
+                return None
+            if _plain_state(state):
+                memo[1] = state
+                memo[2] = aux
+                memo[3] = _shape(state)
         expect = nt.arity_of(aux)
         if expect is not None and expect != k:
             raise TreespecLoadError(
@@ -194,6 +203,40 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
             leaves += k
             i += k
     return TreeSpec._make(tuple(entries), leaves)
+
+
+def _plain_state(state: Any) -> bool:
+    """Whether ``state`` is a class's state whose static values are JSON scalars (no floats).
+
+    Two such states that compare equal, key order and value classes included, give the same
+    auxdata: for these classes ``==`` is identity of value (``1 == True`` and ``0.0 == -0.0``
+    are why the classes and floats are left out).
+    """
+    if state.__class__ is not dict:
+        return False
+    static = state.get("static")
+    return static.__class__ is dict and _SCALAR_CLASSES.issuperset(map(type, static.values()))
+
+
+def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
+    """The static keys of a plain state in order, and the classes of their values."""
+    static: dict[str, Any] = state["static"]
+    return tuple(static), tuple(map(type, static.values()))
+
+
+def _same_state(
+    state: Any, plain: dict[str, Any], shape: tuple[tuple[str, ...], tuple[type, ...]]
+) -> bool:
+    """Whether ``state`` reads as ``plain`` does (a state :func:`_plain_state` accepted).
+
+    Equal, with the same key order and value classes of the static values: then the values
+    are the same values.
+    """
+    return state.__class__ is dict and state == plain and _shape(state) == shape
+
+
+#: The classes of JSON values for which equal values are the same value.
+_SCALAR_CLASSES: Final = frozenset((str, int, bool, type(None)))
 
 
 def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
@@ -362,7 +405,8 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
                 "the document was truncated or edited."
             )
         i += 1
-        if k and all_leaves(nodes, i, k):  # all children are leaves: skip them
+        # All children leaves: skip them (a small node checked in one slice, as below).
+        if k and (nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)):
             count += k
             need -= 1
             i += k
