@@ -20,6 +20,11 @@ never imports.
 Rebuilding restores the fields the way unflatten does -- without ``__init__`` (unless the class
 was registered with ``unflatten_calls_init=True``), through the class's own ``__setattr__``
 for classes that wrote one (HuggingFace ``ModelOutput``), with attrs' hash cache reset.
+Once a class has been accepted by name, each instance costs one lookup of the name in the
+registry, whose node holds the class's generated rebuild (compiled once per class): it reads
+the fields by literal name, runs the class's static check (skipping the call when each value's
+exact type passes it outright) and builds the instance with the lines of the class's
+``unflatten``; fields of another version of the class take the checked way (evolution).
 
 An instance of a *superseded* class (its class statement ran again, in a notebook or after
 ``importlib.reload``, and the name now belongs to the new class) is never pickled as the new
@@ -159,8 +164,8 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     lines.append(f"{ind * 2}return _slow(state)")
     namespace: dict[str, Any] = {"_slow": slow}
     if node.kind == "namedtuple":
-        values = "".join(f"{value_of[f]}, " for f in fields)
-        lines.append(f"{ind}return _tnew(_cls, ({values}))")
+        items = "".join(f"{value_of[f]}, " for f in fields)
+        lines.append(f"{ind}return _tnew(_cls, ({items}))")
         namespace.update(_tnew=getattr(tuple, "__new__"), _cls=cls)  # noqa: B009
         return compile_function(cls, "unpickle", "\n".join(lines) + "\n", namespace, "rebuild")
     evolution = node.info.evolution
@@ -170,8 +175,8 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
         return slow  # pragma: no cover - every registered class has its generated source
     check = None if node.codec.static_check is None else node.codec.static_check()
     if check is not None:  # what every reader checks (treeclass._core.statics.static_check)
-        values = [value_of[f] for f in node.static_fields]
-        call = f"_check(({''.join(f'{v}, ' for v in values)}), None, False)"
+        statics = [value_of[f] for f in node.static_fields]
+        call = f"_check(({''.join(f'{v}, ' for v in statics)}), None, False)"
         namespace["_check"] = check.check
         if any(types is None for _, types in check.passes):
             lines.append(f"{ind}{call}")
@@ -181,10 +186,10 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
                 assert types is not None
                 if len(types) == 1:
                     (namespace[f"_t{k}"],) = types
-                    tests.append(f"{values[i]}.__class__ is not _t{k}")
+                    tests.append(f"{statics[i]}.__class__ is not _t{k}")
                 else:
                     namespace[f"_t{k}"] = types
-                    tests.append(f"{values[i]}.__class__ not in _t{k}")
+                    tests.append(f"{statics[i]}.__class__ not in _t{k}")
             lines.append(f"{ind}if {' or '.join(tests)}:")
             lines.append(f"{ind * 2}{call}")
     return node.generated.rebuild_function("unpickle", lines, value_of, namespace)
