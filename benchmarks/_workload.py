@@ -118,3 +118,16 @@ def show(label: str, timing: tuple[float, float, float], target: float | None = 
     ours, theirs, ratio = timing
     verdict = "" if target is None else ("  ok" if ratio <= target else f"  ABOVE TARGET {target}x")
     return f"{label:<46} {ours:9.1f} us vs {theirs:9.1f} us   ratio {ratio:5.2f}x{verdict}"
+
+
+def show_spread(label: str, times: tuple[list[float], list[float]]) -> str:
+    """One line from :func:`paired_times`: both medians, the median of the run-by-run ratios
+    and their 10th-90th percentiles (how much a loaded machine moved them)."""
+    t_ours, t_theirs = times
+    ratios = [a / b for a, b in zip(t_ours, t_theirs)]
+    p10, *_, p90 = statistics.quantiles(ratios, n=10)
+    ours, theirs, ratio = map(statistics.median, (t_ours, t_theirs, ratios))
+    return (
+        f"{label:<22} {ours:9.1f} us vs {theirs:9.1f} us"
+        f"   ratio {ratio:5.2f}x (p10 {p10:.2f}x, p90 {p90:.2f}x)"
+    )
