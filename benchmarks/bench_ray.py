@@ -5,7 +5,7 @@ The tree: 32 layers, each a frozen dataclass with two float32 arrays (6 MiB + 2 
 static string; the plain side holds the very same arrays as ``{"layer_i": {"w", "b", "act"}}``.
 The same 256 MiB in 8 and in 128 layers follow, without a target: the arrays are read without
 a copy on both sides, so what differs is a fixed cost per instance (rebuilding it by name,
-about 1.5 us), and the ratio grows with the number of instances, not with the bytes.
+about 0.6 us), and the ratio grows with the number of instances, not with the bytes.
 Both are ``ray.put`` once; each round then times ``ray.get`` of one side, then of the other
 (``NUMBER`` calls each, CPU time of this process, garbage collector off), and the ratio is taken
 round by round. Printed: the median of the per-round ratios with its 10th-90th percentiles, the
