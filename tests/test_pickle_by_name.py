@@ -727,3 +727,29 @@ def test_one_generated_rebuild_per_class_across_install_and_uninstall(uname: str
         assert _pickle.rebuild_by_name(uname, __name__, "Cycled", {"x": 3}) == Cycled(3)
         assert _pickle.install(Cycled, uname)
     assert len(unpickle_entries(Cycled)) == 1
+
+
+def test_a_class_registered_after_a_load_by_module_path_is_rebuilt_as_registered(
+    uname: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    @dataclasses.dataclass
+    class Late:
+        x: Any
+
+        def __post_init__(self) -> None:
+            POST_INIT.append("Late")
+
+    qualname = f"Late_{uname.replace('.', '_')}"
+    Late.__qualname__ = qualname
+    monkeypatch.setattr(sys.modules[__name__], qualname, Late, raising=False)
+    POST_INIT.clear()
+    # Not registered yet: found by module path, rebuilt field by field without __init__.
+    back = _pickle.rebuild_by_name(uname, __name__, qualname, {"x": 1})
+    assert type(back) is Late and back.x == 1 and POST_INIT == []
+    tc.register_dataclass(Late, name=uname, unflatten_calls_init=True)
+    data = pickle.dumps(Late(2))
+    POST_INIT.clear()
+    back = pickle.loads(data)  # as registered: through __init__
+    assert type(back) is Late and back.x == 2 and POST_INIT == ["Late"]
+    back = _pickle.rebuild_by_name(uname, __name__, qualname, {"x": 3})
+    assert type(back) is Late and back.x == 3 and POST_INIT == ["Late", "Late"]

@@ -198,11 +198,13 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
 class _Rebuilder:
     """Rebuilds instances of one class from their fields; pickles as the class's name."""
 
-    __slots__ = ("_plan", "_rebuild", "cls", "name")
+    __slots__ = ("_plan", "_rebuild", "cls", "name", "node")
 
     def __init__(self, cls: type, name: str) -> None:
         self.cls = cls
         self.name = name
+        #: The class's registration when this was made (its plan and rebuild follow it).
+        self.node = registered_node(cls)
         self._plan: _Plan | None = None
         self._rebuild: Callable[[Any], Any] | None = None
 
@@ -343,7 +345,7 @@ def install(cls: type, name: str) -> bool:
         existing = copyreg.dispatch_table.get(cls)
         mine = _ours(existing)
         if mine is not None:
-            if mine.name == name:
+            if mine.name == name and mine.node is registered_node(cls):
                 return True
         elif existing is not None:
             return False
@@ -388,11 +390,19 @@ def _find_by_path(module: str, qualname: str) -> type:
 _REBUILDERS: WeakKeyDictionary[type, _Rebuilder] = WeakKeyDictionary()
 
 
-def _rebuilder_of(cls: type, name: str) -> _Rebuilder:
-    """The rebuilder of ``cls`` (a new one if it had one under another name)."""
+def _rebuilder_of(cls: type, name: str, *, named: bool = True) -> _Rebuilder:
+    """The rebuilder of ``cls`` as it is registered now (or not registered).
+
+    A new one replaces one made before the class was registered, or (``named``) one made
+    under another name.
+    """
     with _LOCK:
         rebuilder = _REBUILDERS.get(cls)
-        if rebuilder is None or rebuilder.name != name:
+        if (
+            rebuilder is None
+            or rebuilder.node is not registered_node(cls)
+            or (named and rebuilder.name != name)
+        ):
             rebuilder = _REBUILDERS[cls] = _Rebuilder(cls, name)
         return rebuilder
 
@@ -422,11 +432,7 @@ def _rebuilder(cls: type, name: str) -> _Rebuilder:
             "are pickled by module path, never by name, so only a crafted file names it this "
             "way; refusing to build it. Re-save the object with the class as it is now."
         )
-    with _LOCK:
-        rebuilder = _REBUILDERS.get(cls)
-        if rebuilder is None:
-            rebuilder = _REBUILDERS[cls] = _Rebuilder(cls, name)
-        return rebuilder
+    return _rebuilder_of(cls, name, named=False)
 
 
 def _by_name(name: str, module: str, qualname: str, fields: Any, by_path: bool) -> Any:
