@@ -5,19 +5,22 @@ The tree: 32 layers, each a frozen dataclass with two float32 arrays (6 MiB + 2 
 static string; the plain side holds the very same arrays as ``{"layer_i": {"w", "b", "act"}}``.
 The same 256 MiB in 8 and in 128 layers follow, without a target: the arrays are read without
 a copy on both sides, so what differs is a fixed cost per instance (rebuilding it by name,
-about 1.5 us), and the ratio grows with the number of instances, not with the bytes.
+about 0.6 us), and the ratio grows with the number of instances, not with the bytes.
 Both are ``ray.put`` once; each round then times ``ray.get`` of one side, then of the other
 (``NUMBER`` calls each, CPU time of this process, garbage collector off), and the ratio is taken
 round by round. Printed: the median of the per-round ratios with its 10th-90th percentiles, the
 median times, and the CPU time of one copy of the arrays for scale: a ``ray.get`` that copied
-would cost at least that. Before timing, both sides are checked to come back zero-copy
-(read-only arrays sharing the object store's memory between two gets).
+would cost at least that; last, the CPU time ``pickle.loads`` spends per instance beyond the
+same fields as plain dicts (the layers with float leaves). Before timing, both sides are
+checked to come back zero-copy (read-only arrays sharing the object store's memory between two
+gets).
 
 Run: ``python benchmarks/bench_ray.py`` (needs ``pip install ray``; ~1 GiB of shared memory).
 """
 
 from __future__ import annotations
 
+import pickle
 import statistics
 import sys
 import time
@@ -100,6 +103,28 @@ def measure(n_layers: int, target: float | None) -> bool:
     return target is None or median <= target
 
 
+def per_instance() -> None:
+    """Print the CPU time ``pickle.loads`` spends per instance beyond the same plain dicts."""
+    n = SHAPES[0]
+    leaves: list[Any] = [float(i) for i in range(n)]
+    ours = {f"layer_{i}": Layer(x, -x, ("relu", "gelu")[i % 2]) for i, x in enumerate(leaves)}
+    plain = {k: {"w": v.w, "b": v.b, "act": v.act} for k, v in ours.items()}
+    ours_data, plain_data = pickle.dumps(ours, 5), pickle.dumps(plain, 5)
+    t_ours, t_plain = paired_times(
+        lambda: pickle.loads(ours_data),
+        lambda: pickle.loads(plain_data),
+        number=200,
+        repeat=ROUNDS,
+        clock=time.process_time,
+    )
+    extra = [(a - b) / n * 1000 for a, b in zip(t_ours, t_plain, strict=True)]
+    p10, *_, p90 = statistics.quantiles(extra, n=10)
+    print(
+        f"pickle.loads of {n} layers (float leaves): {statistics.median(extra):.0f} ns of CPU "
+        f"time per instance beyond the same fields as plain dicts (p10 {p10:.0f}, p90 {p90:.0f})"
+    )
+
+
 def main() -> None:
     print(
         f"ray.get, CPU time of this process, {ROUNDS} interleaved rounds x {NUMBER} calls "
@@ -115,6 +140,7 @@ def main() -> None:
     for a in arrays(some):
         a.copy()
     print(f"(for scale: one copy of the 256 MiB of arrays takes {time.process_time() - t0:.3f} s)")
+    per_instance()
     if not all(ok):
         sys.exit(1)
 

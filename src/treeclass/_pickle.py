@@ -20,6 +20,11 @@ never imports.
 Rebuilding restores the fields the way unflatten does -- without ``__init__`` (unless the class
 was registered with ``unflatten_calls_init=True``), through the class's own ``__setattr__``
 for classes that wrote one (HuggingFace ``ModelOutput``), with attrs' hash cache reset.
+Once a class has been accepted by name, each instance costs one lookup of the name in the
+registry, whose node holds the class's generated rebuild (compiled once per class): it reads
+the fields by literal name, runs the class's static check (skipping the call when each value's
+exact type passes it outright) and builds the instance with the lines of the class's
+``unflatten``; fields of another version of the class take the checked way (evolution).
 
 An instance of a *superseded* class (its class statement ran again, in a notebook or after
 ``importlib.reload``, and the name now belongs to the new class) is never pickled as the new
@@ -60,7 +65,7 @@ from weakref import WeakKeyDictionary
 
 from ._core.codegen import compile_function
 from ._core.fields import is_namedtuple_class
-from ._core.registry import Change, class_for_name, registered_node
+from ._core.registry import Change, class_for_name, get_node_named, registered_node
 from ._errors import (
     StructureMismatchError,
     TreespecLoadError,
@@ -139,45 +144,67 @@ def _setattr_rebuild(cls: type[object]) -> Callable[[dict[str, Any]], Any]:
 def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """Generate ``rebuild(state)`` for the common case, deferring to ``slow`` otherwise.
 
-    The common case: exactly the class's fields, read by literal name; then the generated
-    unflatten is called with the children and auxdata built inline. Anything else goes to
-    ``slow``, which checks the fields and raises if they differ.
+    The common case: a dict of exactly the class's fields, read by literal name. The static
+    values get the class's static check (:func:`treeclass._core.statics.static_check`), whose
+    call is skipped when each value's exact type passes it outright; then the instance is
+    built with the lines of the class's generated ``unflatten``. Anything else goes to
+    ``slow``, which evolves an earlier version's fields, or raises.
     """
     node = registered_node(cls)
-    if node is None or node.kind == "namedtuple" or node.info is None or node.codec is None:
+    if node is None or node.info is None or node.codec is None:
         return slow
+    fields = plan.fields
+    ind = "    "
+    lines = ["def rebuild(state):", f"{ind}try:"]
+    lines.append(f"{ind * 2}if len(state) != {len(fields)}:")
+    lines.append(f"{ind * 3}return _slow(state)")
+    value_of = {f: f"v{i}" for i, f in enumerate(fields)}
+    lines += [f"{ind * 2}{value_of[f]} = state[{f!r}]" for f in fields]
+    lines.append(f"{ind}except (KeyError, TypeError):")
+    lines.append(f"{ind * 2}return _slow(state)")
+    namespace: dict[str, Any] = {"_slow": slow}
+    if node.kind == "namedtuple":
+        items = "".join(f"{value_of[f]}, " for f in fields)
+        lines.append(f"{ind}return _tnew(_cls, ({items}))")
+        namespace.update(_tnew=getattr(tuple, "__new__"), _cls=cls)  # noqa: B009
+        return compile_function(cls, "unpickle", "\n".join(lines) + "\n", namespace, "rebuild")
     evolution = node.info.evolution
     if evolution is not None and evolution.migrate is not None:
         return slow  # the hook runs on every pickled object, as on every saved state
-    data, statics = node.data_fields, node.static_fields
-    ind = "    "
-    lines = ["def rebuild(state):", f"{ind}try:"]
-    lines.append(f"{ind * 2}if len(state) != {len(plan.fields)}:")
-    lines.append(f"{ind * 3}return _slow(state)")
-    lines += [f"{ind * 2}v{i} = state[{d!r}]" for i, d in enumerate(data)]
-    lines += [f"{ind * 2}s{i} = state[{st!r}]" for i, st in enumerate(statics)]
-    lines.append(f"{ind}except (KeyError, TypeError):")
-    lines.append(f"{ind * 2}return _slow(state)")
-    aux = "(" + "".join(f"s{i}, " for i in range(len(statics))) + ")"
-    children = "[" + ", ".join(f"v{i}" for i in range(len(data))) + "]"
-    if statics:  # what every reader checks (treeclass._core.statics.static_check)
-        lines.append(f"{ind}aux = {aux}")
-        lines.append(f"{ind}_check(aux, None, False)")
-        aux = "aux"
-    lines.append(f"{ind}return _unflatten({aux}, {children})")
-    namespace = {"_slow": slow, "_unflatten": node.unflatten, "_check": node.codec.check_statics}
-    source = "\n".join(lines) + "\n"
-    return compile_function(cls, "unpickle", source, namespace, "rebuild")
+    if node.generated is None:
+        return slow  # pragma: no cover - every registered class has its generated source
+    check = None if node.codec.static_check is None else node.codec.static_check()
+    if check is not None:  # what every reader checks (treeclass._core.statics.static_check)
+        statics = [value_of[f] for f in node.static_fields]
+        call = f"_check(({''.join(f'{v}, ' for v in statics)}), None, False)"
+        namespace["_check"] = check.check
+        if any(types is None for _, types in check.passes):
+            lines.append(f"{ind}{call}")
+        else:  # the check provably passes values of these exact types: skip the call
+            tests: list[str] = []
+            for k, (i, types) in enumerate(check.passes):
+                assert types is not None
+                if len(types) == 1:
+                    (namespace[f"_t{k}"],) = types
+                    tests.append(f"{statics[i]}.__class__ is not _t{k}")
+                else:
+                    namespace[f"_t{k}"] = types
+                    tests.append(f"{statics[i]}.__class__ not in _t{k}")
+            lines.append(f"{ind}if {' or '.join(tests)}:")
+            lines.append(f"{ind * 2}{call}")
+    return node.generated.rebuild_function("unpickle", lines, value_of, namespace)
 
 
 class _Rebuilder:
     """Rebuilds instances of one class from their fields; pickles as the class's name."""
 
-    __slots__ = ("_plan", "_rebuild", "cls", "name")
+    __slots__ = ("_plan", "_rebuild", "cls", "name", "node")
 
     def __init__(self, cls: type, name: str) -> None:
         self.cls = cls
         self.name = name
+        #: The class's registration when this was made (its plan and rebuild follow it).
+        self.node = registered_node(cls)
         self._plan: _Plan | None = None
         self._rebuild: Callable[[Any], Any] | None = None
 
@@ -187,11 +214,19 @@ class _Rebuilder:
             plan = self._plan = _plan(self.cls)
         return plan
 
-    def __call__(self, state: dict[str, Any]) -> Any:
+    def fast(self) -> Callable[[Any], Any]:
+        """``rebuild(fields)``: generated on first use (see :func:`_fast_rebuild`)."""
         rebuild = self._rebuild
         if rebuild is None:
-            rebuild = self._rebuild = _fast_rebuild(self.cls, self.plan(), self._checked)
-        return rebuild(state)
+            with _LOCK:
+                rebuild = self._rebuild
+                if rebuild is None:
+                    rebuild = _fast_rebuild(self.cls, self.plan(), self._checked)
+                    self._rebuild = rebuild
+        return rebuild
+
+    def __call__(self, state: dict[str, Any]) -> Any:
+        return self.fast()(state)
 
     def _checked(self, state: dict[str, Any]) -> Any:
         plan = self.plan()
@@ -310,11 +345,12 @@ def install(cls: type, name: str) -> bool:
         existing = copyreg.dispatch_table.get(cls)
         mine = _ours(existing)
         if mine is not None:
-            if mine.name == name:
+            if mine.name == name and mine.node is registered_node(cls):
                 return True
         elif existing is not None:
             return False
-        copyreg.pickle(cls, _make_reducer(_Rebuilder(cls, name)))
+        _forget(cls)
+        copyreg.pickle(cls, _make_reducer(_rebuilder_of(cls, name)))
         return True
 
 
@@ -326,6 +362,7 @@ def uninstall(cls: type) -> None:
     with _LOCK:
         if _ours(copyreg.dispatch_table.get(cls)) is not None:
             del copyreg.dispatch_table[cls]
+            _forget(cls)
 
 
 def is_installed(cls: type) -> bool:
@@ -347,10 +384,34 @@ def _find_by_path(module: str, qualname: str) -> type:
     return obj
 
 
-# The rebuilders of classes whose reducer is not installed (found by module path, or
-# registered without a name): one per class, so that each class compiles its rebuild once and
-# loading stays linear in the number of instances (weak: such classes may go away).
-_UNINSTALLED: WeakKeyDictionary[type, _Rebuilder] = WeakKeyDictionary()
+# One rebuilder per class (the one its installed reducer holds, or the one for a class found
+# by module path or whose reducer is not installed), so that each class generates its rebuild
+# once and loading stays linear in the number of instances (weak: such classes may go away).
+_REBUILDERS: WeakKeyDictionary[type, _Rebuilder] = WeakKeyDictionary()
+
+
+def _rebuilder_of(cls: type, name: str, *, named: bool = True) -> _Rebuilder:
+    """The rebuilder of ``cls`` as it is registered now (or not registered).
+
+    A new one replaces one made before the class was registered, or (``named``) one made
+    under another name.
+    """
+    with _LOCK:
+        rebuilder = _REBUILDERS.get(cls)
+        if (
+            rebuilder is None
+            or rebuilder.node is not registered_node(cls)
+            or (named and rebuilder.name != name)
+        ):
+            rebuilder = _REBUILDERS[cls] = _Rebuilder(cls, name)
+        return rebuilder
+
+
+def _forget(cls: type) -> None:
+    """Send pickles naming ``cls`` through :func:`_rebuilder` again (its reducer changed)."""
+    node = registered_node(cls)
+    if node is not None:
+        node.unpickle = None
 
 
 def _rebuilder(cls: type, name: str) -> _Rebuilder:
@@ -371,11 +432,43 @@ def _rebuilder(cls: type, name: str) -> _Rebuilder:
             "are pickled by module path, never by name, so only a crafted file names it this "
             "way; refusing to build it. Re-save the object with the class as it is now."
         )
-    with _LOCK:
-        rebuilder = _UNINSTALLED.get(cls)
-        if rebuilder is None:
-            rebuilder = _UNINSTALLED[cls] = _Rebuilder(cls, name)
-        return rebuilder
+    return _rebuilder_of(cls, name, named=False)
+
+
+def _by_name(name: str, module: str, qualname: str, fields: Any, by_path: bool) -> Any:
+    """:func:`rebuild_by_name` (``by_path``) or :func:`rebuild_registered`, the long way.
+
+    A class found by ``name`` that :func:`_rebuilder` accepts and that is registered with
+    ``pickle_by_name=True`` (which holds for as long as the class is registered) gets its
+    generated rebuild set as the node's ``unpickle``, which both functions call straight from
+    then on: one lookup of ``name``. :func:`install` and :func:`uninstall` clear it.
+    """
+    cls = class_for_name(name)
+    if cls is None:
+        if not by_path:
+            raise UnregisteredNameError(
+                f"this file holds an instance of the class registered as {name!r} (pickled "
+                f"from {module}.{qualname}), which is not registered in this process; import "
+                "the module that defines it before loading (a safe load never imports by "
+                "module path)."
+            )
+        try:
+            cls = _find_by_path(module, qualname)
+        except Exception as e:
+            raise UnregisteredNameError(
+                f"this pickle holds an instance of the class registered as {name!r} (pickled "
+                f"from {module}.{qualname}), but no class is registered under {name!r} in this "
+                f"process and {module}.{qualname} cannot be imported ({type(e).__name__}: {e}); "
+                f"import the module that defines the class registered as {name!r} before "
+                "unpickling."
+            ) from e
+        return _rebuilder(cls, name)(fields)
+    with _LOCK:  # the check and the setting together: install and uninstall take the lock
+        rebuild = _rebuilder(cls, name).fast()
+        node = get_node_named(name)
+        if node is not None and node.type is cls and node.pickle_by_name:
+            node.unpickle = rebuild
+    return rebuild(fields)
 
 
 def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
@@ -390,19 +483,12 @@ def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any
             from ``module`` + ``qualname``; the message names both.
         StructureMismatchError: the class's fields differ from the pickled ones.
     """
-    cls = class_for_name(name)
-    if cls is None:
-        try:
-            cls = _find_by_path(module, qualname)
-        except Exception as e:
-            raise UnregisteredNameError(
-                f"this pickle holds an instance of the class registered as {name!r} (pickled "
-                f"from {module}.{qualname}), but no class is registered under {name!r} in this "
-                f"process and {module}.{qualname} cannot be imported ({type(e).__name__}: {e}); "
-                f"import the module that defines the class registered as {name!r} before "
-                "unpickling."
-            ) from e
-    return _rebuilder(cls, name)(fields)
+    node = get_node_named(name)
+    if node is not None:
+        rebuild = node.unpickle
+        if rebuild is not None:
+            return rebuild(fields)
+    return _by_name(name, module, qualname, fields, True)
 
 
 def rebuild_registered(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
@@ -414,14 +500,12 @@ def rebuild_registered(name: str, module: str, qualname: str, fields: dict[str, 
     Raises:
         UnregisteredNameError: no class is registered under ``name``.
     """
-    cls = class_for_name(name)
-    if cls is None:
-        raise UnregisteredNameError(
-            f"this file holds an instance of the class registered as {name!r} (pickled from "
-            f"{module}.{qualname}), which is not registered in this process; import the module "
-            f"that defines it before loading (a safe load never imports by module path)."
-        )
-    return _rebuilder(cls, name)(fields)
+    node = get_node_named(name)
+    if node is not None:
+        rebuild = node.unpickle
+        if rebuild is not None:
+            return rebuild(fields)
+    return _by_name(name, module, qualname, fields, False)
 
 
 class PickleBackend:

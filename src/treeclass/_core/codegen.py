@@ -111,6 +111,26 @@ class Generated:
                     self._code[family] = entry
         return entry[0]
 
+    def rebuild_function(
+        self, what: str, head: list[str], value_of: dict[str, str], namespace: dict[str, Any]
+    ) -> Callable[..., Any]:
+        """Compile a function that ends by building an instance the way ``unflatten`` does.
+
+        ``head``: the function's ``def`` line and first lines, which set the locals that
+        ``value_of`` names (every field's value); the instance is then made and each field
+        restored exactly as ``unflatten`` does (the same lines; not its Dynamo-traceable
+        variant), and returned. ``namespace``: further globals. Each call compiles a new
+        function with its own :mod:`linecache` entry (see :func:`compile_function`): callers
+        compile once per class.
+        """
+        info = self.info
+        slot_index = {name: i for i, name in enumerate(info.plan.slots)}
+        lines = [*head, *_rebuild(info, value_of, slot_index), f"{_I}return obj"]
+        ns: dict[str, Any] = dict(self._globals)
+        ns.update(namespace)
+        func = head[0][len("def ") : head[0].index("(")]
+        return compile_function(info.cls, what, "\n".join(lines) + "\n", ns, func)
+
     def bind(
         self, tag: str, *, key: Callable[[str], Any], family: Family | None = None, **extra: Any
     ) -> dict[str, Callable[..., Any]]:

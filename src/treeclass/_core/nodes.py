@@ -101,6 +101,7 @@ class NodeType:
         "superseded",
         "type",
         "unflatten",
+        "unpickle",
     )
 
     def __init__(
@@ -142,6 +143,9 @@ class NodeType:
         self.superseded = False
         #: Whether instances pickle by the serialized name (see treeclass._pickle).
         self.pickle_by_name = True
+        #: What a pickle naming this node's name calls (``fields -> instance``): set by
+        #: treeclass._pickle once it accepted the class by name, cleared when that changes.
+        self.unpickle: Callable[[Any], Any] | None = None
         self.aliases: tuple[str, ...] = ()
         self.dropped: tuple[str, ...] = ()
         self.filled: tuple[str, ...] = ()

@@ -171,6 +171,9 @@ def set_before_register(hook: Callable[[str], None]) -> None:
 
 #: The fastest lookup of a node type by exact type (walkers use it directly).
 get_node_type = _BY_TYPE.get
+#: The fastest lookup of a node type by name or alias, built-in names included (unpickling
+#: uses it directly; :func:`class_for_name` says which names stand for a registered class).
+get_node_named = _BY_NAME.get
 
 
 def node_type_for(cls: type) -> NodeType | None:

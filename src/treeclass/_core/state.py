@@ -38,6 +38,7 @@ from .fields import ClassInfo, Evolution
 from .statics import (
     SUPPORTED,
     BadStatic,
+    StaticCheck,
     Unencodable,
     decode_static,
     encode_static,
@@ -183,9 +184,19 @@ class StateCodec:
             (see :func:`treeclass._core.statics.static_check`), which every writer and reader runs.
         from_fields: the ``{field: value}`` of an instance pickled by any version of the
             class -> today's ``{field: value}`` (the same evolution as ``load``).
+        static_check: ``() ->`` the :class:`~treeclass._core.statics.StaticCheck` that
+            ``check_statics`` runs (``None``: nothing to check), for generated code that
+            skips the call where the check provably passes.
     """
 
-    __slots__ = ("check_statics", "child_names", "from_fields", "getstate", "load")
+    __slots__ = (
+        "check_statics",
+        "child_names",
+        "from_fields",
+        "getstate",
+        "load",
+        "static_check",
+    )
 
     def __init__(
         self,
@@ -194,12 +205,14 @@ class StateCodec:
         child_names: Callable[[Any], list[str] | None] | None = None,
         check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None,
         from_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        static_check: Callable[[], StaticCheck | None] | None = None,
     ) -> None:
         self.getstate = getstate
         self.load = load
         self.child_names = child_names
         self.check_statics = check_statics
         self.from_fields = from_fields
+        self.static_check = static_check
 
 
 def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
@@ -234,19 +247,21 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
 
     # What the class could have produced (annotations, hashability, attrs validators):
     # worked out on first use, since annotations may name things defined after the class.
-    checker: list[Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None] = []
+    checker: list[StaticCheck | None] = []
+
+    def resolved_check() -> StaticCheck | None:
+        """The class's static check, worked out once (on first use)."""
+        if not checker:
+            checker.append(static_check(info))
+        return checker[0]
 
     def check_statics(
         values: tuple[Any, ...], saved: frozenset[str] | None = None, writing: bool = False
     ) -> None:
         """Refuse static values the class cannot hold (``saved``: the ones to check)."""
-        if checker:
-            check = checker[0]
-        else:
-            check = static_check(info)
-            checker.append(check)
+        check = checker[0] if checker else resolved_check()
         if check is not None:
-            check(values, saved, writing)
+            check.check(values, saved, writing)
 
     def encode(values: tuple[Any, ...]) -> dict[str, Any]:
         check_statics(values, None, True)  # what no loader would read back is never written
@@ -301,7 +316,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         return _from_fields(info, evolve, fields, check_statics)
 
     if evolve is None or evolution is None:
-        return StateCodec(getstate, load, None, check_statics, from_fields)
+        return StateCodec(getstate, load, None, check_statics, from_fields, resolved_check)
 
     # The class says how it evolved: earlier states go through ``evolve`` first.
     migrates = evolution.migrate is not None
@@ -321,7 +336,9 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     def child_names(state: Any) -> list[str] | None:
         return evolve(state)[1]
 
-    return StateCodec(getstate, evolved_load, child_names, check_statics, from_fields)
+    return StateCodec(
+        getstate, evolved_load, child_names, check_statics, from_fields, resolved_check
+    )
 
 
 def _from_fields(

@@ -47,6 +47,7 @@ __all__ = [
     "MAX_INT_DIGITS",
     "MAX_STATIC_DEPTH",
     "BadStatic",
+    "StaticCheck",
     "StaticType",
     "Unencodable",
     "check_hash_spread",
@@ -733,9 +734,33 @@ def _refusal(label: str, name: str, problem: str, writing: bool) -> Exception:
     )
 
 
-def static_check(
-    info: ClassInfo,
-) -> Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None:
+class StaticCheck:
+    """The check of a class's static values, and the values it lets through without a look.
+
+    Attributes:
+        check: ``check(values, saved, writing)`` (see :func:`static_check`).
+        passes: for each checked static field, ``(index, types)``: its index among the static
+            fields and the exact types whose values pass every check of the field outright
+            (``None``: each value is checked). A field not listed is not checked. So when every
+            listed field has types and each value's exact type is among its field's, ``check``
+            does nothing: a caller may skip the call (generated code does).
+    """
+
+    __slots__ = ("check", "passes")
+
+    def __init__(
+        self,
+        check: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None],
+        passes: tuple[tuple[int, frozenset[type] | None], ...],
+    ) -> None:
+        self.check = check
+        self.passes = passes
+
+    def __repr__(self) -> str:
+        return f"<treeclass static check {self.passes!r}>"
+
+
+def static_check(info: ClassInfo) -> StaticCheck | None:
     """The check of a class's static values (in field order), or ``None`` if none.
 
     The one rule of what a static value may be, beyond its JSON form: every loader runs it on
@@ -798,4 +823,4 @@ def static_check(
                 if problem is not None:
                     raise _refusal(label, name, problem, writing)
 
-    return check
+    return StaticCheck(check, tuple([(i, quick) for i, _, _, quick in plan]))
