@@ -124,8 +124,7 @@ class Generated:
         compile once per class.
         """
         info = self.info
-        slot_index = {name: i for i, name in enumerate(info.plan.slots)}
-        lines = [*head, *_rebuild(info, value_of, slot_index), f"{_I}return obj"]
+        lines = [*head, *_rebuild(info, value_of), f"{_I}return obj"]
         ns: dict[str, Any] = dict(self._globals)
         ns.update(namespace)
         func = head[0][len("def ") : head[0].index("(")]
