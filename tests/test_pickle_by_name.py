@@ -185,7 +185,15 @@ def test_the_pickled_state_is_exactly_the_fields_pickled_by_pickle() -> None:
     obj = Frozen(x={"k": 1.0}, cfg=(3, (4,)))
     rebuild, args = copyreg.dispatch_table[Frozen](obj)
     assert rebuild is _pickle.rebuild_by_name
-    assert args == ("tests.pbn.Frozen", __name__, "Frozen", {"x": {"k": 1.0}, "cfg": (3, (4,))})
+    # The fields by name, then the names of the static ones (how a later version tells them
+    # apart when it migrates).
+    assert args == (
+        "tests.pbn.Frozen",
+        __name__,
+        "Frozen",
+        {"x": {"k": 1.0}, "cfg": (3, (4,))},
+        ("cfg",),
+    )
     assert args[3]["x"] is obj.x  # the values themselves, not a converted form
     assert rebuild(*args) == obj
     # The static tuple is pickled as a tuple by pickle (no JSON text anywhere in the stream).
@@ -477,7 +485,7 @@ def test_fallback_class_that_is_not_registered_is_rebuilt_field_by_field() -> No
 
     POST_INIT.clear()
     assert rebuild({"a": 1, "b": [2]}) == NotRegistered(1, [2])
-    with pytest.raises(tc.StructureMismatchError, match=r"has the fields \['a'\], but"):
+    with pytest.raises(tc.TreespecLoadError, match=r"has the fields \['a'\], but"):
         rebuild({"a": 1})
     # The safe variant never imports by module path.
     with pytest.raises(tc.UnregisteredNameError, match=r"'tests.pbn.Nowhere'.*never imports"):
@@ -700,9 +708,9 @@ def test_namedtuples_rebuild_from_their_fields_by_name() -> None:
     assert type(back) is NT and back == NT(1, 2)
     assert load({"q": 2, "p": 1}) == NT(1, 2)
     for fields in ({"p": 1}, {"p": 1, "z": 2}, {"p": 1, "q": 2, "r": 3}):
-        with pytest.raises(tc.StructureMismatchError, match=r"has the fields .*but .*NT has"):
+        with pytest.raises(tc.TreespecLoadError, match=r"has the fields .*but .*NT has"):
             load(fields)
-    with pytest.raises(tc.StructureMismatchError, match=r"has the fields 'list'"):
+    with pytest.raises(tc.TreespecLoadError, match=r"has the fields 'list'"):
         load([1, 2])
     assert len(unpickle_entries(NT)) == 1
 
@@ -744,3 +752,94 @@ def test_a_class_registered_after_a_load_by_module_path_is_rebuilt_as_registered
     assert type(back) is Late and back.x == 2 and POST_INIT == ["Late"]
     back = _pickle.rebuild_by_name(uname, __name__, qualname, {"x": 3})
     assert type(back) is Late and back.x == 3 and POST_INIT == ["Late", "Late"]
+
+
+# --- statics no reader takes; the writer's static fields; namedtuple fields ----------------
+
+
+@tc.pytree_dataclass(name="tests.pbn.Loose", frozen=True)
+class Loose:
+    w: float
+    act: str = tc.field(static=True, default="relu")
+    dims: tuple[int, ...] = tc.field(static=True, default=(1,))
+
+
+@pytest.mark.parametrize("obj", [Loose(1.0, act=abs), Loose(1.0, dims=[1, 2])])  # type: ignore[arg-type]
+def test_an_object_no_reader_takes_is_copied_but_never_pickled(obj: Loose) -> None:
+    # copy.copy / copy.deepcopy go through the same reducer as pickle: they still copy.
+    for copier in (copy.copy, copy.deepcopy):
+        twin = copier(obj)
+        assert type(twin) is Loose and twin.w == obj.w
+        assert (twin.act, twin.dims) == (obj.act, obj.dims)
+    # pickle would write what every loader refuses: the writer's error, naming the field.
+    with pytest.raises(tc.UnserializableStaticError, match=r"static field '(act|dims)'.*Loose"):
+        pickle.dumps(obj)
+
+
+def test_a_pickle_records_which_fields_were_static(tmp_path: Path) -> None:
+    # v1 has data fields x and old; v2's hook renames old -> new. Whether the pickled value of
+    # `old` is an array, a float or None, it is a data field: the pickle says so.
+    v1 = """
+        from typing import Any
+        import treeclass as tc
+
+        @tc.pytree_dataclass(name="tests.pbn.Mig")
+        class Mig:
+            x: Any
+            old: Any
+            tag: str = tc.field(static=True, default="t")
+    """
+    v2 = """
+        from typing import Any
+        import treeclass as tc
+
+        def migrate(state):
+            return {**state, "data": ["new" if d == "old" else d for d in state["data"]]}
+
+        @tc.pytree_dataclass(name="tests.pbn.Mig", migrate=migrate)
+        class Mig:
+            x: Any
+            new: Any
+            tag: str = tc.field(static=True, default="t")
+    """
+    report_in(
+        tmp_path,
+        """
+        import json, pickle
+        import v1
+        for tag, old in [("array", [1.0, 2.0]), ("float", 1.5), ("none", None)]:
+            open(f"{tag}.pkl", "wb").write(pickle.dumps(v1.Mig(0, old, tag="s")))
+        print(json.dumps(True))
+        """,
+        modules={"v1": v1},
+    )
+    (tmp_path / "v1.py").unlink()
+    got = report_in(
+        tmp_path,
+        """
+        import json, pickle
+        import v2
+        out = {}
+        for tag in ("array", "float", "none"):
+            m = pickle.loads(open(f"{tag}.pkl", "rb").read())
+            out[tag] = [type(m).__name__, m.x, m.new, m.tag]
+        print(json.dumps(out))
+        """,
+        modules={"v2": v2},
+    )
+    assert got == {
+        "array": ["Mig", 0, [1.0, 2.0], "s"],
+        "float": ["Mig", 0, 1.5, "s"],
+        "none": ["Mig", 0, None, "s"],
+    }
+
+
+def test_namedtuple_fields_that_do_not_fit_are_a_load_error() -> None:
+    class NTFit(NamedTuple):
+        a: int
+        b: int
+
+    tc.register_namedtuple(NTFit, name="tests.pbn.NTFit")
+    for fields in ({"a": 1}, {"a": 1, "b": 2, "c": 3}, 5):
+        with pytest.raises(tc.TreespecLoadError, match=r"'tests.pbn.NTFit' has the fields"):
+            _pickle.rebuild_by_name("tests.pbn.NTFit", "m", "q", fields)  # type: ignore[arg-type]

@@ -67,10 +67,10 @@ from ._core.codegen import compile_function
 from ._core.fields import is_namedtuple_class
 from ._core.registry import Change, class_for_name, get_node_named, registered_node
 from ._errors import (
-    StructureMismatchError,
     TreespecLoadError,
     UnnamedClassError,
     UnregisteredNameError,
+    UnserializableStaticError,
 )
 
 __all__ = [
@@ -228,13 +228,13 @@ class _Rebuilder:
     def __call__(self, state: dict[str, Any]) -> Any:
         return self.fast()(state)
 
-    def _checked(self, state: dict[str, Any]) -> Any:
+    def _checked(self, state: dict[str, Any], statics: tuple[str, ...] | None = None) -> Any:
         plan = self.plan()
         node = registered_node(self.cls)
         codec = None if node is None else node.codec
         if codec is not None and codec.from_fields is not None:
             # The class's evolution and static checks: the same as every other loader's.
-            return plan.rebuild(codec.from_fields(state))
+            return plan.rebuild(codec.from_fields(state, statics))
         if not isinstance(state, dict) or tuple(state) != plan.fields:
             self._check_fields(state, plan)
         return plan.rebuild(state)
@@ -248,7 +248,7 @@ class _Rebuilder:
                 return
             got = sorted(map(str, keys))
         label = f"{self.cls.__module__}.{self.cls.__qualname__}"
-        raise StructureMismatchError(
+        raise TreespecLoadError(
             f"the pickled object registered as {self.name!r} has the fields {got!r}, but "
             f"{label} has {sorted(plan.fields)!r}; the class changed since the object was "
             "pickled, so rebuild the object with the current class instead of unpickling it."
@@ -274,6 +274,33 @@ class _Rebuilder:
         return f"<treeclass rebuilder for {self.name!r}>"
 
 
+def _evolves(cls: type) -> bool:
+    """Whether ``cls`` declares how it evolved (field aliases, removed fields, a hook)."""
+    node = registered_node(cls)
+    return node is not None and node.info is not None and node.info.evolution is not None
+
+
+class _CopyOnly:
+    """What an object whose static values no reader takes reduces to.
+
+    ``copy.copy`` / ``copy.deepcopy`` call it with the object's fields and get a copy (built as
+    unflatten builds, without checks: the values come from a live object); pickle, which would
+    have to write it, gets the writer's refusal naming the field instead.
+    """
+
+    __slots__ = ("_error", "_rebuild")
+
+    def __init__(self, rebuild: Callable[[dict[str, Any]], Any], error: Exception) -> None:
+        self._rebuild = rebuild
+        self._error = error
+
+    def __call__(self, state: dict[str, Any]) -> Any:
+        return self._rebuild(state)
+
+    def __reduce__(self) -> Any:
+        raise self._error
+
+
 _REBUILDER_ATTR: Final = "__treeclass_rebuilder__"
 
 
@@ -297,22 +324,35 @@ def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
     # A registered class knows when it is superseded; one installed by hand is asked by name.
     superseded = "_node.superseded" if node is not None else "_rebuilder.superseded()"
     check = ""
+    # The static fields' names as this class has them: a later version of the class that
+    # migrates (renamed or removed fields) tells static from data by them, not by value.
+    written = "" if node is None or not node.static_fields else ", _statics"
     if node is not None and node.codec is not None and node.static_fields:
         # What every reader refuses is never written (treeclass._core.statics.static_check).
         statics = "".join(f"obj.{f}, " for f in node.static_fields)
-        check = f"    _check(({statics}), None, True)\n"
+        # An object whose static values no reader would take is never pickled (pickle gets
+        # the refusal), but copy.copy / copy.deepcopy, which call the reduced callable
+        # without pickling it, still copy it.
+        check = (
+            f"    try:\n        _check(({statics}), None, True)\n"
+            f"    except _Refused as e:\n        return _CopyOnly(_plain, e), ({{{items}}},)\n"
+        )
     source = (
         "def reduce(obj):\n"
         f"    if {superseded}:\n"
         f"        return _rebuilder, ({{{items}}},)\n"
         f"{check}"
-        f"    return _by_name, (_name, _module, _qualname, {{{items}}})\n"
+        f"    return _by_name, (_name, _module, _qualname, {{{items}}}{written})\n"
     )
     namespace = {
         "_check": None if node is None or node.codec is None else node.codec.check_statics,
         "_rebuilder": rebuilder,
         "_node": node,
         "_by_name": rebuild_by_name,
+        "_statics": () if node is None else node.static_fields,
+        "_Refused": UnserializableStaticError,
+        "_CopyOnly": _CopyOnly,
+        "_plain": rebuilder.plan().rebuild,
         "_name": rebuilder.name,
         "_module": cls.__module__,
         "_qualname": cls.__qualname__,
@@ -435,7 +475,14 @@ def _rebuilder(cls: type, name: str) -> _Rebuilder:
     return _rebuilder_of(cls, name, named=False)
 
 
-def _by_name(name: str, module: str, qualname: str, fields: Any, by_path: bool) -> Any:
+def _by_name(
+    name: str,
+    module: str,
+    qualname: str,
+    fields: Any,
+    by_path: bool,
+    statics: tuple[str, ...] | None = None,
+) -> Any:
     """:func:`rebuild_by_name` (``by_path``) or :func:`rebuild_registered`, the long way.
 
     A class found by ``name`` that :func:`_rebuilder` accepts and that is registered with
@@ -462,7 +509,9 @@ def _by_name(name: str, module: str, qualname: str, fields: Any, by_path: bool) 
                 f"import the module that defines the class registered as {name!r} before "
                 "unpickling."
             ) from e
-        return _rebuilder(cls, name)(fields)
+        return _rebuilder(cls, name)._checked(fields, statics)
+    if statics is not None and _evolves(cls):
+        return _rebuilder(cls, name)._checked(fields, statics)
     with _LOCK:  # the check and the setting together: install and uninstall take the lock
         rebuild = _rebuilder(cls, name).fast()
         node = get_node_named(name)
@@ -471,7 +520,13 @@ def _by_name(name: str, module: str, qualname: str, fields: Any, by_path: bool) 
     return rebuild(fields)
 
 
-def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
+def rebuild_by_name(
+    name: str,
+    module: str,
+    qualname: str,
+    fields: dict[str, Any],
+    statics: tuple[str, ...] | None = None,
+) -> Any:
     """What a pickled instance calls when unpickled (pickles refer to this function).
 
     Looks the class up by its treeclass ``name`` (or alias); when no class has the name, falls
@@ -481,17 +536,24 @@ def rebuild_by_name(name: str, module: str, qualname: str, fields: dict[str, Any
     Raises:
         UnregisteredNameError: no class is registered under ``name`` and none can be imported
             from ``module`` + ``qualname``; the message names both.
-        StructureMismatchError: the class's fields differ from the pickled ones.
+        TreespecLoadError: the pickled fields are not ones this class (or an earlier version
+            of it, by its ``aliases=`` / ``removed_fields=`` / ``migrate=``) has.
     """
     node = get_node_named(name)
-    if node is not None:
+    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
         rebuild = node.unpickle
         if rebuild is not None:
             return rebuild(fields)
-    return _by_name(name, module, qualname, fields, True)
+    return _by_name(name, module, qualname, fields, True, statics)
 
 
-def rebuild_registered(name: str, module: str, qualname: str, fields: dict[str, Any]) -> Any:
+def rebuild_registered(
+    name: str,
+    module: str,
+    qualname: str,
+    fields: dict[str, Any],
+    statics: tuple[str, ...] | None = None,
+) -> Any:
     """:func:`rebuild_by_name` that never imports: a class must be registered under ``name``.
 
     What safe loaders put in the place of :func:`rebuild_by_name` (the torch adapter allows it
@@ -501,11 +563,11 @@ def rebuild_registered(name: str, module: str, qualname: str, fields: dict[str, 
         UnregisteredNameError: no class is registered under ``name``.
     """
     node = get_node_named(name)
-    if node is not None:
+    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
         rebuild = node.unpickle
         if rebuild is not None:
             return rebuild(fields)
-    return _by_name(name, module, qualname, fields, False)
+    return _by_name(name, module, qualname, fields, False, statics)
 
 
 class PickleBackend:

@@ -204,7 +204,7 @@ class StateCodec:
         load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
         child_names: Callable[[Any], list[str] | None] | None = None,
         check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None,
-        from_fields: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        from_fields: Callable[..., dict[str, Any]] | None = None,
         static_check: Callable[[], StaticCheck | None] | None = None,
     ) -> None:
         self.getstate = getstate
@@ -312,8 +312,10 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     evolution = info.evolution
     evolve = None if evolution is None else _evolver(info, evolution, name)
 
-    def from_fields(fields: dict[str, Any]) -> dict[str, Any]:
-        return _from_fields(info, evolve, fields, check_statics)
+    def from_fields(
+        fields: dict[str, Any], statics: tuple[str, ...] | None = None
+    ) -> dict[str, Any]:
+        return _from_fields(info, evolve, fields, check_statics, statics)
 
     if evolve is None or evolution is None:
         return StateCodec(getstate, load, None, check_statics, from_fields, resolved_check)
@@ -346,8 +348,14 @@ def _from_fields(
     evolve: Callable[[Any], tuple[Any, list[str] | None]] | None,
     fields: dict[str, Any],
     check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None],
+    written_statics: tuple[str, ...] | None = None,
 ) -> dict[str, Any]:
     """Today's ``{field: value}`` of an instance pickled as ``fields`` by a version of the class.
+
+    ``written_statics``: the names of the static fields of the class that wrote the pickle
+    (recorded by the reducer); a field today's class does not know is static or data as the
+    writer said. Pickles written before it was recorded (``None``) leave the hook's fields to
+    a guess: a JSON-safe value is taken as static.
 
     The same evolution as a saved state's (the two share :func:`_evolver` and
     :func:`_checked`): the pickled fields are sorted into a state (data fields by name, static
@@ -377,6 +385,11 @@ def _from_fields(
             data_names.append(n)
         elif today in static_fields:
             static[n] = value
+        elif written_statics is not None:  # as the writer's class had it
+            if n in written_statics:
+                static[n] = value
+            else:
+                data_names.append(n)
         elif migrates:  # a field the hook knows about: JSON-safe values are static ones
             try:
                 encode_static(value)
