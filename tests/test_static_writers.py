@@ -138,7 +138,8 @@ class Cfg:
 tc.register_static(Cfg, name="tests.sw.Cfg")
 
 QUESTIONABLE["registered static type with a field its annotation refuses"] = lambda: Named(
-    np.ones(2), anything=Cfg(n="oops")  # type: ignore[arg-type]
+    np.ones(2),
+    anything=Cfg(n="oops"),  # type: ignore[arg-type]
 )
 
 _CFG_REASON = "field 'n': the value is a str, but the field is int"
@@ -149,7 +150,9 @@ def test_registered_static_fields_are_checked_when_written(writer: str, tmp_path
     # The one rule of a registered type's fields (field_checks) runs when writing too, with the
     # reason the reader gives: nothing is written that treespec_loads would refuse.
     obj = Named(np.ones(2), anything=(1, Cfg(n="oops")))  # type: ignore[arg-type]
-    with pytest.raises(tc.UnserializableStaticError, match=rf"'anything' of .*Named.*{_CFG_REASON}"):
+    with pytest.raises(
+        tc.UnserializableStaticError, match=rf"'anything' of .*Named.*{_CFG_REASON}"
+    ):
         WRITERS[writer](obj, tmp_path)
 
 

@@ -143,8 +143,11 @@ def _pin_method(node: NodeType) -> Callable[..., Any]:
 
 
 def _can_take_pin_memory(node: NodeType) -> bool:
-    """No field is named ``pin_memory``, and the class has no such method but one treeclass
-    added to a registered parent."""
+    """Whether treeclass may give the class a ``pin_memory()`` method.
+
+    It may unless a field is named ``pin_memory`` or the class has such a method, other than
+    one treeclass added to a registered parent.
+    """
     if node.info is None or any(f.name == "pin_memory" for f in node.info.fields):
         return False
     for k in node.type.__mro__[:-1]:
