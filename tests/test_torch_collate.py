@@ -236,3 +236,33 @@ def test_a_failed_registration_takes_pin_memory_and_collate_back() -> None:
     assert report["first"] == "RuntimeError"
     assert report["after_fault"] == {"pin_memory": False, "collate": False}
     assert report["after_retry"] == {"pin_memory": True, "collate": True}
+
+
+_EXTRA_FIRST = """
+import json, warnings
+warnings.simplefilter("error")  # no warning: the half-imported mirror is not a failure
+import treeclass as tc
+@tc.pytree_dataclass(name="tests.collate.first.Before")
+class Before:
+    x: object
+import treeclass._backends.torch_collate  # imports torch, whose import activates the backend
+from torch.utils.data._utils.collate import default_collate_fn_map as table
+@tc.pytree_dataclass(name="tests.collate.first.After")
+class After:
+    x: object
+print(json.dumps({"active": list(tc.active_backends()),
+                  "collated": [Before in table, After in table],
+                  "pin_memory": ["pin_memory" in vars(Before), "pin_memory" in vars(After)]}))
+"""
+
+
+def test_the_collate_mirror_imported_first_is_set_up_at_the_next_registration() -> None:
+    # Importing the mirror's module imports torch, whose import activates torch's backend
+    # while that module is still half-imported: the mirror waits (no warning) and is set up at
+    # the next registration, with every class so far.
+    report = run_script(_EXTRA_FIRST, timeout=300).report()
+    assert report == {
+        "active": ["torch"],
+        "collated": [True, True],
+        "pin_memory": [True, True],
+    }, report

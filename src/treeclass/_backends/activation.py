@@ -38,8 +38,9 @@ never matters -- nor the thread a framework is imported in. The rules that make 
    again and raise :class:`~treeclass.RegistrationError` if it fails again. Only the main
    backend failing fails an activation: a framework's ``extras`` or its adapter's
    ``activated()`` hook failing afterwards is reported the same way, but the framework stays
-   active (and listed by ``active_backends()``) and registrations go on; only
-   :func:`activate_backends` runs that part again (raising if it fails again).
+   active (and listed by ``active_backends()``) and registrations go on. That part is run
+   again quietly at each registration (never stopping it), and by :func:`activate_backends`,
+   which raises if it fails again.
 5. **Readers never trust a half-imported module**: :func:`complete`.
 """
 
@@ -265,12 +266,18 @@ def _finish(
     """Activate the framework's ``extras`` and run the adapter's ``activated()`` hook.
 
     Each runs even if another failed. Returns what failed (``(what, error)``) and the classes
-    the extras refused. Idempotent, like :func:`~treeclass._core.registry.activate_backend`
-    and the hooks. The caller holds the framework's lock.
+    the extras refused. An extra still being imported (it imported the framework, whose
+    import activated this) is left for :func:`retry`, like a failed part, but not reported.
+    Idempotent, like :func:`~treeclass._core.registry.activate_backend` and the hooks. The
+    caller holds the framework's lock.
     """
     failed: list[tuple[str, Exception]] = []
     refused: list[tuple[NodeType, Exception]] = []
+    waiting = False
     for extra in framework.extras:
+        if extra in sys.modules and not _ready(extra):
+            waiting = True
+            continue
         try:
             refused += _registry.activate_backend(
                 importlib.import_module(extra).BACKEND, framework=False
@@ -284,7 +291,7 @@ def _finish(
         except Exception as e:
             failed.append(("its activated() hook", e))
     with _LOCK:
-        if failed:
+        if failed or waiting:
             _INCOMPLETE.add(framework.name)
         else:
             _INCOMPLETE.discard(framework.name)
@@ -337,11 +344,14 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
     return True
 
 
-def _retry_incomplete() -> None:
+def _retry_incomplete(quiet: bool = False) -> None:
     """Run again the parts of active frameworks' activations that failed (see :func:`_finish`).
 
+    ``quiet`` (at a registration, :func:`retry`): a part that fails again is left as it is,
+    already reported; it never stops the registration.
+
     Raises:
-        RegistrationError: a part failed again.
+        RegistrationError: a part failed again (unless ``quiet``).
     """
     with _LOCK:
         names = sorted(_INCOMPLETE)
@@ -350,9 +360,17 @@ def _retry_incomplete() -> None:
         if framework is None:
             continue
         with _ACTIVATING[name]:
-            failed, refused = _finish(framework, sys.modules[framework.adapter])
+            with _LOCK:
+                if name in _IN_PROGRESS:  # a registration made by the hook being retried
+                    continue
+                _IN_PROGRESS.add(name)
+            try:
+                failed, refused = _finish(framework, sys.modules[framework.adapter])
+            finally:
+                with _LOCK:
+                    _IN_PROGRESS.discard(name)
         _registry.warn_missing(framework.name, refused)
-        if failed:
+        if failed and not quiet:
             what, e = failed[0]
             raise RegistrationError(_incomplete(framework, what, e)) from e
 
@@ -421,6 +439,8 @@ def retry(registering: str | None = None) -> None:
     Raises:
         RegistrationError: a failed activation failed again.
     """
+    if _INCOMPLETE:
+        _retry_incomplete(quiet=True)
     with _LOCK:
         failed = list(_FAILED)
     for name in failed:
