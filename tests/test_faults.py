@@ -647,3 +647,109 @@ def test_a_failed_activation_is_logged_at_error(fault: str, logged: str) -> None
     assert any(m.startswith(logged) and "activate_backends()" in m for m in errors), report
     if fault == "backend":
         assert "jax" not in report["active"], report
+
+
+# What an adapter does beyond its main backend -- an ``extras=`` backend (torch_collate), or the
+# adapter's ``activated()`` hook (optax names its states) -- may fail without taking the main
+# backend down: it is reported (ERROR log + RuntimeWarning), the framework stays active (and
+# listed), later registrations work, and tc.activate_backends() retries the part that failed
+# (raising while it still fails).
+_AFTER_MAIN = """
+import importlib.abc, json, logging, sys, warnings
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append([record.name, record.levelname, record.getMessage()])
+logging.getLogger("treeclass").addHandler(Keep())
+import treeclass as tc
+
+fault = sys.argv[1]
+broken = {"on": True}
+
+class Fail(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if broken["on"] and name == "treeclass._backends.torch_collate":
+            raise ImportError("injected fault")
+        return None
+
+if fault == "extra":
+    sys.meta_path.insert(0, Fail())
+    framework = "torch"
+else:
+    import treeclass._backends.optax as adapter
+    real = adapter.activated
+    def activated():
+        if broken["on"]:
+            raise RuntimeError("injected fault")
+        real()
+    adapter.activated = activated
+    framework = "optax"
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    if fault == "extra":
+        import torch
+    else:
+        import optax
+report = {
+    "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning],
+    "errors": [m for name, level, m in records if name == "treeclass" and level == "ERROR"],
+    "active": list(tc.active_backends()),
+}
+try:
+    @tc.pytree_dataclass(name="faults.after.Later")
+    class Later:
+        x: float
+        y: float
+    report["later"] = "registered"
+except Exception as e:
+    report["later"] = f"{type(e).__name__}: {e}"
+    print(json.dumps(report))
+    sys.exit(0)
+if fault == "extra":
+    import torch.utils._pytree as pt
+    from torch.utils.data._utils.collate import default_collate_fn_map as table
+    report["node"] = pt.tree_leaves(Later(1.0, 2.0)) == [1.0, 2.0]
+    def done():
+        return Later in table
+else:
+    import jax
+    report["node"] = jax.tree.leaves(Later(1.0, 2.0)) == [1.0, 2.0]
+    def done():
+        return tc.name_of(optax.ScaleByAdamState) == "optax.ScaleByAdamState"
+report["done_before"] = done()
+try:
+    tc.activate_backends()
+    report["retry_failing"] = "succeeded"
+except Exception as e:
+    report["retry_failing"] = f"{type(e).__name__}: {e}"
+broken["on"] = False
+report["retry_fixed"] = list(tc.activate_backends())
+report["done_after"] = done()
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize(
+    ("fault", "framework", "what"),
+    [
+        ("extra", "torch", "treeclass._backends.torch_collate (ImportError: injected fault)"),
+        ("hook", "optax", "its activated() hook (RuntimeError: injected fault)"),
+    ],
+)
+def test_a_fault_after_the_main_backend_leaves_it_active(
+    fault: str, framework: str, what: str
+) -> None:
+    pytest.importorskip("optax")
+    report: dict[str, Any] = run_script(_AFTER_MAIN, fault, timeout=TIMEOUT).report()
+    message = f"treeclass set up its {framework} backend, but not {what}"
+    assert [m for m in report["warnings"] if m.startswith(message)], report
+    assert [m for m in report["errors"] if m.startswith(message)], report
+    assert framework in report["active"], report
+    assert report["later"] == "registered", report
+    assert report["node"] is True, report
+    assert report["done_before"] is False, report
+    assert report["retry_failing"].startswith(f"RegistrationError: {message}"), report
+    assert "activate_backends()" in report["retry_failing"], report
+    assert framework in report["retry_fixed"], report
+    assert report["done_after"] is True, report

@@ -59,3 +59,56 @@ def test_importing_an_adapter_first_still_activates_it(framework: str) -> None:
     )
     out = run_script(code, timeout=300, env={"PYTHONWARNINGS": "error::RuntimeWarning"}).checked()
     assert framework in out.stdout
+
+
+def test_importing_treeclass_testing_pulls_in_no_framework_and_no_hypothesis() -> None:
+    code = (
+        "import sys; import treeclass\n"
+        "assert 'treeclass.testing' not in sys.modules\n"
+        "import treeclass.testing; print(repr(sorted(sys.modules)))\n"
+    )
+    modules = set(ast.literal_eval(run_script(code, timeout=300).checked().stdout))
+    imported = [m for m in ("hypothesis", "numpy", "jax", "torch", "optree") if m in modules]
+    assert imported == [], f"import treeclass.testing imported {imported}"
+
+
+def _imports_inside_functions() -> set[tuple[str, str]]:
+    """``(file, import)`` for every import of the package's own modules inside a function."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "src" / "treeclass"
+    found: set[tuple[str, str]] = set()
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(function):
+                own = False
+                if isinstance(node, ast.ImportFrom):
+                    own = node.level > 0 or (node.module or "").startswith("treeclass")
+                elif isinstance(node, ast.Import):
+                    own = any(a.name.split(".")[0] == "treeclass" for a in node.names)
+                elif (
+                    isinstance(node, ast.Call)
+                    and ast.unparse(node.func) == "importlib.import_module"
+                    and node.args
+                    and isinstance(node.args[0], (ast.Constant, ast.JoinedStr))
+                ):
+                    text = ast.unparse(node.args[0])
+                    own = "treeclass" in text or "__name__" in text
+                if own:
+                    found.add((path.relative_to(root).as_posix(), ast.unparse(node)))
+    return found
+
+
+def test_the_imports_inside_functions_are_the_documented_ones() -> None:
+    # CHANGELOG.md ("The package layout shows the design") and docs/contributing.md list these;
+    # everything else imports the package's own modules at the top.
+    assert _imports_inside_functions() == {
+        ("__init__.py", "importlib.import_module('treeclass._core.api')"),
+        ("__init__.py", "importlib.import_module(f'{__name__}.{name}')"),
+        ("_backends/optree.py", "importlib.import_module('treeclass._backends.torch')"),
+        ("torch/__init__.py", "from .._backends.torch import allow_pickled_instances"),
+        ("_io/cli.py", "import treeclass"),
+    }

@@ -240,3 +240,54 @@ def test_jax_export_raises_jax_own_error_and_treespec_dumps_lists_all() -> None:
 def test_one_unnamed_class_keeps_its_own_message(tmp_path: Path) -> None:
     with pytest.raises(tc.UnnamedClassError, match=r"^[^\n]*_NoName1 was registered without"):
         tc.save(tmp_path / "x.tc", [_NoName1(1.0), _NoName1(2.0)])
+
+
+# A user class holding an optax.<Name> before optax is imported: that one optax class is left
+# unnamed, with one warning and an ERROR log naming it; every other optax class is named, the
+# optax backend is active, and later registrations work.
+_TAKEN = """
+import json, logging, warnings
+records = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        records.append([record.name, record.levelname, record.getMessage()])
+logging.getLogger("treeclass").addHandler(Keep())
+import treeclass as tc
+
+@tc.pytree_dataclass(name="optax.EmptyState")
+class Mine:
+    x: int
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    import optax
+report = {
+    "warnings": [str(w.message) for w in caught if w.category is RuntimeWarning],
+    "errors": [m for name, level, m in records if name == "treeclass" and level == "ERROR"],
+    "active": list(tc.active_backends()),
+    "empty": tc.name_of(optax.EmptyState),
+    "adam": tc.name_of(optax.ScaleByAdamState),
+    "mine": tc.class_for_name("optax.EmptyState") is Mine,
+}
+try:
+    @tc.pytree_dataclass(name="tests.optax.Other")
+    class Other:
+        y: int
+    report["other"] = "registered"
+except Exception as e:
+    report["other"] = f"{type(e).__name__}: {e}"
+print(json.dumps(report))
+"""
+
+
+def test_an_optax_name_taken_by_a_user_class_skips_that_class_only() -> None:
+    report: dict[str, Any] = run_script(_TAKEN, timeout=120).report()
+    assert len(report["warnings"]) == 1, report
+    (warning,) = report["warnings"]
+    assert "optax._src.base.EmptyState" in warning and "__main__.Mine" in warning, warning
+    assert "'optax.EmptyState'" in warning, warning
+    assert report["errors"] == [warning], report
+    assert "optax" in report["active"], report
+    assert report["empty"] is None and report["mine"] is True, report
+    assert report["adam"] == "optax.ScaleByAdamState", report
+    assert report["other"] == "registered", report

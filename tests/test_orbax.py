@@ -256,6 +256,25 @@ def test_unsupported_leaves_are_refused_with_their_path(tmp_path: pathlib.Path) 
     assert issubclass(tc.TreeclassTypeError, TypeError)
 
 
+@pytest.mark.parametrize(
+    "dtype", ["float6_e2m3fn", "float6_e3m2fn", "float8_e4m3", "uint2", "uint4"]
+)
+def test_dtypes_orbax_cannot_write_are_refused_naming_each(
+    dtype: str, tmp_path: pathlib.Path
+) -> None:
+    # The message lists exactly the dtypes the table (treeclass._io.dtypes) marks as not
+    # stored by treeclass.orbax.
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    array = np.zeros(2, dtype=getattr(ml_dtypes, dtype))
+    with pytest.raises(
+        tc.TreeclassTypeError,
+        match=rf"array at \['a'\] has dtype {dtype}, which treeclass.orbax cannot save.* "
+        r"except float6_e2m3fn, float6_e3m2fn, float8_e4m3, uint2 and uint4 ",
+    ):
+        tco.save(tmp_path / "a", {"a": array})
+    assert not (tmp_path / "a").exists()
+
+
 def test_existing_directory_needs_force(tmp_path: pathlib.Path) -> None:
     tco.save(tmp_path / "ckpt", {"a": np.ones(2)})
     with pytest.raises(ValueError):

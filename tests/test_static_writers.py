@@ -129,3 +129,38 @@ def test_written_means_readable(value: str, writer: str, tmp_path: Path) -> None
         if f == "x":
             continue  # the data leaf (array types differ between frameworks)
         assert getattr(back, f) == getattr(obj, f), f
+
+
+@dataclasses.dataclass(frozen=True)
+class Cfg:
+    n: int = 1
+
+
+tc.register_static(Cfg, name="tests.sw.Cfg")
+
+QUESTIONABLE["registered static type with a field its annotation refuses"] = lambda: Named(
+    np.ones(2),
+    anything=Cfg(n="oops"),  # type: ignore[arg-type]
+)
+
+_CFG_REASON = "field 'n': the value is a str, but the field is int"
+
+
+@pytest.mark.parametrize("writer", ["treespec_dumps", "tc.save", "treeclass.orbax.save"])
+def test_registered_static_fields_are_checked_when_written(writer: str, tmp_path: Path) -> None:
+    # The one rule of a registered type's fields (field_checks) runs when writing too, with the
+    # reason the reader gives: nothing is written that treespec_loads would refuse.
+    obj = Named(np.ones(2), anything=(1, Cfg(n="oops")))  # type: ignore[arg-type]
+    with pytest.raises(
+        tc.UnserializableStaticError, match=rf"'anything' of .*Named.*{_CFG_REASON}"
+    ):
+        WRITERS[writer](obj, tmp_path)
+
+
+def test_registered_static_field_reason_is_the_reader_one() -> None:
+    text = tc.treespec_dumps(tc.tree_structure(Named(np.ones(2), anything=Cfg(n=2))))
+    with pytest.raises(tc.TreespecLoadError, match=_CFG_REASON):
+        tc.treespec_loads(text.replace('"n":2', '"n":"oops"'))
+    # A value the annotation allows is written and read back equal.
+    spec = tc.treespec_loads(text)
+    assert tc.tree_unflatten(spec, [np.ones(2)]).anything == Cfg(n=2)

@@ -111,6 +111,40 @@ def test_a_class_with_its_own_pin_memory_keeps_it() -> None:
     assert pin_memory(Own(torch.ones(1))) == "own"
 
 
+@tc.pytree_dataclass(name="tests.collate.Parent")
+class Parent:
+    a: Any
+
+
+@tc.pytree_dataclass(name="tests.collate.Child")
+class Child(Parent):
+    b: Any = 5
+
+
+class Unregistered(Parent):
+    pass
+
+
+def test_a_registered_subclass_gets_its_own_pin_memory() -> None:
+    # The method treeclass added to Parent does not count as Child's own pin_memory: Child
+    # gets one that keeps its class and its fields.
+    assert "pin_memory" in vars(Child)
+    assert Child(1, [2.0]).pin_memory() == Child(1, [2.0])
+    assert type(pin_memory(Child(1, 2))) is Child
+    assert Parent(1).pin_memory() == Parent(1)
+
+
+def test_an_unregistered_subclass_is_refused_by_pin_memory() -> None:
+    # Its fields are unknown to treeclass: pinning it as a Parent would drop its class (and
+    # any field it adds), so the inherited method refuses, as default_collate does.
+    with pytest.raises(
+        tc.TreeclassTypeError,
+        match=r"pin_memory\(\) of tests\.collate\.Parent got a .*Unregistered, a subclass "
+        r"that is not registered itself.*register Unregistered too",
+    ):
+        pin_memory(Unregistered(1))
+
+
 _MODULE = """
 import torch
 import treeclass as tc
@@ -153,7 +187,7 @@ def test_dataloader_with_two_spawn_workers(tmp_path: Path) -> None:
         f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')",
         timeout=300,
         cwd=tmp_path,
-        env={"PYTHONPATH": str(tmp_path)},
+        path=[tmp_path],
     )
     batches = outcome.report()
     assert [b["y"] for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -202,3 +236,33 @@ def test_a_failed_registration_takes_pin_memory_and_collate_back() -> None:
     assert report["first"] == "RuntimeError"
     assert report["after_fault"] == {"pin_memory": False, "collate": False}
     assert report["after_retry"] == {"pin_memory": True, "collate": True}
+
+
+_EXTRA_FIRST = """
+import json, warnings
+warnings.simplefilter("error")  # no warning: the half-imported mirror is not a failure
+import treeclass as tc
+@tc.pytree_dataclass(name="tests.collate.first.Before")
+class Before:
+    x: object
+import treeclass._backends.torch_collate  # imports torch, whose import activates the backend
+from torch.utils.data._utils.collate import default_collate_fn_map as table
+@tc.pytree_dataclass(name="tests.collate.first.After")
+class After:
+    x: object
+print(json.dumps({"active": list(tc.active_backends()),
+                  "collated": [Before in table, After in table],
+                  "pin_memory": ["pin_memory" in vars(Before), "pin_memory" in vars(After)]}))
+"""
+
+
+def test_the_collate_mirror_imported_first_is_set_up_at_the_next_registration() -> None:
+    # Importing the mirror's module imports torch, whose import activates torch's backend
+    # while that module is still half-imported: the mirror waits (no warning) and is set up at
+    # the next registration, with every class so far.
+    report = run_script(_EXTRA_FIRST, timeout=300).report()
+    assert report == {
+        "active": ["torch"],
+        "collated": [True, True],
+        "pin_memory": [True, True],
+    }, report

@@ -86,7 +86,7 @@ from ._errors import (
     UnregisteredNameError,
     brief,
 )
-from ._io.dtypes import ORBAX_DTYPES, numpy_dtype
+from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
 from ._io.scalars import decode_scalar, encode_scalar
 from ._treespec.format import loads_nodes
 from ._treespec.treedoc import child_entries, walk
@@ -119,8 +119,9 @@ _UNSUPPORTED_LEAF: Final = (
 )
 _UNSUPPORTED_DTYPE: Final = (
     "the array at {path} has dtype {dtype}, which treeclass.orbax cannot save; it saves "
-    "arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, complex). "
-    "For a typed PRNG key use jax.random.key_data(key)."
+    "arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, complex) "
+    f"except {', '.join(ORBAX_REFUSED[:-1])} and {ORBAX_REFUSED[-1]} (orbax's tensorstore "
+    "cannot write them). For a typed PRNG key use jax.random.key_data(key)."
 )
 _NOT_A_CHECKPOINT: Final = (
     "{path} holds no {item!r} item, so it is not a checkpoint written by treeclass.orbax.save; "

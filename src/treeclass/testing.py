@@ -26,8 +26,10 @@ import sys
 from collections.abc import Callable
 from typing import Any, cast
 
+from ._core.api import field, pytree_dataclass
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError
+from ._io.files import load, save
 from ._treespec.serialize import treespec_dumps, treespec_loads
 
 __all__ = ["assert_roundtrip", "pytree_classes", "trees"]
@@ -231,8 +233,6 @@ def _check_save(obj: Any) -> None:
     import os
     import tempfile
 
-    from ._io.files import load, save
-
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "tree.safetensors")
         try:
@@ -301,7 +301,6 @@ def pytree_classes(*, named: bool = True, max_fields: int = 4) -> Any:
         >>> test()
     """
     st = _hypothesis()
-    from ._core.api import field, pytree_dataclass
 
     def usable(s: str) -> bool:
         return not keyword.iskeyword(s) and s != "replace"

@@ -35,7 +35,12 @@ never matters -- nor the thread a framework is imported in. The rules that make 
    ``import``: it is recorded, logged at ``ERROR`` on the ``treeclass`` logger and warned as a
    ``RuntimeWarning``, both saying how to retry.
    :func:`retry` (at every registration) and :func:`activate_backends` (public) activate it
-   again and raise :class:`~treeclass.RegistrationError` if it fails again.
+   again and raise :class:`~treeclass.RegistrationError` if it fails again. Only the main
+   backend failing fails an activation: a framework's ``extras`` or its adapter's
+   ``activated()`` hook failing afterwards is reported the same way, but the framework stays
+   active (and listed by ``active_backends()``) and registrations go on. That part is run
+   again quietly at each registration (never stopping it), and by :func:`activate_backends`,
+   which raises if it fails again.
 5. **Readers never trust a half-imported module**: :func:`complete`.
 """
 
@@ -51,6 +56,7 @@ from types import FrameType, ModuleType
 from typing import Any, Final
 
 from .._core import registry as _registry
+from .._core.nodes import NodeType
 from .._errors import RegistrationError, report_failures
 
 __all__ = [
@@ -81,7 +87,8 @@ class Framework:
         extras: further treeclass modules whose ``BACKEND`` is activated with the adapter's,
             as a mirror of the framework's own (not listed by ``active_backends()``).
 
-    An adapter module may also define ``activated()``, called once its backend is active.
+    An adapter module may also define ``activated()``, called once its backend is active
+    (and again by :func:`activate_backends` if it failed): it must be idempotent.
     """
 
     __slots__ = ("adapter", "extras", "module", "name", "spec_types")
@@ -152,6 +159,8 @@ _HOOKED: set[str] = set()  # module names whose import the finder wrapped
 _WAITING: set[str] = set()  # frameworks a waiter thread is watching
 _ACTIVATED: set[str] = set()
 _FAILED: dict[str, BaseException] = {}  # framework name -> why its activation failed
+#: Active frameworks whose ``extras`` or ``activated()`` hook failed (see :func:`_finish`).
+_INCOMPLETE: set[str] = set()
 
 
 def framework_named(name: object) -> Framework | None:
@@ -251,18 +260,62 @@ def activate(
                 _IN_PROGRESS.discard(framework.name)
 
 
-def _activate(framework: Framework, raise_errors: bool, registering: str | None) -> bool:
-    """Import the adapter and activate its backend (the caller holds the framework's lock)."""
-    try:
-        module = importlib.import_module(framework.adapter)
-        refused = _registry.activate_backend(module.BACKEND)
-        for extra in framework.extras:
+def _finish(
+    framework: Framework, module: ModuleType
+) -> tuple[list[tuple[str, Exception]], list[tuple[NodeType, Exception]]]:
+    """Activate the framework's ``extras`` and run the adapter's ``activated()`` hook.
+
+    Each runs even if another failed. Returns what failed (``(what, error)``) and the classes
+    the extras refused. An extra still being imported (it imported the framework, whose
+    import activated this) is left for :func:`retry`, like a failed part, but not reported.
+    Idempotent, like :func:`~treeclass._core.registry.activate_backend` and the hooks. The
+    caller holds the framework's lock.
+    """
+    failed: list[tuple[str, Exception]] = []
+    refused: list[tuple[NodeType, Exception]] = []
+    waiting = False
+    for extra in framework.extras:
+        if extra in sys.modules and not _ready(extra):
+            waiting = True
+            continue
+        try:
             refused += _registry.activate_backend(
                 importlib.import_module(extra).BACKEND, framework=False
             )
-        activated = getattr(module, "activated", None)
-        if activated is not None:  # what an adapter does once (optax: name its states)
+        except Exception as e:
+            failed.append((extra, e))
+    activated = getattr(module, "activated", None)
+    if activated is not None:  # what an adapter does once (optax: name its states)
+        try:
             activated()
+        except Exception as e:
+            failed.append(("its activated() hook", e))
+    with _LOCK:
+        if failed or waiting:
+            _INCOMPLETE.add(framework.name)
+        else:
+            _INCOMPLETE.discard(framework.name)
+    return failed, refused
+
+
+def _incomplete(framework: Framework, what: str, error: Exception) -> str:
+    """The message of a part of an activation that failed after the main backend's."""
+    return (
+        f"treeclass set up its {framework.name} backend, but not {what} ({type(error).__name__}: "
+        f"{error}); treeclass classes are {framework.name} pytree nodes, but what that part "
+        "adds is missing; fix the cause and call treeclass.activate_backends() to retry."
+    )
+
+
+def _activate(framework: Framework, raise_errors: bool, registering: str | None) -> bool:
+    """Import the adapter and activate its backend (the caller holds the framework's lock).
+
+    Only the main backend failing fails the activation: an ``extras`` backend or the adapter's
+    ``activated()`` hook that fails is reported, and retried by :func:`activate_backends`.
+    """
+    try:
+        module = importlib.import_module(framework.adapter)
+        refused = _registry.activate_backend(module.BACKEND)
     except Exception as e:
         with _LOCK:
             _FAILED[framework.name] = e
@@ -284,8 +337,42 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
         for name, f in list(_PENDING.items()):
             if f is framework:
                 del _PENDING[name]
-    _registry.warn_missing(framework.name, refused)
+    failed, more = _finish(framework, module)
+    # Reported once the state is settled (a warning may be an error, -W error).
+    _registry.warn_missing(framework.name, refused + more)
+    report_failures([_incomplete(framework, what, e) for what, e in failed], stacklevel=3)
     return True
+
+
+def _retry_incomplete(quiet: bool = False) -> None:
+    """Run again the parts of active frameworks' activations that failed (see :func:`_finish`).
+
+    ``quiet`` (at a registration, :func:`retry`): a part that fails again is left as it is,
+    already reported; it never stops the registration.
+
+    Raises:
+        RegistrationError: a part failed again (unless ``quiet``).
+    """
+    with _LOCK:
+        names = sorted(_INCOMPLETE)
+    for name in names:
+        framework = framework_named(name)
+        if framework is None:
+            continue
+        with _ACTIVATING[name]:
+            with _LOCK:
+                if name in _IN_PROGRESS:  # a registration made by the hook being retried
+                    continue
+                _IN_PROGRESS.add(name)
+            try:
+                failed, refused = _finish(framework, sys.modules[framework.adapter])
+            finally:
+                with _LOCK:
+                    _IN_PROGRESS.discard(name)
+        _registry.warn_missing(framework.name, refused)
+        if failed and not quiet:
+            what, e = failed[0]
+            raise RegistrationError(_incomplete(framework, what, e)) from e
 
 
 def _failed_again(framework: Framework, error: Exception, registering: str | None) -> str:
@@ -352,6 +439,8 @@ def retry(registering: str | None = None) -> None:
     Raises:
         RegistrationError: a failed activation failed again.
     """
+    if _INCOMPLETE:
+        _retry_incomplete(quiet=True)
     with _LOCK:
         failed = list(_FAILED)
     for name in failed:
@@ -402,6 +491,7 @@ def activate_backends() -> tuple[str, ...]:
     .. versionadded:: 0.1.0
     """
     retry()
+    _retry_incomplete()
     _registry.retry_missing()
     return _registry.active_backends()
 

@@ -14,7 +14,9 @@ or under it) that is an attribute of a module of the optax package loaded by ``i
 export (``optax.rmsprop(bias_correction=True)`` makes a ``ScaleByRmsWithCountState``). The
 set depends only on the optax version: modules are walked in sorted order, and a class
 name two classes share (none do in optax 0.2.8) is given to neither. A class already
-registered with treeclass (by hand, before optax was imported) keeps its registration.
+registered with treeclass (by hand, before optax was imported) keeps its registration. A name
+another class holds (a user class registered as ``"optax.EmptyState"``) stays with it: that
+optax class is left unnamed, with one warning naming it, and the rest are named.
 
 The names are registered with ``pickle_by_name=False``: optax's states pickle as optax
 defines them, whether or not treeclass is imported.
@@ -27,7 +29,8 @@ from typing import Final
 
 from .._core.api import register_namedtuple
 from .._core.fields import is_namedtuple_class
-from .._core.registry import Change, Undo, is_registered
+from .._core.registry import Change, Undo, class_for_name, is_registered
+from .._errors import NameConflictError, qualname, report_failures
 
 __all__ = [
     "BACKEND",
@@ -78,14 +81,34 @@ def state_classes() -> dict[str, type]:
 def activated() -> None:
     """Name optax's state classes (called by :mod:`treeclass._backends.activation` at activation).
 
-    Idempotent: a class registered already (by an earlier call, or by hand) is skipped.
-
-    Raises:
-        NameConflictError: a name is taken by another class registered with treeclass.
+    Idempotent: a class registered already (by an earlier call, or by hand) is skipped. So is
+    a class whose name another class registered with treeclass holds: the others are named
+    all the same, then one ``RuntimeWarning`` (and an ``ERROR`` log on the ``treeclass``
+    logger) names each class left unnamed and the class holding its name.
     """
+    taken: list[str] = []
     for name, cls in state_classes().items():
-        if not is_registered(cls):
+        if is_registered(cls):
+            continue
+        holder = class_for_name(name)
+        if holder is not None and holder is not cls:
+            taken.append(f"{qualname(cls)} ({name!r} is held by {qualname(holder)})")
+            continue
+        try:
             register_namedtuple(cls, name=name, pickle_by_name=False)
+        except NameConflictError as e:  # (the class, by another name: checked, but be sure)
+            taken.append(f"{qualname(cls)} ({e})")
+    if taken:
+        report_failures(
+            [
+                f"treeclass left {len(taken)} optax state class(es) without their name "
+                f"{PREFIX}<ClassName>, which another class registered with treeclass holds: "
+                f"{'; '.join(taken)}. tc.save, treeclass.orbax and jax.export cannot write a "
+                "structure holding them; give the other class another name. The other optax "
+                "state classes are named."
+            ],
+            stacklevel=2,
+        )
 
 
 def _nothing() -> None:

@@ -24,7 +24,10 @@ method, and returns other objects unchanged. torch has no registry there, so eac
 that has no ``pin_memory`` attribute (and no field of that name) gets a ``pin_memory()``
 method while torch's backend is active: it returns a copy whose data fields went through
 torch's ``pin_memory`` -- the treatment a dict of the same fields gets. The method is removed
-again if the registration is undone.
+again if the registration is undone. A method treeclass added to a registered parent does not
+count as a subclass's own: a registered subclass gets its own (keeping its class and fields),
+and an unregistered subclass, whose fields treeclass does not know, is refused by the
+inherited one with :class:`~treeclass.TreeclassTypeError` (as ``default_collate`` refuses it).
 
 **Workers.** Instances cross worker processes by pickle; named classes pickle by name (see
 :mod:`treeclass._pickle`), so a ``spawn`` worker finds the class by name once the module that
@@ -41,7 +44,7 @@ from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
 
 from .._core.nodes import NodeType
 from .._core.registry import Change, Undo
-from .._errors import StructureMismatchError
+from .._errors import StructureMismatchError, TreeclassTypeError
 
 __all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "CollateBackend"]
 
@@ -112,21 +115,45 @@ def _collate_function(node: NodeType) -> Callable[..., Any]:
     return collate_instances
 
 
+#: Set on the ``pin_memory`` methods treeclass adds: one a class inherits from a registered
+#: parent is not the class's own (it gets its own when registered).
+_ADDED: Final = "__treeclass_pin_memory__"
+
+
 def _pin_method(node: NodeType) -> Callable[..., Any]:
+    cls = node.type
+    label = node.name or node.qualname
     flatten, unflatten = node.flatten, node.unflatten
 
     def pin_memory(self: Any) -> Any:
         """A copy whose data fields went through torch's ``pin_memory`` (added by treeclass)."""
+        if type(self) is not cls:  # an unregistered subclass (a registered one has its own)
+            other = type(self).__qualname__
+            raise TreeclassTypeError(
+                f"pin_memory() of {label} got a {type(self).__module__}.{other}, a subclass "
+                "that is not registered itself, so treeclass does not know its fields (pinning "
+                f"it as a {cls.__qualname__} would drop its class); register {other} too (it "
+                "then gets its own pin_memory), or give it a pin_memory method."
+            )
         children, aux = flatten(self)
         return unflatten(aux, [_pin_memory(c) for c in children])
 
+    setattr(pin_memory, _ADDED, True)
     return pin_memory
 
 
 def _can_take_pin_memory(node: NodeType) -> bool:
+    """Whether treeclass may give the class a ``pin_memory()`` method.
+
+    It may unless a field is named ``pin_memory`` or the class has such a method, other than
+    one treeclass added to a registered parent.
+    """
     if node.info is None or any(f.name == "pin_memory" for f in node.info.fields):
         return False
-    return not any("pin_memory" in vars(k) for k in node.type.__mro__[:-1])
+    for k in node.type.__mro__[:-1]:
+        if "pin_memory" in vars(k):
+            return getattr(vars(k)["pin_memory"], _ADDED, False) is True and k is not node.type
+    return True
 
 
 def _nothing() -> None:

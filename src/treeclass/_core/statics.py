@@ -245,6 +245,8 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
     if st is not None:
         try:
             converted = st.to_json(value)
+        except Unencodable:
+            raise  # a refusal of register_static's own converters (already worded)
         except Exception as e:
             raise Unencodable(
                 value,
@@ -414,12 +416,33 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
         )
     # A tuple, so that the closures below never see a later change.
     names = tuple(f.name for f in describe(cls).fields if f.init)
-    # The fields' annotation checks, made at the first load (when every name the annotations
-    # use is defined): a document cannot give a field a value the class could not hold.
+    # The fields' annotation checks, made at first use (when every name the annotations use
+    # is defined): a document cannot give a field a value the class could not hold, and no
+    # writer writes one (the one rule, run on both sides with the same reason).
     checks: list[tuple[tuple[str, Callable[[Any], str | None]], ...]] = []
 
+    def problem(fields: dict[str, Any]) -> str | None:
+        if not checks:
+            checks.append(field_checks(cls, names))
+        for name, check in checks[0]:
+            if name in fields:
+                found = check(fields[name])
+                if found is not None:
+                    return f"field {name!r}: {found}"
+        return None
+
     def to_json(obj: Any) -> Any:
-        return {n: getattr(obj, n) for n in names}
+        fields = {n: getattr(obj, n) for n in names}
+        found = problem(fields)
+        if found is not None:
+            raise Unencodable(
+                obj,
+                f"its {cls.__qualname__} value fails the check every loader makes ({found}), "
+                "so it could never be read back",
+                f"give {cls.__qualname__} field values its annotations allow",
+                has_form=True,
+            )
+        return fields
 
     def from_json(value: Any) -> Any:
         if value.__class__ is not dict:
@@ -430,13 +453,9 @@ def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any],
                 f"the value names field(s) {unknown!r}, which {cls.__qualname__} does not "
                 f"have (its fields are {list(names)!r})"
             )
-        if not checks:
-            checks.append(field_checks(cls, names))
-        for name, check in checks[0]:
-            if name in value:
-                problem = check(value[name])
-                if problem is not None:
-                    raise ValueError(f"field {name!r}: {problem}")
+        found = problem(value)
+        if found is not None:
+            raise ValueError(found)
         return cls(**value)
 
     return to_json, from_json

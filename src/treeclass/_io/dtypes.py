@@ -21,6 +21,7 @@ __all__ = [
     "DTYPES",
     "FILE_DTYPES",
     "ORBAX_DTYPES",
+    "ORBAX_REFUSED",
     "SAFETENSORS_BITS",
     "SAFETENSORS_NAMES",
     "numpy_dtype",
@@ -79,6 +80,9 @@ FILE_DTYPES: Final = {
 #: The numpy names of the dtypes :mod:`treeclass.orbax` stores (numeric only: no object,
 #: string, void, structured or datetime dtype, which could hold Python objects).
 ORBAX_DTYPES: Final = frozenset(name for name, _, _, _, _, orbax in DTYPES if orbax)
+#: The numpy names of the table's dtypes :mod:`treeclass.orbax` refuses (sorted): orbax's
+#: tensorstore cannot write them.
+ORBAX_REFUSED: Final = tuple(sorted(name for name, _, _, _, _, orbax in DTYPES if not orbax))
 _ML: Final = frozenset(name for name, ml, _, _, _, _ in DTYPES if ml)
 
 _MADE: dict[str, Any] = {}  # name -> numpy dtype, made on first use
