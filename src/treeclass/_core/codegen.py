@@ -79,13 +79,14 @@ class Family:
 class Generated:
     """One class's generated sources, each compiled once, ready to be bound per registry."""
 
-    __slots__ = ("_code", "_globals", "_lock", "info")
+    __slots__ = ("_canonical", "_code", "_globals", "_lock", "info")
 
     def __init__(self, info: ClassInfo, globals_: dict[str, Any]) -> None:
         self.info = info
         self._globals = globals_
         self._code: dict[Family, tuple[CodeType, str]] = {}
         self._lock = allocate_lock()
+        self._canonical: _Canonical | None = None
 
     def filename(self, family: Family | None = None) -> str | None:
         """The :mod:`linecache` filename of a family's source, once it has been compiled."""
@@ -104,7 +105,9 @@ class Generated:
                 entry = self._code.get(family)
                 if entry is None:
                     tag = f" [{family.tag}]" if family.tag else ""
-                    entry = _code(self.info, family, tag)
+                    if self._canonical is None and _TEMPLATES_ON:
+                        self._canonical = _canonical(self.info)
+                    entry = _code(self.info, family, tag, self._canonical)
                     self._code[family] = entry
         return entry[0]
 
@@ -172,7 +175,11 @@ _TEMPLATES: dict[tuple[Family, tuple[Any, ...]], tuple[CodeType, str]] = {}
 _TEMPLATES_LOCK: Final = allocate_lock()
 
 
-def _canonical(info: ClassInfo) -> tuple[tuple[Any, ...], ClassInfo, dict[str, str]]:
+#: A class's shape, the class of that shape with placeholder names, placeholder -> name.
+_Canonical = tuple[tuple[Any, ...], ClassInfo, dict[str, str]]
+
+
+def _canonical(info: ClassInfo) -> _Canonical:
     """``info``'s shape, a class of that shape with placeholder names, and placeholder -> name.
 
     The shape holds everything a family writes its source from except the names; which of it
@@ -209,12 +216,12 @@ def _canonical(info: ClassInfo) -> tuple[tuple[Any, ...], ClassInfo, dict[str, s
     shape += [plan.mode, plan.mapping, stores, plan.reset, tuple(slots)]
     canonical_plan = RebuildPlan(plan.mode, plan.new, stores, slots, plan.mapping, plan.reset)
     canonical = ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
-    return tuple(shape), canonical, names
+    return tuple(shape), canonical, {p: sys.intern(n) for p, n in names.items()}
 
 
-def _template(family: Family, info: ClassInfo) -> tuple[CodeType, str, dict[str, str]]:
-    """The compiled template of ``info``'s shape, its source and placeholder -> name."""
-    shape, canonical, names = _canonical(info)
+def _template(family: Family, canonical_info: _Canonical) -> tuple[CodeType, str]:
+    """The compiled template of a shape (:func:`_canonical`) and its source."""
+    shape, canonical, _ = canonical_info
     key = (family, shape)
     entry = _TEMPLATES.get(key)
     if entry is None:
@@ -222,12 +229,14 @@ def _template(family: Family, info: ClassInfo) -> tuple[CodeType, str, dict[str,
         code = _lines_only(compile(source, _TEMPLATE_FILENAME, "exec"))
         with _TEMPLATES_LOCK:
             entry = _TEMPLATES.setdefault(key, (code, source))
-    return entry[0], entry[1], names
+    return entry
 
 
-def _code(info: ClassInfo, family: Family, tag: str) -> tuple[CodeType, str]:
+def _code(
+    info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None
+) -> tuple[CodeType, str]:
     """A family's code for ``info``'s class and its linecache filename."""
-    if not _TEMPLATES_ON:
+    if canonical is None:
         source = family.write(info)
         filename = _reserve(info.cls, source, tag)
         try:
@@ -235,14 +244,15 @@ def _code(info: ClassInfo, family: Family, tag: str) -> tuple[CodeType, str]:
         except BaseException:  # pragma: no cover - the source is ours
             linecache.cache.pop(filename, None)
             raise
-    template, text, names = _template(family, info)
+    template, text = _template(family, canonical)
+    names = canonical[2]
     source = _PLACEHOLDER.sub(lambda m: names[m.group()], text)
     if _CHECK and source != family.write(info):
         raise AssertionError(  # pragma: no cover - a family reads what the shape lacks
             f"the {family!r} template of {info.qualname} does not give its source"
         )
     filename = _reserve(info.cls, source, tag)
-    return _rename(template, {p: sys.intern(n) for p, n in names.items()}, filename), filename
+    return _rename(template, names, filename), filename
 
 
 def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
