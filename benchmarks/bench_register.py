@@ -25,8 +25,8 @@ from typing import Any
 import treeclass as tc
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from _by_hand import register_by_hand  # noqa: E402
-from _workload import paired_times, ratio_spread  # noqa: E402
+from _by_hand import register_by_hand
+from _workload import paired_times, ratio_spread
 
 N = 200
 
@@ -125,9 +125,7 @@ def versus_by_hand() -> None:
         data = tuple(f"a{i}" for i in range(8))
         register_by_hand(cls, f"bench.hand.{name}", data, ("s0",))
 
-    t_ours, t_hand = paired_times(
-        ours, by_hand, number=20, repeat=21, clock=time.process_time
-    )
+    t_ours, t_hand = paired_times(ours, by_hand, number=20, repeat=21, clock=time.process_time)
     ratio, p10, p90 = ratio_spread(t_ours, t_hand)
     print(
         f"declare + register in jax, torch, optree (CPU time, {len(t_ours)} interleaved rounds):"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 import torch.utils._pytree as pytree
 
@@ -207,9 +207,10 @@ _PENDING_INDEX: list[Any] = [None, 0, set()]
 def _pending(cls: type) -> tuple[Any, ...]:
     """The pending C++ registrations of ``cls`` (under :func:`_registry_lock`)."""
     pending = pytree._cxx_pytree_pending_imports
-    seen, indexed, classes = _PENDING_INDEX
+    seen, indexed = _PENDING_INDEX[0], _PENDING_INDEX[1]
+    classes = cast("set[type]", _PENDING_INDEX[2])
     if seen is not pending or indexed > len(pending):
-        indexed, classes = 0, set()
+        indexed, classes = 0, set[type]()
     classes.update(p[0][0] for p in pending[indexed:])
     _PENDING_INDEX[:] = [pending, len(pending), classes]
     if cls not in classes:

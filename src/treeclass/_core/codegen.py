@@ -25,10 +25,10 @@ import sys
 from _thread import allocate_lock
 from collections.abc import Callable
 from types import CodeType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .._errors import RebuildError
-from .fields import ClassInfo, FieldInfo, RebuildPlan
+from .fields import ClassInfo, FieldInfo, RebuildPlan, Store
 
 __all__ = [
     "CORE",
@@ -211,7 +211,9 @@ def _canonical(info: ClassInfo) -> _Canonical:
         )
         shape.append((f.static, f.init, f.kw_only, f.alias != f.name))
     plan = info.plan
-    stores = tuple((to_placeholder.get(n, n), how) for n, how in plan.stores)
+    stores: tuple[tuple[str, Store], ...] = tuple(
+        [(to_placeholder.get(n, n), how) for n, how in plan.stores]
+    )
     slots = {to_placeholder.get(n, n): d for n, d in plan.slots.items()}
     shape += [plan.mode, plan.mapping, stores, plan.reset, tuple(slots)]
     canonical_plan = RebuildPlan(plan.mode, plan.new, stores, slots, plan.mapping, plan.reset)
@@ -256,12 +258,13 @@ def _code(
 
 
 def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
+    """A constant of a template's code with its placeholders named (keyword names, ...)."""
     if type(value) is str:
         return names.get(value, value)
-    if type(value) is tuple:
-        return tuple([_renamed(v, names, filename) for v in value])
-    if type(value) is frozenset:
-        return frozenset([_renamed(v, names, filename) for v in value])
+    if type(value) is tuple or type(value) is frozenset:
+        items = cast("tuple[Any, ...]", value)  # or a frozenset: iterated alike
+        renamed = [_renamed(v, names, filename) for v in items]
+        return tuple(renamed) if type(value) is tuple else frozenset(renamed)
     if type(value) is CodeType:
         return _rename(value, names, filename)
     return value
