@@ -259,13 +259,13 @@ def _code(
 
 def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
     """A constant of a template's code with its placeholders named (keyword names, ...)."""
-    if type(value) is str:
+    kind: type[Any] = type(value)
+    if kind is str:
         return names.get(value, value)
-    if type(value) is tuple or type(value) is frozenset:
-        items = cast("tuple[Any, ...]", value)  # or a frozenset: iterated alike
-        renamed = [_renamed(v, names, filename) for v in items]
-        return tuple(renamed) if type(value) is tuple else frozenset(renamed)
-    if type(value) is CodeType:
+    if kind is tuple or kind is frozenset:
+        renamed = [_renamed(v, names, filename) for v in cast("tuple[Any, ...]", value)]
+        return tuple(renamed) if kind is tuple else frozenset(renamed)
+    if kind is CodeType:
         return _rename(value, names, filename)
     return value
 
