@@ -259,7 +259,7 @@ def _code(
 
 def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
     """A constant of a template's code with its placeholders named (keyword names, ...)."""
-    kind: object = type(value)
+    kind = cast("type[object]", type(value))
     if kind is str:
         return names.get(value, value)
     if kind is tuple or kind is frozenset:
