@@ -602,3 +602,18 @@ def test_rebuilding_is_linear_one_rebuilder_per_class(tmp_path: Path) -> None:
     """
     out = run_script(script, timeout=240, path=[tmp_path])
     assert out.report() <= 2, out.stdout
+
+
+def test_reducer_is_generated_at_first_pickling_and_takes_the_table_entry() -> None:
+    import copyreg
+    import pickle
+
+    @tc.pytree_dataclass(name="tests.pickle.Deferred")
+    class Deferred:
+        x: float
+
+    first = copyreg.dispatch_table[Deferred]
+    assert pickle.loads(pickle.dumps(Deferred(1.0))) == Deferred(1.0)
+    made = copyreg.dispatch_table[Deferred]
+    assert made is not first and _pickle.is_installed(Deferred)
+    assert first(Deferred(2.0)) == made(Deferred(2.0))  # the first one still works
