@@ -1,8 +1,9 @@
 """Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
 A class's functions come in families (:class:`Family`), each one source text written from its
-:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), compiled once per
-class (a family other than :data:`CORE` only when first bound) and put into :mod:`linecache` as
+:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), made once per
+class from a template compiled once per shape of class (see "templates" below; a family other
+than :data:`CORE` only when first bound) and put into :mod:`linecache` as
 ``<treeclass generated pkg.mod.Point>`` (``... [tag]>`` for another family), so that
 tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects by
 executing the code in a namespace of its own (:meth:`Generated.bind`): its key type, the
