@@ -8,8 +8,13 @@ installs every framework and turns any skip into a failure (see ``tests/conftest
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import pytest
+
+# Check that every class's generated source made from a shared template is its own source
+# (treeclass._core.codegen); set before treeclass is imported, inherited by fresh processes.
+os.environ.setdefault("TREECLASS_CHECK_TEMPLATES", "1")
 from _pytest.doctest import DoctestItem
 
 from treeclass._backends.activation import FRAMEWORKS

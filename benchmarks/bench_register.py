@@ -6,6 +6,12 @@ Also the cost of declaring how a class evolved (``aliases=``, a field alias,
 For scale, the same class made with ``dataclasses.dataclass`` alone and registered with JAX's
 ``register_dataclass`` (with jax imported). Each run makes fresh classes, as a notebook or an
 import of many model classes does. Run: ``python benchmarks/bench_register.py [--frameworks]``.
+
+With ``--frameworks`` (jax, torch and optree imported) it also compares declaring a class with
+``@pytree_dataclass(name=...)`` against declaring it with ``@dataclasses.dataclass`` and
+registering it by hand in the three (``benchmarks/_by_hand.py``): CPU time
+(``time.process_time``), in interleaved rounds, the median of the round-by-round ratios with
+their 10th-90th percentiles (issue 18's target: at most 1.5x).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ import time
 from typing import Any
 
 import treeclass as tc
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from _by_hand import register_by_hand
+from _workload import paired_times, ratio_spread
 
 N = 200
 
@@ -90,6 +100,39 @@ def main() -> None:
             return cls
 
         print(f"dataclass + jax register_dataclass: {per_class_us(jx):8.1f} us per class")
+    if "--frameworks" in sys.argv:
+        versus_by_hand()
+
+
+def versus_by_hand() -> None:
+    """``@pytree_dataclass(name=...)`` against a dataclass registered by hand in the three."""
+    count = iter(range(10**9))
+
+    def ours() -> None:
+        name = f"H{next(count)}"
+        cls = type(name, (), fields())
+        cls.__module__ = __name__
+        tc.pytree_dataclass(name=f"bench.hand.{name}")(cls)
+
+    def by_hand() -> None:
+        name = f"H{next(count)}"
+        ns: dict[str, Any] = {"__annotations__": {f"a{i}": float for i in range(8)}}
+        ns["__annotations__"]["s0"] = str
+        ns["s0"] = dataclasses.field(default="s", metadata={"static": True})
+        cls = type(name, (), ns)
+        cls.__module__ = __name__
+        cls = dataclasses.dataclass(cls)
+        data = tuple(f"a{i}" for i in range(8))
+        register_by_hand(cls, f"bench.hand.{name}", data, ("s0",))
+
+    t_ours, t_hand = paired_times(ours, by_hand, number=20, repeat=21, clock=time.process_time)
+    ratio, p10, p90 = ratio_spread(t_ours, t_hand)
+    print(
+        f"declare + register in jax, torch, optree (CPU time, {len(t_ours)} interleaved rounds):"
+        f"\n  @pytree_dataclass(name=...) {statistics.median(t_ours):8.1f} us per class"
+        f"\n  dataclass + by hand         {statistics.median(t_hand):8.1f} us per class"
+        f"\n  ratio {ratio:.2f}x (p10-p90 {p10:.2f}-{p90:.2f}x; target <= 1.5x)"
+    )
 
 
 if __name__ == "__main__":

@@ -101,3 +101,110 @@ def test_an_adapter_family_is_compiled_once_per_class_and_bound_per_registry() -
     assert one.__module__ == __name__
     # The core family is untouched by it.
     assert node.flatten(Shown(1.0, 2.0)) == ((1.0, 2.0), ("t",))
+
+
+# --- templates: one compile per shape (issue 18) -------------------------------------------------
+
+
+def _same_code(made: Any, compiled: Any) -> None:
+    """``made`` does what ``compiled`` does: same instructions on the same names and constants.
+
+    (Not the same bytes: where a field's name is also another name the code uses, compiling the
+    class's own source stores the name once, the template twice.)
+    """
+    import dis
+    import types
+
+    def steps(code: Any) -> list[tuple[str, str]]:
+        return [
+            (i.opname, "<code>" if isinstance(i.argval, types.CodeType) else i.argrepr)
+            for i in dis.get_instructions(code)
+        ]
+
+    assert steps(made) == steps(compiled)
+    assert made.co_varnames == compiled.co_varnames
+    assert [p[0] for p in made.co_positions()] == [p[0] for p in compiled.co_positions()]
+    inner = [c for c in made.co_consts if isinstance(c, types.CodeType)]
+    others = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
+    assert len(inner) == len(others)
+    for a, b in zip(inner, others):
+        _same_code(a, b)
+
+
+def _classes() -> list[type]:
+    import dataclasses
+
+    @tc.pytree_dataclass
+    class Plain:
+        weight: float
+        bias: Any = None
+        unit: str = tc.field(static=True, default="m")
+
+    @tc.pytree_dataclass(frozen=True, slots=True)
+    class Slotted:
+        obj: float  # a field named like the generated functions' parameter
+        children: Any = None
+
+    @tc.pytree_dataclass(unflatten_calls_init=True)
+    class ByInit:
+        append: float  # a field named like a method the generated code calls
+        hidden: Any = dataclasses.field(default=None, init=False)
+
+    return [Plain, Slotted, ByInit]
+
+
+@pytest.mark.parametrize("index", range(3))
+def test_code_named_from_a_template_is_the_code_of_the_class_own_source(index: int) -> None:
+    from treeclass._backends.torch import _family
+    from treeclass._core.codegen import CORE
+
+    node = node_for_class(_classes()[index])
+    assert node is not None and node.generated is not None
+    for family in (CORE, _family(node)):
+        made = node.generated.compile(family)
+        filename = node.generated.filename(family)
+        assert filename is not None
+        source = node.generated.source(family)
+        assert "".join(linecache.getlines(filename)) == source  # the class's own source
+        assert made.co_filename == filename
+        _same_code(made, compile(source, filename, "exec"))
+
+
+def test_classes_of_one_shape_share_a_compiled_template() -> None:
+    from treeclass._core import codegen
+
+    if not codegen._TEMPLATES_ON:
+        pytest.skip("templates are off on this interpreter")
+
+    def make(names: tuple[str, str]) -> Any:
+        ns: dict[str, Any] = {"__annotations__": {names[0]: float, names[1]: Any}}
+        ns[names[1]] = None
+        return tc.pytree_dataclass(type("Shaped", (), ns))
+
+    make(("p", "q"))
+    before = len(codegen._TEMPLATES)
+    second = make(("longer_name", "other"))
+    assert len(codegen._TEMPLATES) == before  # nothing compiled for the second class
+    node = node_for_class(second)
+    assert node is not None
+    assert "obj.longer_name" in inspect.getsource(node.flatten)
+    assert node.flatten(second(1.0, 2.0)) == ((1.0, 2.0), ())
+
+
+def test_traceback_from_template_code_names_the_class_line() -> None:
+    node = node_for_class(Shown)
+    assert node is not None
+
+    class Broken:
+        @property
+        def b(self) -> Any:
+            raise RuntimeError("boom")
+
+        a = 1.0
+        tag = "t"
+
+    with pytest.raises(RuntimeError) as info:
+        node.flatten(Broken())
+    text = "".join(traceback.format_exception(info.value))
+    assert f'File "<treeclass generated {__name__}.Shown>", line 3, in flatten' in text
+    assert "    v1 = obj.b\n" in text

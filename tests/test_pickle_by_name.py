@@ -843,3 +843,18 @@ def test_namedtuple_fields_that_do_not_fit_are_a_load_error() -> None:
     for fields in ({"a": 1}, {"a": 1, "b": 2, "c": 3}, 5):
         with pytest.raises(tc.TreespecLoadError, match=r"'tests.pbn.NTFit' has the fields"):
             _pickle.rebuild_by_name("tests.pbn.NTFit", "m", "q", fields)  # type: ignore[arg-type]
+
+
+def test_reducer_is_generated_at_first_pickling_and_takes_the_table_entry() -> None:
+    import copyreg
+    import pickle
+
+    @tc.pytree_dataclass(name="tests.pickle.Deferred")
+    class Deferred:
+        x: float
+
+    first = copyreg.dispatch_table[Deferred]
+    assert pickle.loads(pickle.dumps(Deferred(1.0))) == Deferred(1.0)
+    made = copyreg.dispatch_table[Deferred]
+    assert made is not first and _pickle.is_installed(Deferred)
+    assert first(Deferred(2.0)) == made(Deferred(2.0))  # the first one still works

@@ -390,8 +390,31 @@ def install(cls: type, name: str) -> bool:
         elif existing is not None:
             return False
         _forget(cls)
-        copyreg.pickle(cls, _make_reducer(_rebuilder_of(cls, name)))
+        copyreg.pickle(cls, _deferred_reducer(_rebuilder_of(cls, name)))
         return True
+
+
+def _deferred_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
+    """The reducer :func:`install` puts in the table: it generates the real one when first called.
+
+    Most registered classes are never pickled; those that are get :func:`_make_reducer`'s
+    reducer at their first pickling, which then takes this one's place in
+    :data:`copyreg.dispatch_table` (unless :func:`uninstall` or a new :func:`install` replaced
+    it in between).
+    """
+    made: list[Callable[[Any], Any]] = []
+
+    def reduce(obj: Any) -> Any:
+        if not made:
+            with _LOCK:
+                if not made:
+                    made.append(_make_reducer(rebuilder))
+                    if copyreg.dispatch_table.get(rebuilder.cls) is reduce:
+                        copyreg.dispatch_table[rebuilder.cls] = made[0]
+        return made[0](obj)
+
+    setattr(reduce, _REBUILDER_ATTR, rebuilder)
+    return reduce
 
 
 def uninstall(cls: type) -> None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import collections
 import threading
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
 import torch.utils._pytree as pytree
 
@@ -194,8 +194,28 @@ def _held(cls: type) -> _Held:
             pytree.SUPPORTED_SERIALIZED_TYPES.get(cls),
             cls in pytree.CONSTANT_NODES,
             _cxx_node(cls),
-            tuple(p for p in pytree._cxx_pytree_pending_imports if p[0][0] is cls),
+            _pending(cls),
         )
+
+
+#: ``[list, entries indexed, classes in them]``: an index of torch's pending C++ registrations
+#: (a list that grows by one per class registered before ``_cxx_pytree`` is imported), so that
+#: registering many classes does not scan it once per class.
+_PENDING_INDEX: list[Any] = [None, 0, set()]
+
+
+def _pending(cls: type) -> tuple[Any, ...]:
+    """The pending C++ registrations of ``cls`` (under :func:`_registry_lock`)."""
+    pending = pytree._cxx_pytree_pending_imports
+    seen, indexed = _PENDING_INDEX[0], _PENDING_INDEX[1]
+    classes = cast("set[type]", _PENDING_INDEX[2])
+    if seen is not pending or indexed > len(pending):
+        indexed, classes = 0, set[type]()
+    classes.update(p[0][0] for p in pending[indexed:])
+    _PENDING_INDEX[:] = [pending, len(pending), classes]
+    if cls not in classes:
+        return ()
+    return tuple(p for p in pending if p[0][0] is cls)
 
 
 def _remove(cls: type) -> None:
@@ -210,6 +230,7 @@ def _remove(cls: type) -> None:
         pytree.CONSTANT_NODES.discard(cls)
         pending = pytree._cxx_pytree_pending_imports
         pending[:] = [p for p in pending if p[0][0] is not cls]
+        _PENDING_INDEX[:] = [None, 0, set()]
         if _cxx_node(cls) is not None:
             _optree().unregister_pytree_node(cls, namespace=_NAMESPACE)
 

@@ -1,8 +1,9 @@
 """Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
 A class's functions come in families (:class:`Family`), each one source text written from its
-:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), compiled once per
-class (a family other than :data:`CORE` only when first bound) and put into :mod:`linecache` as
+:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), made once per
+class from a template compiled once per shape of class (see "templates" below; a family other
+than :data:`CORE` only when first bound) and put into :mod:`linecache` as
 ``<treeclass generated pkg.mod.Point>`` (``... [tag]>`` for another family), so that
 tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects by
 executing the code in a namespace of its own (:meth:`Generated.bind`): its key type, the
@@ -19,13 +20,16 @@ rebuild plan says how.
 from __future__ import annotations
 
 import linecache
+import os
+import re
+import sys
 from _thread import allocate_lock
 from collections.abc import Callable
 from types import CodeType
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .._errors import RebuildError
-from .fields import ClassInfo
+from .fields import ClassInfo, FieldInfo, RebuildPlan, Store
 
 __all__ = [
     "CORE",
@@ -76,13 +80,14 @@ class Family:
 class Generated:
     """One class's generated sources, each compiled once, ready to be bound per registry."""
 
-    __slots__ = ("_code", "_globals", "_lock", "info")
+    __slots__ = ("_canonical", "_code", "_globals", "_lock", "info")
 
     def __init__(self, info: ClassInfo, globals_: dict[str, Any]) -> None:
         self.info = info
         self._globals = globals_
         self._code: dict[Family, tuple[CodeType, str]] = {}
         self._lock = allocate_lock()
+        self._canonical: _Canonical | None = None
 
     def filename(self, family: Family | None = None) -> str | None:
         """The :mod:`linecache` filename of a family's source, once it has been compiled."""
@@ -94,20 +99,16 @@ class Generated:
         return (CORE if family is None else family).write(self.info)
 
     def compile(self, family: Family) -> CodeType:
-        """A family's code object, compiled on first use."""
+        """A family's code object, made on first use (from a shared template, see :func:`_code`)."""
         entry = self._code.get(family)
         if entry is None:
             with self._lock:
                 entry = self._code.get(family)
                 if entry is None:
-                    source = self.source(family)
                     tag = f" [{family.tag}]" if family.tag else ""
-                    filename = _reserve(self.info.cls, source, tag)
-                    try:
-                        entry = (compile(source, filename, "exec"), filename)
-                    except BaseException:  # pragma: no cover - the source is ours
-                        linecache.cache.pop(filename, None)
-                        raise
+                    if self._canonical is None and _TEMPLATES_ON:
+                        self._canonical = _canonical(self.info)
+                    entry = _code(self.info, family, tag, self._canonical)
                     self._code[family] = entry
         return entry[0]
 
@@ -163,6 +164,182 @@ class Generated:
 
 #: How the filename of every generated source starts.
 _FILENAME: Final = "<treeclass generated "
+
+
+# --- templates: one compile per shape -----------------------------------------------------------
+#
+# Compiling is most of what registering a class costs, and most classes have one of few shapes
+# (how many data and static fields, how they are stored). A family's source is written once for
+# a *canonical* class of that shape, whose field names are placeholders (``_tcf0_``, aliases
+# ``_tca0_``), and compiled once. A class gets the template's code with the placeholders
+# replaced by its names, in the code objects' names and constants -- exactly what compiling its
+# own source gives -- under its own filename, whose linecache entry is the template's source
+# with the same replacement (so tracebacks and ``inspect.getsource`` show the class's source).
+# Column positions (the carets under a line in a traceback) would be the template's, so the
+# code carries line numbers only, as with ``python -X no_debug_ranges``. Where the code format
+# is not known (other Python versions), every class's source is compiled.
+
+#: Whether templates are used: CPython 3.10 (line numbers only) to 3.14 (the location table
+#: format of 3.11 on); ``TREECLASS_NO_TEMPLATES=1`` compiles every class's own source.
+_TEMPLATES_ON: Final = (
+    sys.implementation.name == "cpython"
+    and (3, 10) <= sys.version_info[:2] <= (3, 14)
+    and not os.environ.get("TREECLASS_NO_TEMPLATES")
+)
+#: Check every template-made source against the class's own (tests set it; costs a write).
+_CHECK: Final = bool(os.environ.get("TREECLASS_CHECK_TEMPLATES"))
+_PLACEHOLDER: Final = re.compile(r"_tc[fa][0-9]+_")
+_TEMPLATE_FILENAME: Final = "<treeclass template>"
+#: ``(family, shape) -> (code, source)``; entries are never dropped (one per shape).
+_TEMPLATES: dict[tuple[Family, tuple[Any, ...]], tuple[CodeType, str]] = {}
+_TEMPLATES_LOCK: Final = allocate_lock()
+
+
+#: A class's shape, the class of that shape with placeholder names, placeholder -> name.
+_Canonical = tuple[tuple[Any, ...], ClassInfo, dict[str, str]]
+
+
+def _canonical(info: ClassInfo) -> _Canonical:
+    """``info``'s shape, a class of that shape with placeholder names, and placeholder -> name.
+
+    The shape holds everything a family writes its source from except the names; which of it
+    a family reads is the family's business, and ``TREECLASS_CHECK_TEMPLATES`` checks that the
+    source made from the template is the class's own.
+    """
+    names: dict[str, str] = {}
+    to_placeholder: dict[str, str] = {}
+    fields: list[FieldInfo] = []
+    shape: list[Any] = [info.kind]
+    for i, f in enumerate(info.fields):
+        placeholder = f"_tcf{i}_"
+        names[placeholder] = f.name
+        to_placeholder[f.name] = placeholder
+        alias = placeholder
+        if f.alias != f.name:
+            alias = f"_tca{i}_"
+            names[alias] = f.alias
+        fields.append(
+            FieldInfo(
+                placeholder,
+                static=f.static,
+                default=f.default,
+                default_factory=f.default_factory,
+                init=f.init,
+                kw_only=f.kw_only,
+                alias=alias,
+            )
+        )
+        shape.append((f.static, f.init, f.kw_only, f.alias != f.name))
+    plan = info.plan
+    stores: tuple[tuple[str, Store], ...] = tuple(
+        [(to_placeholder.get(n, n), how) for n, how in plan.stores]
+    )
+    slots = {to_placeholder.get(n, n): d for n, d in plan.slots.items()}
+    shape += [plan.mode, plan.mapping, stores, plan.reset, tuple(slots)]
+    canonical_plan = RebuildPlan(plan.mode, plan.new, stores, slots, plan.mapping, plan.reset)
+    canonical = ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
+    return tuple(shape), canonical, {p: sys.intern(n) for p, n in names.items()}
+
+
+def _template(family: Family, canonical_info: _Canonical) -> tuple[CodeType, str]:
+    """The compiled template of a shape (:func:`_canonical`) and its source."""
+    shape, canonical, _ = canonical_info
+    key = (family, shape)
+    entry = _TEMPLATES.get(key)
+    if entry is None:
+        source = family.write(canonical)
+        code = _lines_only(compile(source, _TEMPLATE_FILENAME, "exec"))
+        with _TEMPLATES_LOCK:
+            entry = _TEMPLATES.setdefault(key, (code, source))
+    return entry
+
+
+def _code(
+    info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None
+) -> tuple[CodeType, str]:
+    """A family's code for ``info``'s class and its linecache filename."""
+    if canonical is None:
+        source = family.write(info)
+        filename = _reserve(info.cls, source, tag)
+        try:
+            return compile(source, filename, "exec"), filename
+        except BaseException:  # pragma: no cover - the source is ours
+            linecache.cache.pop(filename, None)
+            raise
+    template, text = _template(family, canonical)
+    names = canonical[2]
+    source = _PLACEHOLDER.sub(lambda m: names[m.group()], text)
+    if _CHECK and source != family.write(info):
+        raise AssertionError(  # pragma: no cover - a family reads what the shape lacks
+            f"the {family!r} template of {info.qualname} does not give its source"
+        )
+    filename = _reserve(info.cls, source, tag)
+    return _rename(template, names, filename), filename
+
+
+def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
+    """A constant of a template's code with its placeholders named (keyword names, ...)."""
+    kind = cast("type[object]", type(value))
+    if kind is str:
+        return names.get(value, value)
+    if kind is tuple or kind is frozenset:
+        renamed = [_renamed(v, names, filename) for v in cast("tuple[Any, ...]", value)]
+        return tuple(renamed) if kind is tuple else frozenset(renamed)
+    if kind is CodeType:
+        return _rename(value, names, filename)
+    return value
+
+
+def _rename(code: CodeType, names: dict[str, str], filename: str) -> CodeType:
+    """``code`` (and the code it holds) with its placeholders named and ``filename``."""
+    return code.replace(
+        co_names=tuple([names.get(n, n) for n in code.co_names]),
+        co_varnames=tuple([names.get(n, n) for n in code.co_varnames]),
+        co_consts=tuple([_renamed(c, names, filename) for c in code.co_consts]),
+        co_filename=filename,
+    )
+
+
+def _varint(value: int, out: bytearray) -> None:
+    while value >= 0x40:
+        out.append(0x40 | (value & 0x3F))
+        value >>= 6
+    out.append(value)
+
+
+def _lines_only(code: CodeType) -> CodeType:
+    """``code`` (and the code it holds) with line numbers but no column positions.
+
+    CPython 3.11+'s location table (``Objects/locations.md``): entries of up to 8 code units,
+    ``0x80 | kind << 3 | (units - 1)``; kind 13 (line only) takes the line's signed delta,
+    kind 15 (no location) nothing. The result is checked: same lines, or ``code`` unchanged.
+    """
+    consts = tuple([_lines_only(c) if type(c) is CodeType else c for c in code.co_consts])
+    code = code.replace(co_consts=consts)
+    if sys.version_info < (3, 11):
+        return code  # line numbers only already
+    positions = list(code.co_positions())
+    lines = [p[0] for p in positions]
+    table = bytearray()
+    previous = code.co_firstlineno
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        n = 1
+        while n < 8 and i + n < len(lines) and lines[i + n] == line:
+            n += 1
+        if line is None:
+            table.append(0x80 | 15 << 3 | (n - 1))
+        else:
+            table.append(0x80 | 13 << 3 | (n - 1))
+            delta = line - previous
+            _varint(-delta << 1 | 1 if delta < 0 else delta << 1, table)
+            previous = line
+        i += n
+    stripped = code.replace(co_linetable=bytes(table))
+    if [p[0] for p in stripped.co_positions()] != lines:  # pragma: no cover - format changed
+        return code
+    return stripped
 
 
 def _reserve(cls: type, source: str, tag: str) -> str:
