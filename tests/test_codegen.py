@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import linecache
+import sys
 import traceback
 from typing import Any
 
@@ -123,7 +125,10 @@ def _same_code(made: Any, compiled: Any) -> None:
 
     assert steps(made) == steps(compiled)
     assert made.co_varnames == compiled.co_varnames
-    assert [p[0] for p in made.co_positions()] == [p[0] for p in compiled.co_positions()]
+    if sys.version_info >= (3, 11):  # lines per instruction
+        assert [p[0] for p in made.co_positions()] == [p[0] for p in compiled.co_positions()]
+    else:  # Python 3.10: lines per range of instructions
+        assert list(made.co_lines()) == list(compiled.co_lines())
     inner = [c for c in made.co_consts if isinstance(c, types.CodeType)]
     others = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
     assert len(inner) == len(others)
@@ -155,12 +160,16 @@ def _classes() -> list[type]:
 
 @pytest.mark.parametrize("index", range(3))
 def test_code_named_from_a_template_is_the_code_of_the_class_own_source(index: int) -> None:
-    from treeclass._backends.torch import _family
     from treeclass._core.codegen import CORE
 
     node = node_for_class(_classes()[index])
     assert node is not None and node.generated is not None
-    for family in (CORE, _family(node)):
+    families = [CORE]
+    if importlib.util.find_spec("torch") is not None:  # the torch adapter's families too
+        from treeclass._backends.torch import _family
+
+        families.append(_family(node))
+    for family in families:
         made = node.generated.compile(family)
         filename = node.generated.filename(family)
         assert filename is not None
