@@ -7,9 +7,10 @@ that catch the built-in keep working.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 __all__ = [
+    "DISTRIBUTION",
     "FileLoadError",
     "FileSaveError",
     "MissingDependencyError",
@@ -27,6 +28,8 @@ __all__ = [
     "UnregisteredNameError",
     "UnserializableStaticError",
     "brief",
+    "install_hint",
+    "missing_framework",
     "qualname",
     "report_failures",
 ]
@@ -163,3 +166,27 @@ class MissingDependencyError(TreeclassError, ImportError):
     """An optional dependency that a treeclass feature needs is not installed."""
 
     __module__ = "treeclass"
+
+
+#: The name treeclass is installed under (``pip install stable-pytrees``); it imports as
+#: ``treeclass``.
+DISTRIBUTION: Final = "stable-pytrees"
+
+
+def install_hint(extra: str) -> str:
+    """The install command of an extra, quoted for a shell: ``pip install 'NAME[extra]'``."""
+    return f"pip install '{DISTRIBUTION}[{extra}]'"
+
+
+def missing_framework(feature: str, extra: str, error: ImportError) -> MissingDependencyError:
+    """The error of a treeclass module imported without the framework its extra installs.
+
+    Example:
+        >>> missing_framework("treeclass.torch", "torch", ModuleNotFoundError("No module 'torch'"))
+        MissingDependencyError("treeclass.torch needs torch, which is not installed (No module \
+'torch'); install it with pip install 'stable-pytrees[torch]'.")
+    """
+    return MissingDependencyError(
+        f"{feature} needs {extra}, which is not installed ({error}); install it with "
+        f"{install_hint(extra)}."
+    )

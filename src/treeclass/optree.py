@@ -29,6 +29,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from ._backends.activation import adapter, complete, framework_named
+from ._errors import missing_framework
 
 __all__ = ["namespaces", "register_namespace"]
 
@@ -40,10 +41,7 @@ def _backend() -> ModuleType:
     try:
         return adapter(framework)
     except ImportError as e:
-        raise ImportError(
-            "treeclass.optree needs optree, which is not installed; install it with "
-            "`pip install optree` (or `pip install treeclass[optree]`)."
-        ) from e
+        raise missing_framework("treeclass.optree", "optree", e) from e
 
 
 def register_namespace(namespace: str) -> None:
@@ -65,7 +63,7 @@ def register_namespace(namespace: str) -> None:
             belongs to PyTorch's C++ pytree.
 
     Raises:
-        ImportError: optree is not installed.
+        MissingDependencyError: optree is not installed.
         RegistrationTypeError: ``namespace`` is not a str.
         RegistrationError: ``namespace`` is empty or ``"torch"``, or another library already
             registered one of the classes in it (nothing is registered then).

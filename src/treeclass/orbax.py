@@ -71,11 +71,17 @@ import os
 from collections.abc import Generator, Mapping
 from typing import Any, Final, cast
 
-import jax
-import numpy as np
-import orbax.checkpoint as ocp
-
 import treeclass as tc
+
+from ._errors import missing_framework
+
+try:
+    import jax
+    import numpy as np
+    import orbax.checkpoint as ocp
+except ModuleNotFoundError as e:
+    raise missing_framework("treeclass.orbax", "orbax", e) from e
+
 
 from ._core.codegen import class_in_traceback
 from ._core.names import BUILTIN_NAMES

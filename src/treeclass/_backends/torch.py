@@ -50,7 +50,13 @@ from .._core.nodes import NodeType
 from .._core.registry import Change, Undo, registered_node
 from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec
-from .._errors import NameConflictError, RegistrationError, TreespecLoadError, brief
+from .._errors import (
+    NameConflictError,
+    RegistrationError,
+    TreespecLoadError,
+    brief,
+    install_hint,
+)
 from .._pickle import rebuild_registered
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, state_from_bytes
@@ -59,6 +65,7 @@ from .activation import complete
 __all__ = [
     "BACKEND",
     "CHECKED_TORCH_VERSION",
+    "MIN_TORCH_VERSION",
     "TorchBackend",
     "allow_pickled_instances",
     "nodes_from_spec",
@@ -78,6 +85,45 @@ _NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every named
 # one is optree's ``"torch"`` namespace, filled from ``_cxx_pytree_pending_imports`` when
 # ``torch.utils._cxx_pytree`` is first imported.
 # --------------------------------------------------------------------------------------------
+
+
+#: The first torch release with every name of ``torch.utils._pytree`` this module reads (the
+#: floor of the ``torch`` extra; ``CONSTANT_NODES`` is the newest of them).
+MIN_TORCH_VERSION: Final = "2.7"
+
+_PRIVATE_STATE: Final = (
+    "_NODE_REGISTRY_LOCK",
+    "SUPPORTED_NODES",
+    "SUPPORTED_SERIALIZED_TYPES",
+    "SERIALIZED_TYPE_TO_PYTHON_TYPE",
+    "NO_SERIALIZED_TYPE_NAME_FOUND",
+    "CONSTANT_NODES",
+    "_cxx_pytree_pending_imports",
+    "_register_namedtuple",
+    "_SerializeNodeDef",
+    "NodeDef",
+)
+
+
+def _check_torch_version() -> None:
+    """Refuse a torch whose ``torch.utils._pytree`` lacks a name this module reads.
+
+    Raises:
+        RegistrationError: torch is older than :data:`MIN_TORCH_VERSION` (or changed).
+    """
+    missing = [name for name in _PRIVATE_STATE if not hasattr(pytree, name)]
+    if missing:
+        import sys
+
+        version = getattr(sys.modules.get("torch"), "__version__", "of unknown version")
+        raise RegistrationError(
+            f"treeclass's torch backend needs torch>={MIN_TORCH_VERSION}, but torch {version} is "
+            f"installed, whose torch.utils._pytree lacks {', '.join(missing)}; upgrade torch, "
+            f"e.g. with {install_hint('torch')}."
+        )
+
+
+_check_torch_version()
 
 
 def _registry_lock() -> Any:

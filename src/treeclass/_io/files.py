@@ -41,6 +41,7 @@ from .._errors import (
     TreeclassTypeError,
     TreespecLoadError,
     UnregisteredNameError,
+    install_hint,
 )
 from .._treespec.format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, walk
@@ -87,7 +88,7 @@ _NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items
 _TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
 
-_EXTRA_HINT: Final = "install it with pip install 'treeclass[files]'"
+_EXTRA_HINT: Final = f"install it with {install_hint('files')}"
 
 
 # --- optional dependencies --------------------------------------------------------------------

@@ -37,10 +37,14 @@ import os
 import threading
 from typing import IO, TYPE_CHECKING, Any, Final
 
-import torch.export
-import torch.utils._pytree as pytree
+from .._errors import TreespecLoadError, UnregisteredNameError, missing_framework
 
-from .._errors import TreespecLoadError, UnregisteredNameError
+try:
+    import torch.export
+    import torch.utils._pytree as pytree
+except ModuleNotFoundError as e:
+    raise missing_framework("treeclass.torch", "torch", e) from e
+
 from ._state import StatefulTree, load_state_dict, state_dict
 from ._treespec import parse_json, treespec_from_json
 
