@@ -679,7 +679,9 @@ def test_missing_numpy_is_a_clear_import_error(
         raise ImportError(f"No module named {name!r}")
 
     monkeypatch.setattr(files_module, "_module", no_module)
-    with pytest.raises(tc.MissingDependencyError, match=r"treeclass\[files\]") as e:
+    with pytest.raises(
+        tc.MissingDependencyError, match=r"pip install 'stable-pytrees\[files\]'"
+    ) as e:
         tc.load(tmp_path / "t.safetensors")
     assert isinstance(e.value, ImportError)
     # Python scalars need no numpy at all.

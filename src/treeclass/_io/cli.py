@@ -478,9 +478,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m treeclass" if sys.argv[0].endswith("__main__.py") else "treeclass",
         description="Inspect saved pytree artifacts and check treeclass registrations.",
     )
-    from .. import __version__
+    import treeclass
 
-    p.add_argument("--version", action="version", version=f"treeclass {__version__}")
+    p.add_argument("--version", action="version", version=f"treeclass {treeclass.__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     ins = sub.add_parser(
         "inspect",
