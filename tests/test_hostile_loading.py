@@ -38,7 +38,7 @@ def _doc(leaves: int, nodes: list[Any]) -> str:
     )
 
 
-# --- huge documents ----------------------------------------------------------------------------
+# --- huge documents -----------------------------------------------------------------------------
 
 # Each script builds its document, loads it and, if it loads, uses it; prints what happened.
 _SIZE_SCRIPT = """
