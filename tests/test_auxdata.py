@@ -58,6 +58,9 @@ HOLDER = node_of(Holder)
 
 # The auxdata in the form torch keeps it, ``(nones, *statics)``, maps one-to-one to the state
 # a document holds (its "none" list); the core form (every field a child) is tested below.
+# The unit under test here is the torch adapter's private ``_context_codec`` (the None form's
+# state codec), applied to unregistered nodes so that many values need no registration; the
+# public ``treespec_dumps`` / ``treespec_loads`` round trips are in test_torch_backend.py.
 def _torch_backend() -> Any:
     pytest.importorskip("torch")
     from treeclass._backends import torch as torch_backend

@@ -710,13 +710,20 @@ def test_named_namedtuples_are_written_under_their_name(uname: str) -> None:
     assert uname in text and pt.treespec_loads(text).context is Pair
 
 
-def test_forget_loaded_specs_clears_torch_cache(uname: str) -> None:
-    Output = make_output(uname)
-    text = pt.treespec_dumps(pt.tree_structure(Output(1)))
-    pt.treespec_loads(text)
-    assert pt.treespec_loads.cache_info().currsize > 0
-    backend._forget_loaded_specs()
-    assert pt.treespec_loads.cache_info().currsize == 0
+def test_a_spec_loaded_before_a_rerun_loads_the_new_class_after_it(uname: str) -> None:
+    """torch memoizes ``treespec_loads`` (an ``lru_cache``): a spec text loaded before a
+    notebook re-run must not come back from that cache holding the old class."""
+    Old = run_cell(uname)
+    text = pt.treespec_dumps(pt.tree_structure([Old(1), {"k": Old(2)}]))
+    first = pt.treespec_loads(text)
+    assert pt.treespec_loads(text) is first  # torch's cache does hand back the same spec
+    assert first.child(0).type is Old
+    New = run_cell(uname)
+    assert New is not Old
+    spec = pt.treespec_loads(text)
+    assert spec.child(0).type is New
+    assert spec.child(1).child(0).type is New
+    assert pt.tree_unflatten([3, 4], spec) == [New(3), {"k": New(4)}]
 
 
 def test_private_torch_state_the_adapter_relies_on_exists() -> None:
