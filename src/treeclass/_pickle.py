@@ -9,8 +9,10 @@ programs that define the class in modules of different names.
 :func:`install` puts a reducer for one class in :data:`copyreg.dispatch_table` (never touching
 the class itself). pickle, ``copy`` and ``multiprocessing`` consult that table before the
 class's own ``__reduce_ex__``. An instance then reduces to ``treeclass._pickle.rebuild_by_name(
-name, module, qualname, fields)``: ``fields`` is a ``dict`` of every field by name, static
-fields included, pickled by pickle itself; unpickling looks the class up by ``name``
+name, module, qualname, fields, statics)``: ``fields`` is a ``dict`` of every field by name,
+static fields included, pickled by pickle itself, and ``statics`` the names of the static
+fields (left out for a class without any; pickles written before it was added load too);
+unpickling looks the class up by ``name``
 (:func:`treeclass.class_for_name`), falls back to ``module`` + ``qualname`` (what pickle would
 have done) when no class has the name, and raises :class:`~treeclass.UnregisteredNameError`
 naming both when that fails too. One global per instance, so ``torch.load(weights_only=True)``
