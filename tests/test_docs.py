@@ -1,41 +1,71 @@
-"""Every ```python block of the documentation pages listed here runs, in page order.
+"""Every ```python block of every documentation page runs, in page order.
 
-The blocks of one page run one after another in one fresh module namespace (a page reads like
-a notebook: later blocks use what earlier ones defined), in a temporary working directory. A
-block that must not run is preceded, on the line just above its fence, by
+The pages are every Markdown file of ``docs/`` (the site, mkdocs.yml) and ``README.md``. The
+blocks of one page run one after another in one fresh module namespace (a page reads like a
+notebook: later blocks use what earlier ones defined), in a fresh process (as a reader runs
+the page), in a temporary working directory.
+Blocks of ``>>>`` examples are doctests instead: pytest collects ``docs/`` with
+``--doctest-glob=*.md`` (pyproject.toml), and ``README.md`` may not have any.
+
+A block that cannot run is preceded, on the line just above its fence, by
 
     <!-- docs-test: skip: <why, in words> -->
 
-and the reason is required. A failing block fails the test with the page, the block's first
-line and the error.
+with the reason required, and counted in ``SKIPPED`` below: a new skip fails
+``test_the_skipped_blocks_are_the_listed_ones`` until it is listed there. A failing block
+fails the test with the page, the block's first line and the error.
+
+Each page's test first imports what its blocks need (``NEEDS``): without it the test skips,
+which ``TREECLASS_REQUIRE_BACKENDS=1`` (CI) turns into a failure (``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import pathlib
 import re
-import sys
-import traceback
-import types
+import textwrap
 from dataclasses import dataclass
 
 import pytest
+from _subproc import run_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
-#: Page -> the packages its blocks import (each test skips without them; CI installs them).
-PAGES: dict[str, tuple[str, ...]] = {
-    "distributed.md": ("ray", "numpy"),  # the JAX program runs in tests/test_jax_distributed.py
-    "format.md": (),
-    "jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
-    "jax.md": ("jax", "flatbuffers"),
-    "optree.md": ("optree",),
-    "testing.md": ("hypothesis", "numpy"),
+#: Page (relative to the repository) -> the packages its blocks import. Every page with a
+#: python block is listed (``test_every_page_is_listed``).
+NEEDS: dict[str, tuple[str, ...]] = {
+    "README.md": (),
+    "docs/distributed.md": ("ray", "numpy"),
+    "docs/files.md": ("numpy", "torch", "jax"),
+    "docs/format.md": (),
+    "docs/getting-started-jax.md": ("jax", "numpy", "flatbuffers"),
+    "docs/getting-started-torch.md": ("torch", "numpy"),
+    "docs/index.md": (),
+    "docs/jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
+    "docs/jax.md": ("jax", "flatbuffers"),
+    "docs/migrating/chex.md": ("jax", "chex"),
+    "docs/migrating/equinox.md": ("jax", "equinox", "numpy"),
+    "docs/migrating/flax-struct.md": ("jax", "flax"),
+    "docs/migrating/register-dataclass.md": ("jax", "torch"),
+    "docs/optree.md": ("optree",),
+    "docs/parity.md": ("jax", "torch", "optree"),
+    "docs/testing.md": ("hypothesis", "numpy"),
+    "docs/torch.md": ("torch", "transformers"),
 }
 
-_FENCE = re.compile(r"^```(?P<lang>[\w-]*)\s*$")
-_SKIP = re.compile(r"^<!--\s*docs-test:\s*skip:\s*(?P<reason>.*?)\s*-->\s*$")
+#: Page -> how many of its python blocks are marked ``docs-test: skip`` (each with its reason
+#: on the page). Nothing else is left out.
+SKIPPED: dict[str, int] = {
+    "docs/distributed.md": 2,  # Ray workers import a module; a two-process JAX program
+    "docs/jax.md": 1,  # the adapter's own call, with names it does not define
+    "docs/torch.md": 1,  # the loading program of torch.export, importing another package
+}
+
+_FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)\s*$")
+_SKIP = re.compile(r"^\s*<!--\s*docs-test:\s*skip:\s*(?P<reason>.*?)\s*-->\s*$")
 _MIN_REASON = 10
 
 
@@ -50,7 +80,7 @@ class Block:
 
 
 def blocks(page: pathlib.Path) -> list[Block]:
-    """The fenced code blocks of ``page``, in order."""
+    """The fenced code blocks of ``page``, in order (fences may be indented, as in lists)."""
     lines = page.read_text(encoding="utf-8").splitlines()
     found: list[Block] = []
     i = 0
@@ -59,22 +89,38 @@ def blocks(page: pathlib.Path) -> list[Block]:
         if m is None:
             i += 1
             continue
+        close = m["indent"] + "```"
         j = i + 1
-        while j < len(lines) and lines[j].rstrip() != "```":
+        while j < len(lines) and lines[j].rstrip() != close:
             j += 1
         if j == len(lines):
             raise AssertionError(f"{page.name}:{i + 1}: a code fence is never closed")
         skip = _SKIP.match(lines[i - 1]) if i else None
-        found.append(
-            Block(i + 2, m["lang"], "\n".join(lines[i + 1 : j]) + "\n", skip and skip["reason"])
-        )
+        code = textwrap.dedent("\n".join(lines[i + 1 : j]) + "\n")
+        found.append(Block(i + 2, m["lang"], code, skip and skip["reason"]))
         i = j + 1
     return found
+
+
+def pages() -> list[str]:
+    """Every documentation page: docs/**/*.md and README.md, relative to the repository."""
+    found = [p.relative_to(ROOT).as_posix() for p in sorted(DOCS.rglob("*.md"))]
+    return ["README.md", *found]
+
+
+def python_blocks(page: str) -> list[Block]:
+    """The page's python blocks that are not doctests (``>>>`` blocks are)."""
+    return [
+        b
+        for b in blocks(ROOT / page)
+        if b.lang in ("python", "py") and not b.code.lstrip().startswith(">>>")
+    ]
 
 
 def test_the_block_parser(tmp_path: pathlib.Path) -> None:
     page = "text\n<!-- docs-test: skip: needs a GPU to show anything -->\n```python\nx = 1\n```\n"
     page += "```text\nnot code\n```\n```python\ny = 2\n\nz = 3\n```\n"
+    page += "- a list item:\n\n  ```python\n  if y:\n      w = 4\n  ```\n"
     path = tmp_path / "p.md"
     path.write_text(page)
     got = blocks(path)
@@ -82,37 +128,69 @@ def test_the_block_parser(tmp_path: pathlib.Path) -> None:
         (4, "python", "needs a GPU to show anything"),
         (7, "text", None),
         (10, "python", None),
+        (17, "python", None),
     ]
     assert got[2].code == "y = 2\n\nz = 3\n"
+    assert got[3].code == "if y:\n    w = 4\n"
+    path.write_text("```python\nx = 1\n")
+    with pytest.raises(AssertionError, match="never closed"):
+        blocks(path)
 
 
-@pytest.mark.parametrize("name", sorted(PAGES))
-def test_every_python_block_runs(
-    name: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    for package in PAGES[name]:
-        pytest.importorskip(package)
-    page = DOCS / name
-    # Blocks of ">>>" examples are doctests (pytest collects docs/ with --doctest-glob).
-    python_blocks = [
-        b for b in blocks(page) if b.lang == "python" and not b.code.lstrip().startswith(">>>")
-    ]
-    assert python_blocks, f"{name} has no python blocks"
-    for b in python_blocks:
-        if b.skip_reason is not None:
-            assert len(b.skip_reason) >= _MIN_REASON, (
-                f"{name}:{b.line}: a skipped block needs a reason in words"
-            )
-    module = types.ModuleType("docs_" + page.stem.replace("-", "_"))
-    monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.chdir(tmp_path)
-    for b in python_blocks:
-        if b.skip_reason is not None:
-            continue
-        try:
-            exec(compile(b.code, f"<docs/{name}:{b.line}>", "exec"), vars(module))
-        except Exception:
-            pytest.fail(
-                f"the python block at docs/{name}:{b.line} failed:\n{traceback.format_exc()}",
-                pytrace=False,
-            )
+def test_every_page_is_listed() -> None:
+    with_code = {p for p in pages() if python_blocks(p)}
+    assert with_code == set(NEEDS), (
+        "every page with a python block must be in NEEDS, and only those: "
+        f"missing {sorted(with_code - set(NEEDS))}, extra {sorted(set(NEEDS) - with_code)}"
+    )
+
+
+def test_the_readme_has_no_doctests() -> None:
+    # README.md is not under docs/, so --doctest-glob would not run a ">>>" block there.
+    assert not [b for b in blocks(ROOT / "README.md") if b.code.lstrip().startswith(">>>")]
+
+
+def test_the_skipped_blocks_are_the_listed_ones() -> None:
+    counted: dict[str, int] = {}
+    for page in pages():
+        for b in python_blocks(page):
+            if b.skip_reason is not None:
+                assert len(b.skip_reason) >= _MIN_REASON, (
+                    f"{page}:{b.line}: a skipped block needs a reason in words"
+                )
+                counted[page] = counted.get(page, 0) + 1
+    assert counted == SKIPPED
+
+
+# Runs the blocks given as JSON [[label, code], ...] in one fresh module; on the first failure
+# prints the block's label and traceback to stderr and exits with 1.
+_RUNNER = """
+import json, sys, traceback, types
+module = types.ModuleType("docs_page")
+sys.modules[module.__name__] = module
+for label, code in json.loads(sys.argv[1]):
+    try:
+        exec(compile(code, label, "exec"), vars(module))
+    except BaseException:
+        print(f"the python block at {label} failed:", file=sys.stderr)
+        traceback.print_exc()
+        sys.exit(1)
+print(json.dumps({"ran": len(json.loads(sys.argv[1]))}))
+"""
+
+
+@pytest.mark.parametrize("page", sorted(NEEDS))
+def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
+    """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
+    (two pages may define the same class under the same name), and no earlier test's
+    imports or registrations can make a page pass."""
+    for package in NEEDS[page]:
+        if importlib.util.find_spec(package.split(".")[0]) is None:
+            pytest.skip(f"{page} needs {package}")
+    to_run = [b for b in python_blocks(page) if b.skip_reason is None]
+    assert to_run, f"{page} has no python block to run"
+    code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
+    outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path)
+    if outcome.returncode != 0:
+        pytest.fail(outcome.describe(), pytrace=False)
+    assert outcome.report() == {"ran": len(to_run)}
