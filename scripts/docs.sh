@@ -5,6 +5,7 @@
 #   bash scripts/docs.sh                  # http://127.0.0.1:8000
 #   bash scripts/docs.sh -a 0.0.0.0:8080  # other arguments go to `mkdocs serve`
 #   bash scripts/docs.sh build            # or any mkdocs command: `mkdocs build --strict` as CI
+#                                         (not with -q: mkdocs then ignores warnings in strict mode)
 #
 # Uses the same venv as scripts/test.sh (TREECLASS_VENV, default .venv; PYTHON is the
 # interpreter that makes it, Python 3.11+ for the docs tools): creates it if there is none,

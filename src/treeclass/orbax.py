@@ -26,6 +26,7 @@ written atomically by orbax) with two items:
   ``{"complex": [1.5, -0.0]}`` or ``{"str": "..."}``. Version 1 (treeclass 0.1.0 before the
   shared encoding) wrote floats as ``float.hex`` text and ints as plain numbers; it still
   restores.
+
 * ``arrays``: an orbax PyTree checkpoint (``PyTreeSave``) of a flat dict ``{key: array}``,
   readable with orbax alone.
 
