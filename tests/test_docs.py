@@ -3,9 +3,10 @@
 The pages are every Markdown file of ``docs/`` (the site, mkdocs.yml) and ``README.md``. The
 blocks of one page run one after another in one fresh module namespace (a page reads like a
 notebook: later blocks use what earlier ones defined), in a fresh process (as a reader runs
-the page), in a temporary working directory.
-Blocks of ``>>>`` examples are doctests instead: pytest collects ``docs/`` with
-``--doctest-glob=*.md`` (pyproject.toml), and ``README.md`` may not have any.
+the page), in a temporary working directory. Blocks of ``>>>`` examples are doctests instead:
+pytest collects ``docs/`` with ``--doctest-glob=*.md`` (pyproject.toml), and ``README.md`` may
+not have any. ``docs/index.md`` includes sections of the README (pymdownx.snippets); their
+blocks run as the README's.
 
 A block that cannot run is preceded, on the line just above its fence, by
 
@@ -15,7 +16,8 @@ with the reason required, and counted in ``SKIPPED`` below: a new skip fails
 ``test_the_skipped_blocks_are_the_listed_ones`` until it is listed there. A failing block
 fails the test with the page, the block's first line and the error.
 
-Each page's test first imports what its blocks need (``NEEDS``): without it the test skips,
+Each page's test first checks that what its blocks import is installed (``NEEDS``): if not, it
+skips,
 which ``TREECLASS_REQUIRE_BACKENDS=1`` (CI) turns into a failure (``tests/conftest.py``).
 """
 
@@ -43,7 +45,6 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "docs/format.md": (),
     "docs/getting-started-jax.md": ("jax", "numpy", "flatbuffers"),
     "docs/getting-started-torch.md": ("torch", "numpy"),
-    "docs/index.md": (),
     "docs/jax-ecosystem.md": ("jax", "equinox", "optax", "orbax.checkpoint", "flax", "chex"),
     "docs/jax.md": ("jax", "flatbuffers"),
     "docs/migrating/chex.md": ("jax", "chex"),
