@@ -17,8 +17,7 @@ with the reason required, and counted in ``SKIPPED`` below: a new skip fails
 fails the test with the page, the block's first line and the error.
 
 Each page's test first checks that what its blocks import is installed (``NEEDS``): if not, it
-skips,
-which ``TREECLASS_REQUIRE_BACKENDS=1`` (CI) turns into a failure (``tests/conftest.py``).
+skips, which ``TREECLASS_REQUIRE_BACKENDS=1`` (CI) turns into a failure (``tests/conftest.py``).
 """
 
 from __future__ import annotations
