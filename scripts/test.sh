@@ -5,7 +5,7 @@
 #                                 # frameworks the venv has, without the tests marked `slow`
 #   bash scripts/test.sh --all    # the whole suite, as CI runs it: installs every framework
 #                                 # (jax, torch 2.13.0 CPU, optree, transformers, equinox,
-#                                 # orbax-checkpoint, flax, optax, chex, ray) and runs every test
+#                                 # orbax-checkpoint, flax, optax, chex, ray, mkdocs) and runs every test
 #   TREECLASS_REQUIRE_BACKENDS=1 bash scripts/test.sh --all   # as CI: any skipped test fails
 #
 # The fast default creates the venv with the package and its dev tools only (pytest,
@@ -37,7 +37,7 @@ if [ "$all" = 1 ]; then
   # torch first and pinned: on these machines 2.13.0 is a local CPU wheel, while an unpinned
   # torch would download a multi-GB CUDA build.
   "${pip[@]}" "torch==2.13.0"
-  "${pip[@]}" -e ".[dev,jax,optree,files,orbax,flax]" transformers equinox optax chex ray
+  "${pip[@]}" -e ".[dev,jax,optree,files,orbax,flax,docs]" transformers equinox optax chex ray
   exec "$venv/bin/python" -m pytest -n 2 ${args[@]+"${args[@]}"}
 fi
 
