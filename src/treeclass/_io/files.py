@@ -31,7 +31,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from .._core.json import census, dumps_canonical, loads_counted, loads_strict, no_duplicates
+from .._core.json import census, loads_counted, loads_strict, no_duplicates
 from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
@@ -47,7 +47,7 @@ from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
-from .scalars import SCALAR_TAGS, decode_scalar, encode_scalar
+from .scalars import SCALAR_TAGS, decode_scalar, encode_scalars
 
 if TYPE_CHECKING:
     import os
@@ -340,30 +340,40 @@ def save(
             f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
         ) from None
     paths: list[str] = found or []  # (None only when lengths are given to compare with)
-    leaves: list[dict[str, Any]] = []
+    from json.encoder import encode_basestring_ascii as text_of  # (C) as dumps_canonical
+
+    # The leaf list's entries as canonical JSON text, written here (sorted keys, compact,
+    # ASCII: what dumps_canonical of the entries would give, much faster).
+    entries: list[str] = []
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
-    for i, (p, leaf) in enumerate(zip(paths, flat)):
-        scalar = encode_scalar(leaf, p or "the root")
+    path_texts = list(map(text_of, paths))
+    encoded = encode_scalars(flat, paths)
+    if None not in encoded:  # scalars only: every entry in one go
+        entries = [
+            f'{{"path":{p},"type":"{t}","value":{v}}}' for p, (t, v) in zip(path_texts, encoded)
+        ]
+        encoded = []
+    for i, (leaf, p, scalar) in enumerate(zip(flat, path_texts, encoded)):
         if scalar is not None:
-            leaves.append({"path": p, "type": scalar[0], "value": scalar[1]})
+            entries.append(f'{{"path":{p},"type":"{scalar[0]}","value":{scalar[1]}}}')
             continue
         array_kind = _leaf_kind(leaf)
         if array_kind is None:
             raise TreeclassTypeError(
-                f"the leaf at {p or 'the root'} is a {type(leaf).__module__}."
+                f"the leaf at {paths[i] or 'the root'} is a {type(leaf).__module__}."
                 f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
                 "and Python bool, int, float, complex and str leaves. If it is an object "
                 "holding arrays (a model, an equinox.Module), register its class with a name "
                 "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
                 "convert any other value to one of those leaves, or keep it out of the tree."
             )
-        leaves.append({"path": p, "type": array_kind})
+        entries.append("")  # written below, with its tensor's name
         arrays.append((i, array_kind, leaf))
     names = _unique_names([paths[i] for i, _, _ in arrays])
     tensors: list[tuple[str, str, list[int], Any]] = []
     np: Any = _numpy() if arrays else None
     for name, (i, kind, leaf) in zip(names, arrays):
-        leaves[i]["tensor"] = name
+        entries[i] = f'{{"path":{path_texts[i]},"tensor":{text_of(name)},"type":"{kind}"}}'
         where = paths[i] or "the root"
         if kind == "torch":
             code, shape, data = _torch_payload(leaf, where)
@@ -380,7 +390,7 @@ def save(
             code, shape, data = _numpy_payload(np, leaf, where)
         tensors.append((name, code, shape, data))
 
-    ours = dumps_canonical({"format": FILE_FORMAT, "leaves": leaves, "version": FILE_VERSION})
+    ours = f'{{"format":"{FILE_FORMAT}","leaves":[{",".join(entries)}],"version":{FILE_VERSION}}}'
 
     write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
 

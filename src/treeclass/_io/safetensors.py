@@ -317,14 +317,18 @@ def write_file(
     import json
 
     items = sorted(tensors, key=lambda t: (-_RANK[t[1]], t[0]))
-    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
+    header: dict[str, Any] = {}  # the tensors' entries
     at = 0
     for name, dtype, shape, data in items:
         n = memoryview(data).nbytes
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + n]}
         at += n
     try:
-        raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        raw = json.dumps(
+            {"__metadata__": metadata, **header} if metadata else header,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
     except UnicodeEncodeError as e:
         raise FileSaveError(
             f"a key path or metadata string holds {e.object[e.start : e.end]!r}, which is not "

@@ -101,7 +101,13 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
         if name in _SEQUENCES:
             entries = [f"[{j}]" for j in range(arity)]
         elif keys is not None:
-            if keys.__class__ is list and len(keys) == arity:
+            if (
+                keys.__class__ is list
+                and len(keys) == arity
+                and tuple(map(type, keys)) == (str,) * arity
+            ):
+                entries = ["[" + repr(k) + "]" for k in keys]  # str keys, the usual case
+            elif keys.__class__ is list and len(keys) == arity:
                 reprs = [_scalar_key(k) for k in keys]
                 if all(r is not None for r in reprs):
                     entries = [_entry(r) for r in reprs if r is not None]
@@ -188,15 +194,12 @@ def leaf_paths(
     linear in the size of what is stored (each node's own path is built once, and only
     for a leaf under it).
     """
-    if entries[0] is None:  # the root is a leaf
-        if lengths is not None and lengths[0] != 0:
-            return None
-        return [""]
     out: list[str] = []
     parts: list[str] = []  # keys of the open nodes below the root
-    # Open nodes: [child entries, next child, path length, path (built on first need)].
-    frames: list[list[Any]] = [[entries[0], 0, 0, ""]]
-    i = 1
+    # Open nodes: [child entries, next child, path length, path (built on first need)];
+    # first, one above the root whose only child (the root) has the key "".
+    frames: list[list[Any]] = [[[""], 0, 0, ""]]
+    i = 0
     j = 0
     while frames:
         top = frames[-1]
@@ -232,7 +235,7 @@ def leaf_paths(
             if path is None:
                 path = top[3] = "".join(parts)
             path += key
-            out.extend([path + e for e in grand])
+            out.extend([path + e for e in grand] if path else grand)
             i += k
             j += k
             continue
