@@ -350,7 +350,9 @@ def save(
     encoded = encode_scalars(flat, paths)
     if None not in encoded:  # scalars only: every entry in one go
         entries = [
-            f'{{"path":{p},"type":"{t}","value":{v}}}' for p, (t, v) in zip(path_texts, encoded)
+            f'{{"path":{p},"type":"{s[0]}","value":{s[1]}}}'
+            for p, s in zip(path_texts, encoded)
+            if s is not None  # (always)
         ]
         encoded = []
     for i, (leaf, p, scalar) in enumerate(zip(flat, path_texts, encoded)):

@@ -254,9 +254,9 @@ def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int
     for name, info in doc.items():
         # The usual tensor checked inline (as _check_tensor does); anything else, there.
         if info.__class__ is dict and len(info) == 3:
-            dtype = info.get("dtype")
-            shape = info.get("shape")
-            offsets = info.get("data_offsets")
+            dtype: Any = info.get("dtype")
+            shape: Any = info.get("shape")
+            offsets: Any = info.get("data_offsets")
             bits = bits_of(dtype) if dtype.__class__ is str else None
             if (
                 bits is not None
@@ -345,7 +345,7 @@ def write_file(
     tmp = os.path.join(folder, f".{base}.{os.getpid()}.{id(items):x}.tmp")
     try:
         with open(tmp, "wb", buffering=0) as out:
-            buffers = [len(raw).to_bytes(8, "little") + raw]
+            buffers: list[Any] = [len(raw).to_bytes(8, "little") + raw]
             buffers += [memoryview(data).cast("B") for _, _, _, data in items]
             _write_all(out, buffers)
         os.replace(tmp, target)

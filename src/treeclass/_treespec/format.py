@@ -159,8 +159,8 @@ def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None)
     one complete tree, or a node that does not load (:func:`loads_nodes` and
     :func:`nodes_to_spec` say what is wrong).
     """
-    # Per name: its node type, the last plain state read, its auxdata, its shape (see
-    # _same_state), its arity and its census.
+    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape),
+    # its arity and its census.
     checking = tally is not None
     need = 1
     cache: dict[str, list[Any]] = {}
@@ -196,7 +196,8 @@ def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None)
             memo = cache[name] = [_node_type(name), _UNSET, None, None, None, 0, 0]
         nt: NodeType = memo[0]
         plain = memo[1]
-        # _same_state, inlined (the loop's hot path)
+        # A state read before (equal, with the same static keys in order and the same
+        # classes of static values: then the same values) gives the same auxdata.
         if state is plain or (
             plain is not _UNSET
             and (
@@ -219,10 +220,6 @@ def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None)
                     return None
                 # (a migrate hook's own error stays the cause, for the traceback)
                 raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-            except UnregisteredNameError:
-                if checking:
-                    return None
-                raise
             if plan is not None:
                 return None
             expect = nt.arity_of(aux)
@@ -280,17 +277,6 @@ def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
     """The static keys of a plain state in order, and the classes of their values."""
     static: dict[str, Any] = state["static"]
     return tuple(static), tuple(map(type, static.values()))
-
-
-def _same_state(
-    state: Any, plain: dict[str, Any], shape: tuple[tuple[str, ...], tuple[type, ...]]
-) -> bool:
-    """Whether ``state`` reads as ``plain`` does (a state :func:`_plain_state` accepted).
-
-    Equal, with the same key order and value classes of the static values: then the values
-    are the same values.
-    """
-    return state.__class__ is dict and state == plain and _shape(state) == shape
 
 
 _UNSET: Final = object()  # no state memoized yet
@@ -455,10 +441,10 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
     # The fast path: the node list checked as the spec is built, one pass; anything unusual
     # (an error, a node that needs a plan, a dropped duplicate key) goes the general way,
     # which says what is wrong.
-    nodes = doc.get("nodes") if doc.__class__ is dict else None
-    if nodes.__class__ is list and nodes and doc.keys() == _KEYS:
+    found: Any = doc.get("nodes") if doc.__class__ is dict else None
+    if found.__class__ is list and found and doc.keys() == _KEYS:
         tally = [len(doc), 0]
-        spec = _nodes_to_spec_simple(nodes, tally)
+        spec = _nodes_to_spec_simple(found, tally)
         if (
             spec is not None
             and doc["format"] == FORMAT_ID
@@ -468,7 +454,7 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
             and doc["leaves"] == spec.num_leaves
             and no_duplicates(colons, tally[0], tally[1])
         ):
-            return nodes, spec
+            return found, spec
     nodes = loads_nodes(text)
     return nodes, nodes_to_spec(nodes)
 
