@@ -45,7 +45,7 @@ from .._errors import (
 )
 from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
-from .dtypes import FILE_DTYPES, numpy_dtype
+from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
 from .scalars import SCALAR_TAGS, decode_scalar, encode_scalars
 
@@ -88,6 +88,10 @@ _NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items
 _TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
 _PLAIN_DTYPES: Final = frozenset(FILE_DTYPES) - {"F4"}  # loadable with no further check
+_LITTLE: Final = sys.byteorder == "little"
+#: safetensors code -> numpy dtype, for the plain dtypes numpy itself has (filled on use).
+_PLAIN_NUMPY: dict[str, Any] = {}
+_NUMPY_NAMES: Final = frozenset(name for name, ml, *_ in DTYPES if not ml)
 
 _EXTRA_HINT: Final = f"install it with {install_hint('files')}"
 
@@ -635,6 +639,12 @@ class _Reader:
         self.header = header
         self.source = source
         self.np = _numpy()
+        if not _PLAIN_NUMPY:
+            _PLAIN_NUMPY.update(
+                (code, self.np.dtype(np_name))
+                for code, (np_name, _) in FILE_DTYPES.items()
+                if code in _PLAIN_DTYPES and np_name in _NUMPY_NAMES
+            )
         self.torch: Any = None
         self.map: Any = None  # the file's bytes (np.uint8, copy-on-write) when mmap=True
         if mmap:
@@ -691,6 +701,10 @@ class _Reader:
         Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
         new array.
         """
+        if raw is not None and target == "numpy" and self.map is None and _LITTLE:
+            dtype = _PLAIN_NUMPY.get(info.dtype)
+            if dtype is not None:  # the usual small array: its own copy of its bytes, viewed
+                return raw.view(dtype).reshape(info.shape)
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]
@@ -842,35 +856,24 @@ def _load_tree(
     targets: dict[str, str] = {}  # type -> target
     values: list[Any] = []
     wanted: list[tuple[TensorInfo, str]] = []
+    slots: list[int] = []  # the leaf index of each wanted tensor
     array_paths: list[str] = []
     names: list[str] = []
+    missing: dict[str, Any] | None = None  # the first array entry without its tensor
     for i, entry in enumerate(entries):
         kind = entry["type"]
         if kind in SCALAR_TAGS:
             values.append(_decode_value(source, i, entry))
             continue
         values.append(None)  # the array, once read
-        array_paths.append(entry["path"])
-        names.append(entry["tensor"])
-    # Tensor names are the key paths, made unique (the usual case: they are unique already).
-    if names != array_paths or len(set(names)) != len(names):
-        expected = _unique_names(array_paths)
-        for where, name, written in zip(array_paths, expected, names):
-            if written != name:
-                raise _bad(
-                    source,
-                    f"the leaf at {where!r:.200} names the tensor {written!r:.200}; by its "
-                    f"key path it must be {name!r:.200}.",
-                )
-    infos: list[TensorInfo] = []
-    for entry in entries:
-        kind = entry["type"]
-        if kind in SCALAR_TAGS:
-            continue
         name = entry["tensor"]
+        array_paths.append(entry["path"])
+        names.append(name)
         info = tensors.get(name)
         if info is None:
-            raise _bad(source, f"the leaf at {entry['path']!r:.200} has no tensor {name!r:.200}.")
+            if missing is None:
+                missing = entry
+            continue
         target = targets.get(kind)
         if target is None:
             target = targets[kind] = _target_of(kind, to)
@@ -881,24 +884,31 @@ def _load_tree(
             )
         if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
             _check_loadable(source, info, target)
-        infos.append(info)
-    if len(infos) != len(tensors):
+        if chosen is None or chosen[i]:
+            wanted.append((info, target))
+            slots.append(i)
+    # Tensor names are the key paths, made unique (the usual case: they are unique already).
+    if names != array_paths or len(set(names)) != len(names):
+        expected = _unique_names(array_paths)
+        for where, name, written in zip(array_paths, expected, names):
+            if written != name:
+                raise _bad(
+                    source,
+                    f"the leaf at {where!r:.200} names the tensor {written!r:.200}; by its "
+                    f"key path it must be {name!r:.200}.",
+                )
+    if missing is not None:
+        raise _bad(
+            source,
+            f"the leaf at {missing['path']!r:.200} has no tensor {missing['tensor']!r:.200}.",
+        )
+    if len(names) != len(tensors):
         extra = sorted(set(tensors) - set(names))
         raise _bad(
             source,
             f"it holds {len(tensors)} tensors but its structure has "
-            f"{len(infos)} array leaves (not in the structure: {extra[:5]!r:.200}).",
+            f"{len(names)} array leaves (not in the structure: {extra[:5]!r:.200}).",
         )
-    at = 0
-    slots: list[int] = []  # the leaf index of each wanted tensor
-    for i, entry in enumerate(entries):
-        if entry["type"] in SCALAR_TAGS:
-            continue
-        info = infos[at]
-        at += 1
-        if chosen is None or chosen[i]:
-            wanted.append((info, targets[entry["type"]]))
-            slots.append(i)
     if wanted:
         arrays = _Reader(f, header, source, mmap).read(wanted)
         for i, (_, target), arr in zip(slots, wanted, arrays):

@@ -346,7 +346,7 @@ def write_file(
     try:
         with open(tmp, "wb", buffering=0) as out:
             buffers: list[Any] = [len(raw).to_bytes(8, "little") + raw]
-            buffers += [memoryview(data).cast("B") for _, _, _, data in items]
+            buffers += [_bytes_of(data) for _, _, _, data in items]
             _write_all(out, buffers)
         os.replace(tmp, target)
     except BaseException:
@@ -358,6 +358,14 @@ def write_file(
 
 
 _IOV_MAX: Final = 1024  # buffers per writev call (POSIX's minimum IOV_MAX is 16; Linux 1024)
+
+
+def _bytes_of(data: Buffer) -> Any:
+    """``data`` as a flat buffer of bytes (what ``writev`` takes)."""
+    view = memoryview(data)
+    if view.ndim == 1 and view.format == "B":
+        return view
+    return view.cast("B") if view.nbytes else b""  # (no cast of a shape with a zero)
 
 
 def _write_all(out: Any, buffers: list[Any]) -> None:

@@ -114,7 +114,10 @@ def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[st
     """
     classes = set(map(type, leaves))
     if classes and classes <= _NUMBERS:  # only floats and ints: in bulk
-        texts = list(map(repr, leaves))  # float.__repr__ and int.__repr__, as JSON writes
+        try:
+            texts = list(map(repr, leaves))  # float.__repr__ and int.__repr__, as JSON writes
+        except ValueError:  # an int too long to print: the loop below says so
+            texts = ["nan"]
         if "n" not in "".join(texts) and (  # no "inf" or "nan" (nor "-inf")
             int not in classes or (min(leaves) > -_SAFE_INT and max(leaves) < _SAFE_INT)
         ):
