@@ -5,7 +5,11 @@ overflow a float and integer literals longer than Python prints are refused, and
 nesting too deep for the parser, so every failure is one ``ValueError`` that callers turn into
 a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.FileLoadError`).
 :func:`loads_strict` is the one strict loader: every reader of JSON a user hands treeclass
-(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it.
+(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it,
+or, where speed matters (treespec documents, file headers and leaf lists), with
+:func:`loads_counted`, which refuses the same texts except duplicate keys, and a count that
+finds those (:func:`no_duplicates`); a text that fails the count is parsed by
+:func:`loads_strict`, which names the key.
 """
 
 from __future__ import annotations
