@@ -5,21 +5,34 @@ overflow a float and integer literals longer than Python prints are refused, and
 nesting too deep for the parser, so every failure is one ``ValueError`` that callers turn into
 a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.FileLoadError`).
 :func:`loads_strict` is the one strict loader: every reader of JSON a user hands treeclass
-(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it.
+(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it,
+or, where speed matters (treespec documents, file headers and leaf lists), with
+:func:`loads_counted`, which refuses the same texts except duplicate keys, and a count that
+finds those (:func:`no_duplicates`); a text that fails the count is parsed by
+:func:`loads_strict`, which names the key.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MAX_INT_DIGITS", "dumps_canonical", "loads_strict"]
+__all__ = [
+    "MAX_INT_DIGITS",
+    "census",
+    "dumps_canonical",
+    "loads_counted",
+    "loads_strict",
+    "no_duplicates",
+]
 
 #: Longest integer literal accepted (CPython's own default ``int`` <-> ``str`` limit).
 MAX_INT_DIGITS: Final = 4300
 
 _encode: Callable[[Any], str] | None = None
 _decode: Callable[[str], Any] | None = None
+_decode_fast: Callable[[str], Any] | None = None
 
 
 def dumps_canonical(obj: Any) -> str:
@@ -101,3 +114,84 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
         return _decode(str(data))
     except RecursionError:
         raise ValueError("it nests too deeply") from None
+
+
+def loads_counted(text: str) -> tuple[Any, int | None]:
+    """Parse JSON text at C speed, leaving the duplicate-key check to the caller.
+
+    The same text is refused as by :func:`loads_strict` (with its messages), except that a
+    duplicate object key is not seen: the last value wins. To see it, the caller counts the
+    members of every object of the result and the ``:`` in every string of it, keys
+    included (:func:`census` does that for any value; a caller that checks the value's
+    shape anyway counts as it goes) and passes them to :func:`no_duplicates`, which
+    compares them with the ``:`` of the text: equal exactly when no key was dropped.
+
+    Returns:
+        ``(value, colons)``: ``colons`` is the number of ``:`` in ``text``, or ``None`` when
+        the value was parsed strictly already (nothing left to check): when Python's own
+        limit on integer digits is off or above :data:`MAX_INT_DIGITS`, or the text holds an
+        escape that may stand for a ``:``.
+
+    Raises:
+        ValueError: the text is not strict JSON.
+
+    Example:
+        >>> from treeclass._core.json import census, loads_counted, no_duplicates
+        >>> value, colons = loads_counted('{"a": 1, "a": 2}')
+        >>> value, no_duplicates(colons, *census(value))
+        ({'a': 2}, False)
+    """
+    global _decode_fast
+    # (Python 3.10 before 3.10.7 has no limit: 0, the strict path.)
+    limit = getattr(sys, "get_int_max_str_digits", int)()
+    if not 0 < limit <= MAX_INT_DIGITS or "u003" in text:
+        return loads_strict(text), None
+    if _decode_fast is None:
+        import json
+
+        # Integers parsed by the C scanner: Python refuses literals of more than ``limit``
+        # digits itself, in linear time.
+        _decode_fast = json.JSONDecoder(
+            parse_float=_parse_float, parse_constant=_reject_constant
+        ).decode
+    try:
+        value = _decode_fast(text)
+    except (ValueError, RecursionError):
+        return loads_strict(text), None  # the strict parser's message (or its value)
+    return value, text.count(":")
+
+
+def no_duplicates(colons: int | None, members: int, string_colons: int) -> bool:
+    """Whether a value of :func:`loads_counted` lost no duplicate object key.
+
+    Args:
+        colons: the count :func:`loads_counted` returned with it.
+        members: the number of members of all the value's objects (their ``len``).
+        string_colons: the number of ``:`` in all its strings, object keys included.
+
+    Every ``:`` of the text separates a member from its key or stands in a string (the
+    text has no escape that could stand for one, :func:`loads_counted` made sure); a
+    duplicate key makes its object one member shorter than the text wrote.
+    """
+    return colons is None or colons == members + string_colons
+
+
+def census(value: Any) -> tuple[int, int]:
+    """``(members, string colons)`` of a parsed JSON value (see :func:`no_duplicates`)."""
+    members = 0
+    colons = 0
+    stack = [value]
+    pop = stack.pop
+    push = stack.extend
+    while stack:
+        v = pop()
+        cls = v.__class__
+        if cls is str:
+            colons += v.count(":")
+        elif cls is dict:
+            members += len(v)
+            colons += "".join(v).count(":")
+            push(v.values())
+        elif cls is list:
+            push(v)
+    return members, colons

@@ -31,7 +31,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from .._core.json import dumps_canonical, loads_strict
+from .._core.json import census, loads_counted, loads_strict, no_duplicates
 from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
@@ -43,11 +43,11 @@ from .._errors import (
     UnregisteredNameError,
     install_hint,
 )
-from .._treespec.format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
-from .._treespec.treedoc import child_entries, current_child_entries, walk
-from .dtypes import FILE_DTYPES, numpy_dtype
+from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
+from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
+from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
-from .scalars import SCALAR_TAGS, decode_scalar, encode_scalar
+from .scalars import SCALAR_TAGS, decode_scalar, encode_scalars
 
 if TYPE_CHECKING:
     import os
@@ -87,6 +87,11 @@ _PLAIN_FORMATS: Final = {
 _NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items()}
 _TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
+_PLAIN_DTYPES: Final = frozenset(FILE_DTYPES) - {"F4"}  # loadable with no further check
+_LITTLE: Final = sys.byteorder == "little"
+#: safetensors code -> numpy dtype, for the plain dtypes numpy itself has (filled on use).
+_PLAIN_NUMPY: dict[str, Any] = {}
+_NUMPY_NAMES: Final = frozenset(name for name, ml, *_ in DTYPES if not ml)
 
 _EXTRA_HINT: Final = f"install it with {install_hint('files')}"
 
@@ -110,6 +115,8 @@ def _numpy() -> Any:
         ) from e
 
 
+# Byte orders written as they are: little-endian, or native on a little-endian machine.
+_NATIVE_ORDERS: Final = ("<", "|", "=") if sys.byteorder == "little" else ("<", "|")
 _CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: none), on first use
 
 
@@ -170,7 +177,12 @@ def _leaf_kind(leaf: Any) -> str | None:
 
 
 def _numpy_payload(np: Any, arr: Any, where: str) -> tuple[str, list[int], Any]:
-    """``(dtype code, header shape, bytes as a uint8 array)`` of a numpy array."""
+    """``(dtype code, header shape, its bytes as a buffer)`` of a numpy array."""
+    if arr.__class__ is np.ndarray and arr.flags.c_contiguous:  # the usual array: as it is
+        code = _CODES.get(arr.dtype)
+        if code is not None and code != "F4" and arr.dtype.byteorder in _NATIVE_ORDERS:
+            direct = arr if arr.dtype.isbuiltin == 1 else arr.reshape(-1).view(np.uint8)
+            return code, list(arr.shape), direct
     if isinstance(arr, np.ma.MaskedArray):
         raise TreeclassTypeError(
             f"the leaf at {where} is a numpy masked array, whose mask a safetensors file cannot "
@@ -326,36 +338,48 @@ def save(
     # The key paths as tc.load computes them to check them: from the document's nodes (what
     # keystr gives for each leaf, without building key objects for every leaf).
     try:
-        children = child_entries(nodes)
-        paths = ["".join(parts) for i, parts, _ in walk(nodes, children) if nodes[i] is None]
+        found = leaf_paths(nodes, child_entries(nodes))
     except (ValueError, TreeclassError) as e:
         raise FileSaveError(
             f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
         ) from None
-    leaves: list[dict[str, Any]] = []
+    paths: list[str] = found or []  # (None only when lengths are given to compare with)
+    from json.encoder import encode_basestring_ascii as text_of  # (C) as dumps_canonical
+
+    # The leaf list's entries as canonical JSON text, written here (sorted keys, compact,
+    # ASCII: what dumps_canonical of the entries would give, much faster).
+    entries: list[str] = []
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
-    for i, (p, leaf) in enumerate(zip(paths, flat)):
-        scalar = encode_scalar(leaf, p or "the root")
+    path_texts = list(map(text_of, paths))
+    encoded = encode_scalars(flat, paths)
+    if None not in encoded:  # scalars only: every entry in one go
+        entries = [
+            f'{{"path":{p},"type":"{s[0]}","value":{s[1]}}}'
+            for p, s in zip(path_texts, encoded)
+            if s is not None  # (always)
+        ]
+        encoded = []
+    for i, (leaf, p, scalar) in enumerate(zip(flat, path_texts, encoded)):
         if scalar is not None:
-            leaves.append({"path": p, "type": scalar[0], "value": scalar[1]})
+            entries.append(f'{{"path":{p},"type":"{scalar[0]}","value":{scalar[1]}}}')
             continue
         array_kind = _leaf_kind(leaf)
         if array_kind is None:
             raise TreeclassTypeError(
-                f"the leaf at {p or 'the root'} is a {type(leaf).__module__}."
+                f"the leaf at {paths[i] or 'the root'} is a {type(leaf).__module__}."
                 f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
                 "and Python bool, int, float, complex and str leaves. If it is an object "
                 "holding arrays (a model, an equinox.Module), register its class with a name "
                 "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
                 "convert any other value to one of those leaves, or keep it out of the tree."
             )
-        leaves.append({"path": p, "type": array_kind})
+        entries.append("")  # written below, with its tensor's name
         arrays.append((i, array_kind, leaf))
     names = _unique_names([paths[i] for i, _, _ in arrays])
     tensors: list[tuple[str, str, list[int], Any]] = []
     np: Any = _numpy() if arrays else None
     for name, (i, kind, leaf) in zip(names, arrays):
-        leaves[i]["tensor"] = name
+        entries[i] = f'{{"path":{path_texts[i]},"tensor":{text_of(name)},"type":"{kind}"}}'
         where = paths[i] or "the root"
         if kind == "torch":
             code, shape, data = _torch_payload(leaf, where)
@@ -372,7 +396,7 @@ def save(
             code, shape, data = _numpy_payload(np, leaf, where)
         tensors.append((name, code, shape, data))
 
-    ours = dumps_canonical({"format": FILE_FORMAT, "leaves": leaves, "version": FILE_VERSION})
+    ours = f'{{"format":"{FILE_FORMAT}","leaves":[{",".join(entries)}],"version":{FILE_VERSION}}}'
 
     write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
 
@@ -418,8 +442,8 @@ def _is_ours(metadata: dict[str, str]) -> bool:
     return any(k.startswith(_RESERVED) for k in metadata)
 
 
-def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
-    """The checked leaf list and the treespec document text of a treeclass file."""
+def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
+    """The checked leaf entries and the treespec document text of a treeclass file."""
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
     )
@@ -431,10 +455,33 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
             f"exactly {_FILE_KEY!r} and {_SPEC_KEY!r} (a newer treeclass may write more: "
             "upgrade treeclass if this file came from one).",
         )
+    text = metadata[_FILE_KEY]
     try:
-        doc = loads_strict(metadata[_FILE_KEY])
+        doc, colons = loads_counted(text)
     except ValueError as e:
         raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
+    try:
+        entries, members, string_colons = _check_leaf_list(source, doc)
+        if no_duplicates(colons, members, string_colons):
+            return entries, metadata[_SPEC_KEY]
+    except FileLoadError:
+        if colons is None:
+            raise
+    # A duplicate key was dropped (the check may have failed on the value that was kept):
+    # the strict parser names it.
+    try:
+        doc = loads_strict(text)
+    except ValueError as e:
+        raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
+    return _check_leaf_list(source, doc)[0], metadata[_SPEC_KEY]  # the error again, if any
+
+
+def _check_leaf_list(source: str, doc: Any) -> tuple[list[dict[str, Any]], int, int]:
+    """The checked entries of a parsed ``"treeclass.file"`` entry, with its census.
+
+    The census: the members of its objects and the ``:`` in its strings
+    (:func:`treeclass._core.json.no_duplicates`).
+    """
     if doc.__class__ is not dict or doc.get("format") != FILE_FORMAT:
         raise _bad(
             source, f'its {_FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
@@ -450,7 +497,35 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[Any], str]:
     leaves = doc["leaves"]
     if leaves.__class__ is not list:
         raise _bad(source, '"leaves" is not a list.')
-    return leaves, metadata[_SPEC_KEY]
+    members = len(doc)
+    colons = 0
+    strings: list[str] = []  # every string of the entries (the tags have no ":")
+    push = strings.append
+    for i, entry in enumerate(leaves):
+        if entry.__class__ is not dict or entry.get("path").__class__ is not str:
+            raise _bad(source, f'leaf {i} is not an object with a "path" string: {entry!r:.100}.')
+        kind = entry.get("type")
+        if kind.__class__ is not str:
+            raise _bad(source, f"leaf {i} has a type that is not a string: {kind!r:.60}.")
+        if kind in _ARRAY_TYPES:
+            tensor = entry.get("tensor")
+            keys: frozenset[str] = _ARRAY_KEYS if tensor.__class__ is str else _NO_KEYS
+        elif kind in SCALAR_TAGS:
+            keys = _VALUE_KEYS
+            tensor = entry.get("value")
+        else:
+            raise _bad(source, f"leaf {i} has the unknown type {kind!r:.60}.")
+        if entry.keys() != keys:
+            raise _bad(source, f"leaf {i} ({kind}) has the keys {sorted(entry)!r:.100}.")
+        members += 3
+        push(entry["path"])
+        if tensor.__class__ is str:
+            push(tensor)
+        elif tensor.__class__ is list or tensor.__class__ is dict:  # complex; or bad values
+            m, c = census(tensor)
+            members += m
+            colons += c
+    return leaves, members, colons + "".join(strings).count(":")
 
 
 def _decode_value(source: str, i: int, entry: dict[str, Any]) -> Any:
@@ -458,23 +533,6 @@ def _decode_value(source: str, i: int, entry: dict[str, Any]) -> Any:
         return decode_scalar(entry["type"], entry["value"])
     except ValueError as e:
         raise _bad(source, f"leaf {i} is typed {entry['type']!r}, but {e}.") from None
-
-
-def _check_entry(source: str, i: int, entry: Any) -> dict[str, Any]:
-    if entry.__class__ is not dict or entry.get("path").__class__ is not str:
-        raise _bad(source, f'leaf {i} is not an object with a "path" string: {entry!r:.100}.')
-    kind = entry.get("type")
-    if kind.__class__ is not str:
-        raise _bad(source, f"leaf {i} has a type that is not a string: {kind!r:.60}.")
-    if kind in _ARRAY_TYPES:
-        keys: frozenset[str] = _ARRAY_KEYS if entry.get("tensor").__class__ is str else _NO_KEYS
-    elif kind in SCALAR_TAGS:
-        keys = _VALUE_KEYS
-    else:
-        raise _bad(source, f"leaf {i} has the unknown type {kind!r:.60}.")
-    if frozenset(entry) != keys:
-        raise _bad(source, f"leaf {i} ({kind}) has the keys {sorted(entry)!r:.100}.")
-    return entry
 
 
 class _Selection:
@@ -581,6 +639,12 @@ class _Reader:
         self.header = header
         self.source = source
         self.np = _numpy()
+        if not _PLAIN_NUMPY:
+            _PLAIN_NUMPY.update(
+                (code, self.np.dtype(np_name))
+                for code, (np_name, _) in FILE_DTYPES.items()
+                if code in _PLAIN_DTYPES and np_name in _NUMPY_NAMES
+            )
         self.torch: Any = None
         self.map: Any = None  # the file's bytes (np.uint8, copy-on-write) when mmap=True
         if mmap:
@@ -594,8 +658,8 @@ class _Reader:
                 raise _bad(source, "the file shrank while it was being read.")
             self.map = self.np.frombuffer(mapped, self.np.uint8)
 
-    def read(self, wanted: list[tuple[TensorInfo, str]]) -> dict[str, Any]:
-        """``wanted``'s tensors (``(info, target)``) as arrays, by tensor name, made in order.
+    def read(self, wanted: list[tuple[TensorInfo, str]]) -> list[Any]:
+        """``wanted``'s tensors (``(info, target)``) as arrays, in order, made in order.
 
         Small tensors' bytes are read first, in runs in file order; the arrays are then made
         in ``wanted``'s order (so warnings come in leaf order).
@@ -625,9 +689,10 @@ class _Reader:
                     at = info.begin - first.begin
                     raws[info.name] = scratch[at : at + info.nbytes].copy()  # its own memory
                 i = j
-        out: dict[str, Any] = {}
+        out: list[Any] = []
+        make = self._make
         for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
-            out[info.name] = self._make(info, target, raws.get(info.name))
+            out.append(make(info, target, raws.get(info.name)))
         return out
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
@@ -636,6 +701,10 @@ class _Reader:
         Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
         new array.
         """
+        if raw is not None and target == "numpy" and self.map is None and _LITTLE:
+            dtype = _PLAIN_NUMPY.get(info.dtype)
+            if dtype is not None:  # the usual small array: its own copy of its bytes, viewed
+                return raw.view(dtype).reshape(info.shape)
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]
@@ -747,8 +816,9 @@ def _load_plain(
         chosen.append(selection.leaf(key))
     selection.check(source, lambda: keys)
     wanted = [(header.tensors[name], target) for name, keep in zip(names, chosen) if keep]
-    arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else {}
-    return {name: arrays.get(name) for name in names}
+    arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else []
+    got = {info.name: arr for (info, _), arr in zip(wanted, arrays)}
+    return {name: got.get(name) for name in names}
 
 
 def _load_tree(
@@ -759,24 +829,104 @@ def _load_tree(
     paths: PathSelection,
     mmap: bool,
 ) -> Any:
-    leaves, document = _parse_ours(source, header.metadata)
+    entries, document = _parse_ours(source, header.metadata)
     try:
-        nodes = loads_nodes(document)
-        spec = nodes_to_spec(nodes)
+        nodes, spec = loads_spec(document)
     except UnregisteredNameError as e:
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
         raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
-    if len(leaves) != spec.num_leaves:
+    if len(entries) != spec.num_leaves:
         raise _bad(
             source,
-            f"its structure has {spec.num_leaves} leaves but its leaf list has {len(leaves)}.",
+            f"its structure has {spec.num_leaves} leaves but its leaf list has {len(entries)}.",
         )
-    entries = [_check_entry(source, i, e) for i, e in enumerate(leaves)]
     try:
         children = child_entries(nodes)
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
         raise _bad(source, f"its dict keys do not decode: {e}") from None
+    stored = [entry["path"] for entry in entries]
+    chosen: list[bool] | None = None  # None: every leaf
+    if paths is None and leaf_paths(nodes, children, [len(p) for p in stored]) == stored:
+        pass  # the key paths agree with the structure (the usual case, in one pass)
+    else:
+        chosen = _select(source, nodes, children, stored, paths)
+
+    tensors = header.tensors
+    targets: dict[str, str] = {}  # type -> target
+    values: list[Any] = []
+    wanted: list[tuple[TensorInfo, str]] = []
+    slots: list[int] = []  # the leaf index of each wanted tensor
+    array_paths: list[str] = []
+    names: list[str] = []
+    missing: dict[str, Any] | None = None  # the first array entry without its tensor
+    for i, entry in enumerate(entries):
+        kind = entry["type"]
+        if kind in SCALAR_TAGS:
+            values.append(_decode_value(source, i, entry))
+            continue
+        values.append(None)  # the array, once read
+        name = entry["tensor"]
+        array_paths.append(entry["path"])
+        names.append(name)
+        info = tensors.get(name)
+        if info is None:
+            if missing is None:
+                missing = entry
+            continue
+        target = targets.get(kind)
+        if target is None:
+            target = targets[kind] = _target_of(kind, to)
+        if kind == "numpy-scalar" and info.shape:
+            raise _bad(
+                source,
+                f"the numpy scalar at {entry['path']!r:.200} has the shape {list(info.shape)}.",
+            )
+        if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
+            _check_loadable(source, info, target)
+        if chosen is None or chosen[i]:
+            wanted.append((info, target))
+            slots.append(i)
+    # Tensor names are the key paths, made unique (the usual case: they are unique already).
+    if names != array_paths or len(set(names)) != len(names):
+        expected = _unique_names(array_paths)
+        for where, name, written in zip(array_paths, expected, names):
+            if written != name:
+                raise _bad(
+                    source,
+                    f"the leaf at {where!r:.200} names the tensor {written!r:.200}; by its "
+                    f"key path it must be {name!r:.200}.",
+                )
+    if missing is not None:
+        raise _bad(
+            source,
+            f"the leaf at {missing['path']!r:.200} has no tensor {missing['tensor']!r:.200}.",
+        )
+    if len(names) != len(tensors):
+        extra = sorted(set(tensors) - set(names))
+        raise _bad(
+            source,
+            f"it holds {len(tensors)} tensors but its structure has "
+            f"{len(names)} array leaves (not in the structure: {extra[:5]!r:.200}).",
+        )
+    if wanted:
+        arrays = _Reader(f, header, source, mmap).read(wanted)
+        for i, (_, target), arr in zip(slots, wanted, arrays):
+            scalar = target == "numpy" and entries[i]["type"] == "numpy-scalar"
+            values[i] = arr[()] if scalar else arr
+    if chosen is not None:
+        values = [v if keep else None for v, keep in zip(values, chosen)]
+    return spec.unflatten(values)
+
+
+def _select(
+    source: str,
+    nodes: list[Any],
+    children: list[list[str] | None],
+    stored: list[str],
+    paths: PathSelection,
+) -> list[bool]:
+    """Which leaves ``paths=`` selects, as the structure is walked; the key paths checked."""
     # Stored key paths are as the document writes them; paths= selects by the names fields
     # have today (a renamed field's aliases, a migrate hook), where those differ.
     current = current_child_entries(nodes, children)
@@ -794,72 +944,21 @@ def _load_tree(
             selection.visit(now, now_length)
         if nodes[i] is not None:
             continue
-        stored: str = entries[j]["path"]
-        if length != len(stored) or "".join(parts) != stored:
+        path = stored[j]
+        if length != len(path) or "".join(parts) != path:
             raise _bad(
                 source,
-                f"leaf {j} is stored under the key path {stored!r:.200}, but the structure puts "
+                f"leaf {j} is stored under the key path {path!r:.200}, but the structure puts "
                 f"it at {''.join(parts)[:200]!r}; the key paths disagree with the structure.",
             )
         if renamed is None:
-            chosen.append(selection.leaf(stored))
+            chosen.append(selection.leaf(path))
         else:
             current_paths.append("".join(now))
             chosen.append(selection.leaf(current_paths[-1]))
         j += 1
-    selection.check(
-        source, lambda: current_paths if renamed else [entry["path"] for entry in entries]
-    )
-
-    decoded: list[Any] = [
-        _decode_value(source, i, entry) if entry["type"] in SCALAR_TAGS else None
-        for i, entry in enumerate(entries)
-    ]
-    array_entries = [entry for entry in entries if entry["type"] in _ARRAY_TYPES]
-    expected = _unique_names([entry["path"] for entry in array_entries])
-    for entry, name in zip(array_entries, expected):
-        where = entry["path"]
-        if entry["tensor"] != name:
-            raise _bad(
-                source,
-                f"the leaf at {where!r:.200} names the tensor {entry['tensor']!r:.200}; by its "
-                f"key path it must be {name!r:.200}.",
-            )
-        info = header.tensors.get(name)
-        if info is None:
-            raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
-        if entry["type"] == "numpy-scalar" and info.shape:
-            raise _bad(
-                source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}."
-            )
-        _check_loadable(source, info, _target_of(entry["type"], to))
-    if len(array_entries) != len(header.tensors):
-        extra = sorted(set(header.tensors) - set(expected))
-        raise _bad(
-            source,
-            f"it holds {len(header.tensors)} tensors but its structure has "
-            f"{len(array_entries)} array leaves (not in the structure: {extra[:5]!r:.200}).",
-        )
-
-    wanted = [
-        (header.tensors[entry["tensor"]], _target_of(entry["type"], to))
-        for entry, keep in zip(entries, chosen)
-        if keep and entry["type"] in _ARRAY_TYPES
-    ]
-    arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else {}
-    values: list[Any] = []
-    for entry, value, keep in zip(entries, decoded, chosen):
-        kind = entry["type"]
-        if not keep:
-            values.append(None)
-        elif kind in SCALAR_TAGS:
-            values.append(value)
-        else:
-            arr = arrays[entry["tensor"]]
-            if kind == "numpy-scalar" and _target_of(kind, to) == "numpy":
-                arr = arr[()]
-            values.append(arr)
-    return spec.unflatten(values)
+    selection.check(source, lambda: current_paths if renamed else stored)
+    return chosen
 
 
 def load(

@@ -21,9 +21,10 @@ only once complete.
 from __future__ import annotations
 
 import os
+from math import prod
 from typing import TYPE_CHECKING
 
-from .._core.json import loads_strict
+from .._core.json import loads_counted, loads_strict, no_duplicates
 from .._errors import FileLoadError, FileSaveError
 from .dtypes import SAFETENSORS_BITS
 
@@ -47,6 +48,8 @@ _RANK: Final[dict[str, int]] = {code: i for i, code in enumerate(SAFETENSORS_BIT
 MAX_HEADER_BYTES: Final = 100_000_000
 _MAX_DIM: Final = 1 << 64
 _INFO_KEYS: Final = frozenset(("dtype", "shape", "data_offsets"))
+_INLINE_RANK: Final = 8  # shapes checked inline: their products stay small
+_INTS: Final = tuple((int,) * r for r in range(_INLINE_RANK + 1))
 
 
 class TensorInfo:
@@ -206,19 +209,71 @@ def read_header(f: BinaryIO, source: str) -> Header:
     if not text.startswith("{"):
         raise _bad(source, "its header does not start with '{'.")
     try:
-        doc: Any = loads_strict(text)
+        doc, colons = loads_counted(text)
     except ValueError as e:
         raise _bad(source, f"its header is not valid JSON ({e!s:.200}).") from None
-    del text
+    try:
+        header, members, string_colons = _check_header(source, doc, size, n)
+        if no_duplicates(colons, members, string_colons):
+            return header
+    except FileLoadError:
+        if colons is None:
+            raise
+    # A duplicate key was dropped (the check may have failed on the value that was kept):
+    # the strict parser names it.
+    try:
+        doc = loads_strict(text)
+    except ValueError as e:
+        raise _bad(source, f"its header is not valid JSON ({e!s:.200}).") from None
+    return _check_header(source, doc, size, n)[0]  # the check's error again, if it raised
+
+
+def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int, int]:
+    """The checked header of a parsed header document, with its census.
+
+    The census: the members of its objects and the ``:`` in its strings
+    (:func:`treeclass._core.json.no_duplicates`).
+    """
     if doc.__class__ is not dict:
         raise _bad(source, "its header is not a JSON object.")
+    members = len(doc)
     raw_metadata: Any = doc.pop("__metadata__", None)
     metadata: dict[str, str] = {} if raw_metadata is None else raw_metadata
     if metadata.__class__ is not dict or not all(v.__class__ is str for v in metadata.values()):
         raise _bad(source, '"__metadata__" must map strings to strings.')
+    members += len(metadata) + 3 * len(doc)  # each tensor's three, checked below
+    string_colons = (
+        "".join(metadata).count(":")
+        + "".join(metadata.values()).count(":")
+        + "".join(doc).count(":")  # the names; dtype codes have none
+    )
     data_size = size - 8 - n
-    tensors = [_check_tensor(source, name, info, data_size) for name, info in doc.items()]
-    tensors.sort(key=lambda t: (t.begin, t.end))
+    tensors: list[TensorInfo] = []
+    append = tensors.append
+    bits_of = SAFETENSORS_BITS.get
+    for name, info in doc.items():
+        # The usual tensor checked inline (as _check_tensor does); anything else, there.
+        if info.__class__ is dict and len(info) == 3:
+            dtype: Any = info.get("dtype")
+            shape: Any = info.get("shape")
+            offsets: Any = info.get("data_offsets")
+            bits = bits_of(dtype) if dtype.__class__ is str else None
+            if (
+                bits is not None
+                and shape.__class__ is list
+                and len(shape) <= _INLINE_RANK
+                and offsets.__class__ is list
+                and len(offsets) == 2
+                and tuple(map(type, shape)) == _INTS[len(shape)]
+                and tuple(map(type, offsets)) == _INTS[2]
+                and (not shape or (min(shape) >= 0 and max(shape) < _MAX_DIM))
+            ):
+                begin, end = offsets
+                if 0 <= begin <= end <= data_size and prod(shape) * bits == (end - begin) * 8:
+                    append(TensorInfo(name, dtype, tuple(shape), begin, end))
+                    continue
+        append(_check_tensor(source, name, info, data_size))
+    tensors.sort(key=_extent)
     at = 0
     for t in tensors:
         if t.begin != at:
@@ -235,7 +290,11 @@ def read_header(f: BinaryIO, source: str) -> Header:
             f"its tensors cover {at} bytes but the data section has {data_size} bytes (the "
             "header lies about offsets, or the file has trailing data).",
         )
-    return Header({t.name: t for t in tensors}, metadata, 8 + n, size)
+    return Header({t.name: t for t in tensors}, metadata, 8 + n, size), members, string_colons
+
+
+def _extent(t: TensorInfo) -> tuple[int, int]:
+    return t.begin, t.end
 
 
 def write_file(
@@ -258,14 +317,18 @@ def write_file(
     import json
 
     items = sorted(tensors, key=lambda t: (-_RANK[t[1]], t[0]))
-    header: dict[str, Any] = {"__metadata__": metadata} if metadata else {}
+    header: dict[str, Any] = {}  # the tensors' entries
     at = 0
     for name, dtype, shape, data in items:
         n = memoryview(data).nbytes
         header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + n]}
         at += n
     try:
-        raw = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        raw = json.dumps(
+            {"__metadata__": metadata, **header} if metadata else header,
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
     except UnicodeEncodeError as e:
         raise FileSaveError(
             f"a key path or metadata string holds {e.object[e.start : e.end]!r}, which is not "
@@ -281,11 +344,10 @@ def write_file(
     folder, base = os.path.split(target)
     tmp = os.path.join(folder, f".{base}.{os.getpid()}.{id(items):x}.tmp")
     try:
-        with open(tmp, "wb") as out:
-            out.write(len(raw).to_bytes(8, "little"))
-            out.write(raw)
-            for _, _, _, data in items:
-                out.write(data)
+        with open(tmp, "wb", buffering=0) as out:
+            buffers: list[Any] = [len(raw).to_bytes(8, "little") + raw]
+            buffers += [_bytes_of(data) for _, _, _, data in items]
+            _write_all(out, buffers)
         os.replace(tmp, target)
     except BaseException:
         import contextlib  # here: importing contextlib costs ~1 ms at ``import treeclass``
@@ -293,3 +355,41 @@ def write_file(
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+_IOV_MAX: Final = 1024  # buffers per writev call (POSIX's minimum IOV_MAX is 16; Linux 1024)
+
+
+def _bytes_of(data: Buffer) -> Any:
+    """``data`` as a flat buffer of bytes (what ``writev`` takes)."""
+    view = memoryview(data)
+    if view.ndim == 1 and view.format == "B":
+        return view
+    return view.cast("B") if view.nbytes else b""  # (no cast of a shape with a zero)
+
+
+def _write_all(out: Any, buffers: list[Any]) -> None:
+    """Write ``buffers`` (byte buffers) to the unbuffered file ``out``, in few system calls."""
+    writev = getattr(os, "writev", None)
+    if writev is None:  # pragma: no cover - Windows
+        for b in buffers:
+            out.write(b)
+        return
+    try:
+        limit = max(1, min(_IOV_MAX, os.sysconf("SC_IOV_MAX")))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - no such setting
+        limit = 16
+    fd = out.fileno()
+    i = 0
+    while i < len(buffers):
+        chunk = buffers[i : i + limit]
+        n = writev(fd, chunk)
+        if not n and any(len(b) for b in chunk):  # pragma: no cover - the OS said nothing
+            raise OSError("the file system accepted no bytes (writev returned 0)")
+        for b in chunk:  # skip what was written; a partial buffer is written again from there
+            size = len(b)
+            if n < size:
+                buffers[i] = memoryview(b)[n:]
+                break
+            n -= size
+            i += 1

@@ -23,13 +23,20 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .._core.json import MAX_INT_DIGITS
+from .._core.json import MAX_INT_DIGITS, dumps_canonical
 from .._errors import TreeclassTypeError, brief
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any, Final
 
-__all__ = ["SCALAR_TAGS", "SCALAR_TYPES", "decode_scalar", "encode_scalar"]
+__all__ = [
+    "SCALAR_TAGS",
+    "SCALAR_TYPES",
+    "decode_scalar",
+    "encode_scalar",
+    "encode_scalars",
+]
 
 _TAGS: Final[dict[type, str]] = {
     bool: "bool",
@@ -43,6 +50,7 @@ SCALAR_TYPES: Final = tuple(_TAGS)
 #: Their tags.
 SCALAR_TAGS: Final = frozenset(_TAGS.values())
 
+_NUMBERS: Final = frozenset((float, int))
 _SAFE_INT: Final = 1 << 53
 _INT_LIMIT: Final = 10**MAX_INT_DIGITS
 _MAX_HEX: Final = len(hex(_INT_LIMIT)) + 1  # the longest hex text, sign included
@@ -86,6 +94,52 @@ def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
     if tag == "complex":
         return tag, [_float(leaf.real), _float(leaf.imag)]
     return None if tag is None else (tag, leaf)
+
+
+def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[str, str] | None]:
+    """For each leaf, ``(tag, canonical JSON text of its value)``, or ``None`` (not a scalar).
+
+    :func:`encode_scalar` of each leaf with its value as
+    :func:`~treeclass._core.json.dumps_canonical` writes it; the usual leaves (finite
+    floats, ints in (-2**53, 2**53), bool) are done inline. ``paths``: the leaves' key
+    paths, for messages.
+
+    Raises:
+        TreeclassTypeError: as :func:`encode_scalar`.
+
+    Example:
+        >>> from treeclass._io.scalars import encode_scalars
+        >>> encode_scalars([1.5, "a", None, True], [".x", ".y", ".z", ".t"])
+        [('float', '1.5'), ('str', '"a"'), None, ('bool', 'true')]
+    """
+    classes = set(map(type, leaves))
+    if classes and classes <= _NUMBERS:  # only floats and ints: in bulk
+        try:
+            texts = list(map(repr, leaves))  # float.__repr__ and int.__repr__, as JSON writes
+        except ValueError:  # an int too long to print: the loop below says so
+            texts = ["nan"]
+        if "n" not in "".join(texts) and (  # no "inf" or "nan" (nor "-inf")
+            int not in classes or (min(leaves) > -_SAFE_INT and max(leaves) < _SAFE_INT)
+        ):
+            return list(zip(map(_TAGS.__getitem__, map(type, leaves)), texts))
+    out: list[tuple[str, str] | None] = []
+    append = out.append
+    for leaf, path in zip(leaves, paths):
+        cls = leaf.__class__
+        if cls is float:
+            if leaf - leaf == 0.0:
+                append(("float", float.__repr__(leaf)))
+                continue
+        elif cls is int:
+            if -_SAFE_INT < leaf < _SAFE_INT:
+                append(("int", int.__repr__(leaf)))
+                continue
+        elif cls is bool:
+            append(("bool", "true" if leaf else "false"))
+            continue
+        scalar = encode_scalar(leaf, path or "the root")
+        append(None if scalar is None else (scalar[0], dumps_canonical(scalar[1])))
+    return out
 
 
 def _decode_float(value: Any) -> float:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
-from .._core.json import dumps_canonical, loads_strict
+from .._core.json import census, dumps_canonical, loads_counted, loads_strict, no_duplicates
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
 from .._core.state import Layout, cannot_fill
@@ -149,17 +149,27 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     return spec if spec is not None else _nodes_to_spec_planned(nodes)
 
 
-def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
+def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None) -> TreeSpec | None:
     """:func:`nodes_to_spec` for documents whose nodes hold all their children.
 
-    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan.
+    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan. With
+    ``tally`` (``[0, 0]``), adds the members of the states' objects and the ``:`` in their
+    strings and the names to it (:func:`treeclass._core.json.no_duplicates`); then ``nodes``
+    may be unchecked (a parsed document's list): ``None`` also for a node list that is not
+    one complete tree, or a node that does not load (:func:`loads_nodes` and
+    :func:`nodes_to_spec` say what is wrong).
     """
-    # Per name: its node type, and the last state read and its auxdata (see _same_state).
+    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape),
+    # its arity and its census.
+    checking = tally is not None
+    need = 1
     cache: dict[str, list[Any]] = {}
     entries: list[Any] = []
     append = entries.append
     n = len(nodes)
     leaves = 0
+    members = 0
+    colons = 0
     i = 0
     while i < n:
         item = nodes[i]
@@ -167,28 +177,65 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
             append(None)
             leaves += 1
             i += 1
+            need -= 1
             continue
+        if checking and (
+            not need
+            or item.__class__ is not list
+            or len(item) != 3
+            or item[0].__class__ is not str
+            or item[2].__class__ is not int
+            or not 0 <= item[2] <= n - i - 1
+        ):
+            return None
         name, state, k = item
         memo = cache.get(name)
         if memo is None:
-            memo = cache[name] = [_node_type(name), None, None, None]
+            if checking and node_for_name(name) is None:
+                return None
+            memo = cache[name] = [_node_type(name), _UNSET, None, None, None, 0, 0]
         nt: NodeType = memo[0]
-        if memo[1] is not None and _same_state(state, memo[1], memo[3]):
-            aux = memo[2]  # a state read before: its auxdata, checked then
+        plain = memo[1]
+        # A state read before (equal, with the same static keys in order and the same
+        # classes of static values: then the same values) gives the same auxdata.
+        if state is plain or (
+            plain is not _UNSET
+            and (
+                state.__class__ is dict
+                and state == plain
+                and (static := state["static"]).__class__ is dict
+                and tuple(static) == memo[3][0]
+                and tuple(map(type, static.values())) == memo[3][1]
+            )
+        ):
+            aux = memo[2]  # a state read before: its auxdata and arity, checked then
+            expect = memo[4]
+            members += memo[5]
+            colons += memo[6]
         else:
             try:
                 aux, plan = nt.load_state(state)
             except TreespecLoadError as e:
+                if checking:
+                    return None
                 # (a migrate hook's own error stays the cause, for the traceback)
                 raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
             if plan is not None:
                 return None
-            if _plain_state(state):
-                memo[1] = state
-                memo[2] = aux
-                memo[3] = _shape(state)
-        expect = nt.arity_of(aux)
+            expect = nt.arity_of(aux)
+            m = c = 0
+            if tally is not None:
+                m, c = census(state)
+                c += name.count(":")
+                members += m
+                colons += c
+            if state is None:  # (a None node's, a builtin's without state)
+                memo[1:] = None, aux, None, expect, m, c
+            elif _plain_state(state):
+                memo[1:] = state, aux, _shape(state), expect, m, c
         if expect is not None and expect != k:
+            if checking:
+                return None
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
                 f"it {expect}."
@@ -202,6 +249,14 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
         if leafy:
             leaves += k
             i += k
+            need -= 1
+        else:
+            need += k - 1
+    if checking and need:
+        return None
+    if tally is not None:
+        tally[0] += members
+        tally[1] += colons
     return TreeSpec._make(tuple(entries), leaves)
 
 
@@ -224,16 +279,7 @@ def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
     return tuple(static), tuple(map(type, static.values()))
 
 
-def _same_state(
-    state: Any, plain: dict[str, Any], shape: tuple[tuple[str, ...], tuple[type, ...]]
-) -> bool:
-    """Whether ``state`` reads as ``plain`` does (a state :func:`_plain_state` accepted).
-
-    Equal, with the same key order and value classes of the static values: then the values
-    are the same values.
-    """
-    return state.__class__ is dict and state == plain and _shape(state) == shape
-
+_UNSET: Final = object()  # no state memoized yet
 
 #: The classes of JSON values for which equal values are the same value.
 _SCALAR_CLASSES: Final = frozenset((str, int, bool, type(None)))
@@ -350,9 +396,83 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
             f"treespec_loads() takes the document as str or bytes, got {type(text).__name__}."
         )
     try:
+        if not isinstance(text, str):
+            text = bytes(text).decode("utf-8")  # a UnicodeDecodeError is a ValueError
+        doc, colons = loads_counted(text)
+    except ValueError as e:
+        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
+    try:
+        nodes, members, string_colons = _check_document(doc)
+        if no_duplicates(colons, members, string_colons):
+            return nodes
+    except TreespecLoadError:
+        if colons is None:
+            raise
+    # A duplicate key was dropped (or the check failed on a value that had one): the strict
+    # parser says which; then the document is checked as it says.
+    try:
         doc = loads_strict(text)
     except ValueError as e:
         raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
+    return _check_document(doc)[0]  # pragma: no cover - the strict parser raised
+
+
+def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
+    """:func:`nodes_to_spec` of :func:`loads_nodes`, in fewer passes: the node list and spec.
+
+    What :func:`treeclass.treespec_loads` and :func:`treeclass.load` read documents with:
+    the same checks and errors as the two functions, but the duplicate-key check is made
+    while the states are loaded (each distinct state counted once), not by the parser.
+
+    Raises:
+        TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
+        UnregisteredNameError: as :func:`nodes_to_spec`.
+    """
+    if not isinstance(text, str):
+        nodes = loads_nodes(text)  # bytes (or a wrong type): the general path
+        return nodes, nodes_to_spec(nodes)
+    try:
+        doc, colons = loads_counted(text)
+    except ValueError as e:
+        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
+    if colons is None:  # parsed strictly already
+        nodes = _check_document(doc, states=False)[0]
+        return nodes, nodes_to_spec(nodes)
+    # The fast path: the node list checked as the spec is built, one pass; anything unusual
+    # (an error, a node that needs a plan, a dropped duplicate key) goes the general way,
+    # which says what is wrong.
+    found: Any = doc.get("nodes") if doc.__class__ is dict else None
+    if found.__class__ is list and found and doc.keys() == _KEYS:
+        tally = [len(doc), 0]
+        spec = _nodes_to_spec_simple(found, tally)
+        if (
+            spec is not None
+            and doc["format"] == FORMAT_ID
+            and doc["version"].__class__ is int
+            and doc["version"] in READABLE_VERSIONS
+            and doc["leaves"].__class__ is int
+            and doc["leaves"] == spec.num_leaves
+            and no_duplicates(colons, tally[0], tally[1])
+        ):
+            return found, spec
+    nodes = loads_nodes(text)
+    return nodes, nodes_to_spec(nodes)
+
+
+def _differ(a: Any, b: Any) -> bool:
+    try:
+        return bool(a != b)
+    except RecursionError:  # pragma: no cover - nested about as deep as the parser allows
+        return True
+
+
+def _check_document(doc: Any, states: bool = True) -> tuple[list[Node], int, int]:
+    """The checked node list of a parsed document, with its census.
+
+    The census: the members of its objects and the ``:`` in its strings (for
+    :func:`treeclass._core.json.no_duplicates`); without ``states``, of the top-level
+    object only.
+    """
     if doc.__class__ is not dict:
         raise _bad(f"the document must be a JSON object, got {doc.__class__.__name__}.")
     if doc.get("format") != FORMAT_ID:
@@ -377,6 +497,11 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
         raise _bad('"nodes" must be a non-empty list.')
     if leaves.__class__ is not int:
         raise _bad(f'"leaves" must be an integer, got {brief(leaves, 40)}.')
+    # The census of the states: per name, the last state seen and its counts (an equal
+    # state has equal counts).
+    members = len(doc)
+    colons = 0
+    seen: dict[str, tuple[Any, int, int]] = {}
     need = 1
     count = 0
     n = len(nodes)
@@ -394,7 +519,7 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
             raise _bad(
                 f"node {i} must be null (a leaf) or [name, state, arity], got {brief(item, 80)}."
             )
-        name, _state, k = item
+        name, state, k = item
         if name.__class__ is not str:
             raise _bad(f"node {i} has a name that is not a string: {brief(name, 60)}.")
         if k.__class__ is not int or k < 0:
@@ -404,6 +529,13 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
                 f"node {i} claims {_short(k)} children but only {n - i - 1} nodes follow it; "
                 "the document was truncated or edited."
             )
+        if states:
+            memo = seen.get(name)
+            if memo is None or (state is not memo[0] and _differ(state, memo[0])):
+                m, c = census(state)
+                memo = seen[name] = (state, m, c + name.count(":"))
+            members += memo[1]
+            colons += memo[2]
         i += 1
         # All children leaves: skip them (a small node checked in one slice, as below).
         if k and (nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)):
@@ -419,7 +551,7 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
         )
     if count != leaves:
         raise _bad(f'"leaves" says {_short(leaves)} but the node list has {count} leaves.')
-    return nodes
+    return nodes, members, colons
 
 
 # --- auxdata as bytes (what jax.export and torch contexts store) ----------------------------------

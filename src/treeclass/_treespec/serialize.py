@@ -22,7 +22,7 @@ from .._errors import (
     brief,
     qualname,
 )
-from .format import dumps_nodes, loads_nodes, nodes_to_spec, spec_to_nodes
+from .format import dumps_nodes, loads_spec, spec_to_nodes
 
 __all__ = ["treespec_dumps", "treespec_loads"]
 
@@ -127,7 +127,7 @@ def treespec_loads(text: str | bytes | bytearray, *, to: FrameworkName | None = 
     .. versionadded:: 0.1.0
     .. versionchanged:: 0.1.0 ``to=`` (JAX, torch and optree structures).
     """
-    spec = nodes_to_spec(loads_nodes(text))
+    spec = loads_spec(text)[1]
     if to is None:
         return spec
     framework = framework_named(to)

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
 from .._core.registry import node_for_name
 from .._errors import TreeclassError
-from .format import nodes_to_spec
+from .format import all_leaves, nodes_to_spec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
     from typing import Any, Final
 
-__all__ = ["child_entries", "walk"]
+__all__ = ["child_entries", "leaf_paths", "walk"]
 
 _DICTS: Final = frozenset((DICT, ORDERED_DICT))
 _SEQUENCES: Final = frozenset((TUPLE, LIST))
@@ -79,8 +79,9 @@ def _dict_keys(name: str, state: Any) -> Any:
 def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str] | None]:
     """For each node of a document's node list, the key entries of its children.
 
-    ``None`` for a leaf. With ``strict``, a dict key that cannot be decoded raises (the
-    caller loaded the document already, so that cannot happen); otherwise such keys show as
+    ``None`` for a leaf; nodes with the same entries may share one list (read only). With
+    ``strict``, a dict key that cannot be decoded raises (the caller loaded the document
+    already, so that cannot happen); otherwise such keys show as
     their JSON form (``[<{"registered":[...]}>]``), for a document whose names may not be
     registered here.
 
@@ -89,6 +90,7 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
     """
     out: list[list[str] | None] = []
     pending: list[tuple[int, list[Any]]] = []
+    last: dict[str, tuple[list[str], list[str]]] = {}  # per class: its last fields, entries
     for i, item in enumerate(nodes):
         if item is None:
             out.append(None)
@@ -99,7 +101,13 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
         if name in _SEQUENCES:
             entries = [f"[{j}]" for j in range(arity)]
         elif keys is not None:
-            if keys.__class__ is list and len(keys) == arity:
+            if (
+                keys.__class__ is list
+                and len(keys) == arity
+                and tuple(map(type, keys)) == (str,) * arity
+            ):
+                entries = ["[" + repr(k) + "]" for k in keys]  # str keys, the usual case
+            elif keys.__class__ is list and len(keys) == arity:
                 reprs = [_scalar_key(k) for k in keys]
                 if all(r is not None for r in reprs):
                     entries = [_entry(r) for r in reprs if r is not None]
@@ -108,12 +116,16 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                     entries = []  # filled in below
         elif state.__class__ is dict:
             fields = state.get("data", state.get("fields"))
-            if (
+            memo = last.get(name)
+            if memo is not None and memo[0] == fields:  # as the class's last node: shared
+                entries = memo[1]
+            elif (
                 fields.__class__ is list
                 and len(fields) == arity
                 and all(f.__class__ is str for f in fields)
             ):
                 entries = [f".{f}" for f in fields]
+                last[name] = (fields, entries)
         if entries is None:
             entries = [f"[{j}]" for j in range(arity)]
         out.append(entries)
@@ -167,6 +179,85 @@ def walk(
             if stack:
                 parts.pop()
                 lengths.pop()
+
+
+def leaf_paths(
+    nodes: Sequence[Any],
+    entries: Sequence[list[str] | None],
+    lengths: list[int] | None = None,
+) -> list[str] | None:
+    """The key path of every leaf, in leaf order (what :func:`walk` joins at each leaf).
+
+    ``nodes`` and ``entries`` as for :func:`walk`. With ``lengths`` (one per leaf, the
+    lengths of stored paths to compare with), ``None`` as soon as a leaf's path would not
+    have its length: no path longer than the one stored is ever built, so time stays
+    linear in the size of what is stored (each node's own path is built once, and only
+    for a leaf under it).
+    """
+    out: list[str] = []
+    parts: list[str] = []  # keys of the open nodes below the root
+    # Open nodes: [child entries, next child, path length, path (built on first need)];
+    # first, one above the root whose only child (the root) has the key "".
+    frames: list[list[Any]] = [[[""], 0, 0, ""]]
+    i = 0
+    j = 0
+    while frames:
+        top = frames[-1]
+        kids = top[0]
+        c = top[1]
+        if c == len(kids):
+            frames.pop()
+            if frames:
+                parts.pop()
+            continue
+        key = kids[c]
+        top[1] = c + 1
+        grand = entries[i]
+        i += 1
+        if grand is None:  # a leaf
+            if lengths is not None and lengths[j] != top[2] + len(key):
+                return None
+            path = top[3]
+            if path is None:
+                path = top[3] = "".join(parts)
+            out.append(path + key)
+            j += 1
+            continue
+        k = len(grand)
+        if not k:
+            continue
+        length = top[2] + len(key)
+        if nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k):
+            # Children all leaves: their paths in one go.
+            if lengths is not None and [length + len(e) for e in grand] != lengths[j : j + k]:
+                return None
+            path = top[3]
+            if path is None:
+                path = top[3] = "".join(parts)
+            path += key
+            out.extend([path + e for e in grand] if path else grand)
+            i += k
+            j += k
+            continue
+        if k <= 16 and (span := entries[i : i + k]).count(None) + span.count([]) == k:
+            # Children leaves or nodes without children (None): the leaves' paths in one go.
+            keys = [e for e, x in zip(grand, span) if x is None]
+            if (
+                lengths is not None
+                and [length + len(e) for e in keys] != lengths[j : j + len(keys)]
+            ):
+                return None
+            path = top[3]
+            if path is None:
+                path = top[3] = "".join(parts)
+            path += key
+            out.extend([path + e for e in keys])
+            j += len(keys)
+            i += k
+            continue
+        parts.append(key)
+        frames.append([grand, 0, length, None])
+    return out
 
 
 def current_child_entries(
