@@ -10,7 +10,7 @@ get one made from their generated code (:func:`class_node`).
 from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any, Final, Literal
 
 from .._errors import (
@@ -199,12 +199,18 @@ class NodeType:
         return self.name
 
     def bind(
-        self, tag: str, key: Callable[[str], Any], family: Family | None = None, **extra: Any
+        self,
+        tag: str,
+        key: Callable[[str], Any],
+        family: Family | None = None,
+        *,
+        functions: Collection[str] | None = None,
+        **extra: Any,
     ) -> dict[str, Any]:
         """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
         if self.generated is None:
             raise TypeError(f"{self.qualname} has no generated functions")  # pragma: no cover
-        return self.generated.bind(tag, key=key, family=family, **extra)
+        return self.generated.bind(tag, key=key, family=family, functions=functions, **extra)
 
     def __repr__(self) -> str:
         return f"<treeclass node type {self.type.__qualname__} name={self.name!r}>"
@@ -539,6 +545,10 @@ def namedtuple_node(cls: type) -> NodeType:
     )
 
 
+#: The generated functions the embedded registry binds.
+_EMBEDDED: Final = ("flatten", "unflatten", "flatten_with_keys", "flatten_into")
+
+
 def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> NodeType:
     """The node type of a dataclass or attrs class, with its generated functions.
 
@@ -578,7 +588,13 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         generated=generated,
         codec=codec,
     )
-    functions = generated.bind("", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES)
+    functions = generated.bind(
+        "",
+        key=GetAttrKey,
+        functions=_EMBEDDED,
+        _nt=node,
+        _leaf_types=LEAF_TYPES,
+    )
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
     node.flatten_with_keys = functions["flatten_with_keys"]
