@@ -108,7 +108,9 @@ def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
     Private: ``jax._src.export._export.serialization_registry`` and
     ``deserialization_registry`` (jax 0.10.2). Every other private access goes through it.
     """
-    module = importlib.import_module("jax._src.export._export")
+    module = sys.modules.get("jax._src.export._export")
+    if module is None:  # pragma: no cover - jax.export imports it
+        module = importlib.import_module("jax._src.export._export")
     by_type: dict[type, Any] = module.serialization_registry
     by_name: dict[str, Any] = module.deserialization_registry
     return by_type, by_name

@@ -78,6 +78,11 @@ class Family:
         return f"<treeclass codegen family {self.tag or 'core'!r}>"
 
 
+#: A family's code for one class, its linecache filename, its functions' code by name, and the
+#: names of the functions that read the key globals (``_k0``, ...).
+_Entry = tuple[CodeType, str, dict[str, CodeType], frozenset[str]]
+
+
 class Generated:
     """One class's generated sources, each compiled once, ready to be bound per registry."""
 
@@ -86,8 +91,7 @@ class Generated:
     def __init__(self, info: ClassInfo, globals_: dict[str, Any]) -> None:
         self.info = info
         self._globals = globals_
-        #: family -> (its code, its linecache filename, its functions' code by name)
-        self._code: dict[Family, tuple[CodeType, str, dict[str, CodeType]]] = {}
+        self._code: dict[Family, _Entry] = {}
         self._lock = allocate_lock()
         self._canonical: _Canonical | None = None
 
@@ -101,10 +105,15 @@ class Generated:
         return (CORE if family is None else family).write(self.info)
 
     def compile(self, family: Family) -> CodeType:
-        """A family's code object, made on first use (from a shared template, see :func:`_code`)."""
-        return self._entry(family)[0]
+        """A family's code object, made on first use (from a shared template, see :func:`_code`).
 
-    def _entry(self, family: Family) -> tuple[CodeType, str, dict[str, CodeType]]:
+        Binding uses its functions' code only; the whole code object is made when asked for.
+        """
+        code, filename, _, _ = self._entry(family)
+        return _refile(code, filename)
+
+    def _entry(self, family: Family) -> _Entry:
+        """A family's code, filename, functions' code by name, and the functions reading keys."""
         entry = self._code.get(family)
         if entry is None:
             with self._lock:
@@ -114,8 +123,13 @@ class Generated:
                     if self._canonical is None and _TEMPLATES_ON:
                         self._canonical = _canonical(self.info)
                     code, filename = _code(self.info, family, tag, self._canonical)
-                    functions = {c.co_name: c for c in code.co_consts if type(c) is CodeType}
-                    entry = (code, filename, functions)
+                    functions = {
+                        c.co_name: _refile(c, filename)
+                        for c in code.co_consts
+                        if type(c) is CodeType
+                    }
+                    keyed = frozenset([n for n, c in functions.items() if "_k0" in c.co_names])
+                    entry = (code, filename, functions, keyed)
                     self._code[family] = entry
         return entry
 
@@ -165,10 +179,10 @@ class Generated:
         """
         family = CORE if family is None else family
         wanted = family.functions if functions is None else functions
-        codes = self._entry(family)[2]
-        ns: dict[str, Any] = dict(self._globals)
-        if any("_k0" in codes[func].co_names for func in wanted):
-            ns.update({f"_k{i}": key(name) for i, name in enumerate(self.info.data_fields)})
+        _, _, codes, keyed = self._entry(family)
+        ns: dict[str, Any] = self._globals.copy()
+        if keyed and not keyed.isdisjoint(wanted):
+            ns.update(_keys(key, self.info.data_fields))
         ns.update(extra)
         cls = self.info.cls
         qualname = cls.__qualname__
@@ -186,6 +200,27 @@ class Generated:
                 ns[func] = FunctionType(code, ns)
         return out
 
+
+#: ``(key maker, field name) -> key``: a registry's key objects are immutable values, shared
+#: by every class with a field of that name.
+_KEYS: dict[tuple[Callable[[str], Any], str], Any] = {}
+#: ``(key maker, data fields) -> {"_k0": key, ...}``, at most :data:`_NAMED_MAX` entries.
+_KEY_GLOBALS: dict[tuple[Callable[[str], Any], tuple[str, ...]], dict[str, Any]] = {}
+
+
+def _keys(key: Callable[[str], Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """The key globals ``_k0``, ... of fields ``names`` (the registry's keys, ``key(name)``)."""
+    made = _KEY_GLOBALS.get((key, names))
+    if made is None:
+        made = {}
+        for i, name in enumerate(names):
+            k = _KEYS.get((key, name))
+            if k is None:
+                k = _KEYS.setdefault((key, name), key(name))
+            made[f"_k{i}"] = k
+        if len(_KEY_GLOBALS) < _NAMED_MAX:
+            made = _KEY_GLOBALS.setdefault((key, names), made)
+    return made
 
 #: How the filename of every generated source starts.
 _FILENAME: Final = "<treeclass generated "
@@ -231,12 +266,17 @@ _NAMED_MAX: Final = 4096
 _LINES: dict[str, str] = {}
 
 
-#: A class's shape, the class of that shape with placeholder names, placeholder -> name.
-_Canonical = tuple[tuple[Any, ...], ClassInfo, dict[str, str]]
+#: A class's shape and placeholder -> name.
+_Canonical = tuple[tuple[Any, ...], dict[str, str]]
+
+
+def _placeholder(i: int) -> str:
+    return f"_tcf{i}_"
 
 
 def _canonical(info: ClassInfo) -> _Canonical:
-    """``info``'s shape, a class of that shape with placeholder names, and placeholder -> name.
+    """``info``'s shape and placeholder -> name (cheap: the class of that shape with
+    placeholder names is made only to compile a new template, :func:`_canonical_info`).
 
     The shape holds everything a family writes its source from except the names; which of it
     a family reads is the family's business, and ``TREECLASS_CHECK_TEMPLATES`` checks that the
@@ -244,16 +284,31 @@ def _canonical(info: ClassInfo) -> _Canonical:
     """
     names: dict[str, str] = {}
     to_placeholder: dict[str, str] = {}
-    fields: list[FieldInfo] = []
     shape: list[Any] = [info.kind]
+    intern = sys.intern
     for i, f in enumerate(info.fields):
-        placeholder = f"_tcf{i}_"
-        names[placeholder] = f.name
+        placeholder = _placeholder(i)
+        names[placeholder] = intern(f.name)
         to_placeholder[f.name] = placeholder
-        alias = placeholder
-        if f.alias != f.name:
-            alias = f"_tca{i}_"
-            names[alias] = f.alias
+        renamed = f.alias != f.name
+        if renamed:
+            names[f"_tca{i}_"] = intern(f.alias)
+        shape.append((f.static, f.init, f.kw_only, renamed))
+    plan = info.plan
+    stores = tuple([(to_placeholder.get(n, n), how) for n, how in plan.stores])
+    slots = tuple([to_placeholder.get(n, n) for n in plan.slots])
+    shape += [plan.mode, plan.mapping, stores, plan.reset, slots]
+    return tuple(shape), names
+
+
+def _canonical_info(info: ClassInfo) -> ClassInfo:
+    """The class of ``info``'s shape whose field names are placeholders (``_tcf0_``, aliases
+    ``_tca0_``): what a template's source is written from."""
+    to_placeholder: dict[str, str] = {}
+    fields: list[FieldInfo] = []
+    for i, f in enumerate(info.fields):
+        placeholder = _placeholder(i)
+        to_placeholder[f.name] = placeholder
         fields.append(
             FieldInfo(
                 placeholder,
@@ -262,28 +317,24 @@ def _canonical(info: ClassInfo) -> _Canonical:
                 default_factory=f.default_factory,
                 init=f.init,
                 kw_only=f.kw_only,
-                alias=alias,
+                alias=placeholder if f.alias == f.name else f"_tca{i}_",
             )
         )
-        shape.append((f.static, f.init, f.kw_only, f.alias != f.name))
     plan = info.plan
     stores: tuple[tuple[str, Store], ...] = tuple(
         [(to_placeholder.get(n, n), how) for n, how in plan.stores]
     )
     slots = {to_placeholder.get(n, n): d for n, d in plan.slots.items()}
-    shape += [plan.mode, plan.mapping, stores, plan.reset, tuple(slots)]
     canonical_plan = RebuildPlan(plan.mode, plan.new, stores, slots, plan.mapping, plan.reset)
-    canonical = ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
-    return tuple(shape), canonical, {p: sys.intern(n) for p, n in names.items()}
+    return ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
 
 
-def _template(family: Family, canonical_info: _Canonical) -> tuple[CodeType, str]:
-    """The compiled template of a shape (:func:`_canonical`) and its source."""
-    shape, canonical, _ = canonical_info
+def _template(family: Family, info: ClassInfo, shape: tuple[Any, ...]) -> tuple[CodeType, str]:
+    """The compiled template of ``info``'s shape (:func:`_canonical`) and its source."""
     key = (family, shape)
     entry = _TEMPLATES.get(key)
     if entry is None:
-        source = family.write(canonical)
+        source = family.write(_canonical_info(info))
         code = _lines_only(compile(source, _TEMPLATE_FILENAME, "exec"))
         with _TEMPLATES_LOCK:
             entry = _TEMPLATES.setdefault(key, (code, source))
@@ -293,7 +344,8 @@ def _template(family: Family, canonical_info: _Canonical) -> tuple[CodeType, str
 def _code(
     info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None
 ) -> tuple[CodeType, str]:
-    """A family's code for ``info``'s class and its linecache filename."""
+    """A family's code for ``info``'s class (its filename may be another's: see
+    :func:`_refile`) and the linecache filename of the class's source."""
     if canonical is None:
         source = family.write(info)
         filename = _reserve(info.cls, source, tag)
@@ -302,11 +354,11 @@ def _code(
         except BaseException:  # pragma: no cover - the source is ours
             linecache.cache.pop(filename, None)
             raise
-    shape, _, names = canonical
+    shape, names = canonical
     key = (family, shape, tuple(names.items()))
     named = _NAMED.get(key)
     if named is None:
-        template, text = _template(family, canonical)
+        template, text = _template(family, info, shape)
         source = _PLACEHOLDER.sub(lambda m: names[m.group()], text)
         lines = [_LINES.setdefault(line, line) for line in source.splitlines(keepends=True)]
         named = (_rename(template, names, _TEMPLATE_FILENAME), lines, len(source))
@@ -317,14 +369,15 @@ def _code(
         raise AssertionError(  # pragma: no cover - a family reads what the shape lacks
             f"the {family!r} template of {info.qualname} does not give its source"
         )
-    filename = _reserve_lines(info.cls, lines, size, tag)
-    return _refile(code, filename), filename
+    return code, _reserve_lines(info.cls, lines, size, tag)
 
 
 def _refile(code: CodeType, filename: str) -> CodeType:
     """``code`` (and the code it holds) under ``filename`` (all else shared)."""
+    if code.co_filename == filename:
+        return code
     consts = code.co_consts
-    if any(type(c) is CodeType for c in consts):
+    if CodeType in set(map(type, consts)):
         consts = tuple([_refile(c, filename) if type(c) is CodeType else c for c in consts])
         return code.replace(co_filename=filename, co_consts=consts)
     return code.replace(co_filename=filename)
@@ -461,7 +514,7 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
 
 def release(generated: Generated) -> None:
     """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
-    for _, filename, _ in generated._code.values():
+    for _, filename, _, _ in generated._code.values():
         linecache.cache.pop(filename, None)
 
 
