@@ -271,7 +271,10 @@ _Canonical = tuple[tuple[Any, ...], dict[str, str]]
 
 
 def _placeholder(i: int) -> str:
-    return f"_tcf{i}_"
+    return _PLACEHOLDERS[i] if i < len(_PLACEHOLDERS) else f"_tcf{i}_"
+
+
+_PLACEHOLDERS: Final = tuple([f"_tcf{i}_" for i in range(64)])
 
 
 def _canonical(info: ClassInfo) -> _Canonical:
@@ -285,18 +288,20 @@ def _canonical(info: ClassInfo) -> _Canonical:
     names: dict[str, str] = {}
     to_placeholder: dict[str, str] = {}
     shape: list[Any] = [info.kind]
-    intern = sys.intern
     for i, f in enumerate(info.fields):
         placeholder = _placeholder(i)
-        names[placeholder] = intern(f.name)
-        to_placeholder[f.name] = placeholder
-        renamed = f.alias != f.name
-        if renamed:
-            names[f"_tca{i}_"] = intern(f.alias)
-        shape.append((f.static, f.init, f.kw_only, renamed))
+        name = f.name
+        names[placeholder] = name
+        to_placeholder[name] = placeholder
+        if f.alias != name:
+            names[f"_tca{i}_"] = f.alias
+            shape.append((f.static, f.init, f.kw_only, True))
+        else:
+            shape.append((f.static, f.init, f.kw_only, False))
     plan = info.plan
-    stores = tuple([(to_placeholder.get(n, n), how) for n, how in plan.stores])
-    slots = tuple([to_placeholder.get(n, n) for n in plan.slots])
+    get = to_placeholder.get
+    stores = tuple([(get(n, n), how) for n, how in plan.stores])
+    slots = tuple([get(n, n) for n in plan.slots]) if plan.slots else ()
     shape += [plan.mode, plan.mapping, stores, plan.reset, slots]
     return tuple(shape), names
 
@@ -791,5 +796,5 @@ def generate(info: ClassInfo) -> Generated:
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
     generated = Generated(info, globals_)
-    generated.compile(CORE)
+    generated._entry(CORE)
     return generated
