@@ -557,11 +557,19 @@ def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | 
 
 
 def _dumpable(node: NodeType) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
-    """torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class."""
-    to_state, from_state = _context_codec(node)
+    """torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
+
+    The context codec (and so the class's state codec) is made when torch first uses either.
+    """
+    made: list[tuple[Callable[[Any], Any], Callable[[Any], Any]]] = []
+
+    def codec() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+        if not made:
+            made.append(_context_codec(node))  # (two threads may both make one: either works)
+        return made[0]
 
     def to_dumpable_context(context: Any) -> str:
-        return dumps_canonical(to_state(context))
+        return dumps_canonical((made[0] if made else codec())[0](context))
 
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
@@ -570,7 +578,7 @@ def _dumpable(node: NodeType) -> tuple[Callable[[Any], str], Callable[[Any], Any
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return from_state(state_from_bytes(node, dumpable))
+        return (made[0] if made else codec())[1](state_from_bytes(node, dumpable))
 
     return to_dumpable_context, from_dumpable_context
 

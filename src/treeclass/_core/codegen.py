@@ -129,6 +129,7 @@ class Generated:
                         if type(c) is CodeType
                     }
                     keyed = frozenset([n for n, c in functions.items() if "_k0" in c.co_names])
+                    keyed = _KEYED.setdefault(keyed, keyed)
                     entry = (code, filename, functions, keyed)
                     self._code[family] = entry
         return entry
@@ -204,6 +205,8 @@ class Generated:
 #: ``(key maker, field name) -> key``: a registry's key objects are immutable values, shared
 #: by every class with a field of that name.
 _KEYS: dict[tuple[Callable[[str], Any], str], Any] = {}
+#: Every set of key-reading functions (:meth:`Generated._entry`), kept once.
+_KEYED: dict[frozenset[str], frozenset[str]] = {}
 #: ``(key maker, data fields) -> {"_k0": key, ...}``, at most :data:`_NAMED_MAX` entries.
 _KEY_GLOBALS: dict[tuple[Callable[[str], Any], tuple[str, ...]], dict[str, Any]] = {}
 
@@ -262,6 +265,8 @@ _NAMED: dict[
     tuple[CodeType, list[str], int],
 ] = {}
 _NAMED_MAX: Final = 4096
+#: Every shape seen (:func:`_canonical`), kept once; at most :data:`_NAMED_MAX`.
+_SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 #: Every line of a generated source, kept once: classes share most of their lines.
 _LINES: dict[str, str] = {}
 
@@ -303,7 +308,12 @@ def _canonical(info: ClassInfo) -> _Canonical:
     stores = tuple([(get(n, n), how) for n, how in plan.stores])
     slots = tuple([get(n, n) for n in plan.slots]) if plan.slots else ()
     shape += [plan.mode, plan.mapping, stores, plan.reset, slots]
-    return tuple(shape), names
+    made = tuple(shape)
+    # One object per shape, kept by every class of that shape (not one each).
+    known = _SHAPES.get(made)
+    if known is None and len(_SHAPES) < _NAMED_MAX:
+        known = _SHAPES.setdefault(made, made)
+    return made if known is None else known, names
 
 
 def _canonical_info(info: ClassInfo) -> ClassInfo:
