@@ -557,7 +557,7 @@ def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | 
 
 
 def _dumpable(node: NodeType) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
-    """torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
+    """Torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
 
     The context codec (and so the class's state codec) is made when torch first uses either.
     """

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from torch.utils.data._utils import collate as _collate
 from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
@@ -122,7 +122,7 @@ _ADDED: Final = "__treeclass_pin_memory__"
 
 def _pin_memory_method(self: Any) -> Any:
     """A copy whose data fields went through torch's ``pin_memory`` (added by treeclass)."""
-    kind = type(self)
+    kind = cast("type[object]", type(self))
     owner = next(k for k in kind.__mro__ if vars(k).get("pin_memory") is _pin_memory_method)
     node = registered_node(owner)
     if node is None:  # pragma: no cover - the method is removed when the registration is

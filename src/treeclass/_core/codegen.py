@@ -5,10 +5,10 @@ A class's functions come in families (:class:`Family`), each one source text wri
 class from a template compiled once per shape of class (see "templates" below; a family other
 than :data:`CORE` only when first bound) and put into :mod:`linecache` as
 ``<treeclass generated pkg.mod.Point>`` (``... [tag]>`` for another family), so that
-tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects by
-executing the code in a namespace of its own (:meth:`Generated.bind`): its key type, the
-embedded registry's node type, JAX's hash check. Nothing here looks at the class itself; the
-rebuild plan says how.
+tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects, made
+from that code (no ``exec``) with a namespace of its own (:meth:`Generated.bind`): its key
+type, the embedded registry's node type, JAX's hash check; only the functions it uses. Nothing
+here looks at the class itself; the rebuild plan says how.
 
 - **core** (:data:`CORE`: embedded registry, JAX, optree): every data field is a child,
   ``None`` included; the auxdata is the tuple of static values.
@@ -290,12 +290,13 @@ _PLACEHOLDERS: Final = tuple([f"_tcf{i}_" for i in range(64)])
 
 
 def _canonical(info: ClassInfo) -> _Canonical:
-    """``info``'s shape and placeholder -> name (cheap: the class of that shape with
-    placeholder names is made only to compile a new template, :func:`_canonical_info`).
+    """``info``'s shape and placeholder -> name.
 
-    The shape holds everything a family writes its source from except the names; which of it
-    a family reads is the family's business, and ``TREECLASS_CHECK_TEMPLATES`` checks that the
-    source made from the template is the class's own.
+    Cheap: the class of that shape with placeholder names is made only to compile a new
+    template (:func:`_canonical_info`). The shape holds everything a family writes its source
+    from except the names; which of it a family reads is the family's business, and
+    ``TREECLASS_CHECK_TEMPLATES`` checks that the source made from the template is the class's
+    own.
     """
     names: dict[str, str] = {}
     to_placeholder: dict[str, str] = {}
@@ -324,8 +325,10 @@ def _canonical(info: ClassInfo) -> _Canonical:
 
 
 def _canonical_info(info: ClassInfo) -> ClassInfo:
-    """The class of ``info``'s shape whose field names are placeholders (``_tcf0_``, aliases
-    ``_tca0_``): what a template's source is written from."""
+    """The class of ``info``'s shape with placeholder names: what a template is written from.
+
+    Its fields are ``_tcf0_``, ... (aliases ``_tca0_``, ...).
+    """
     to_placeholder: dict[str, str] = {}
     fields: list[FieldInfo] = []
     for i, f in enumerate(info.fields):
@@ -366,8 +369,11 @@ def _template(family: Family, info: ClassInfo, shape: tuple[Any, ...]) -> tuple[
 def _code(
     info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None
 ) -> tuple[CodeType, str]:
-    """A family's code for ``info``'s class (its filename may be another's: see
-    :func:`_refile`) and the linecache filename of the class's source."""
+    """A family's code for ``info``'s class and the linecache filename of its source.
+
+    The code's own filename may be another class's (of the same shape and names): see
+    :func:`_refile`.
+    """
     if canonical is None:
         source = family.write(info)
         filename = _reserve(info.cls, source, tag)

@@ -10,9 +10,9 @@ get one made from their generated code (:func:`class_node`).
 from __future__ import annotations
 
 import functools
+from _thread import allocate_lock
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
-from _thread import allocate_lock
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._errors import (
@@ -187,9 +187,7 @@ class NodeType:
                         self.load_state = codec.load
                         self.codec = codec
                     return object.__getattribute__(self, name)
-            raise AttributeError(
-                f"{type(self).__name__!r} object has no attribute {name!r}"
-            )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def qualname(self) -> str:
