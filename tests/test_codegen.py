@@ -217,3 +217,39 @@ def test_traceback_from_template_code_names_the_class_line() -> None:
     text = "".join(traceback.format_exception(info.value))
     assert f'File "<treeclass generated {__name__}.Shown>", line 3, in flatten' in text
     assert "    v1 = obj.b\n" in text
+
+
+def test_classes_with_the_same_fields_share_source_lines_but_keep_their_own_filename() -> None:
+    from treeclass._core import codegen
+
+    if not codegen._TEMPLATES_ON:
+        pytest.skip("templates are off on this interpreter")
+
+    def make() -> Any:
+        @tc.pytree_dataclass
+        class Twin:
+            left: float
+            right: Any = None
+            tag: str = tc.field(static=True, default="t")
+
+        return Twin
+
+    one, two = make(), make()
+    n1, n2 = node_for_class(one), node_for_class(two)
+    assert n1 is not None and n2 is not None
+    f1, f2 = n1.flatten.__code__.co_filename, n2.flatten.__code__.co_filename
+    assert f1 != f2 and f1.startswith(f"<treeclass generated {__name__}.")
+    assert n1.flatten.__code__.co_code == n2.flatten.__code__.co_code
+    assert linecache.getlines(f1) is linecache.getlines(f2)  # one list of lines for both
+    assert inspect.getsource(n2.unflatten).startswith("def unflatten(aux, children):")
+
+    class Broken:
+        @property
+        def left(self) -> float:
+            raise RuntimeError("no left")
+
+    with pytest.raises(RuntimeError) as info:
+        n2.flatten(Broken())
+    text = "".join(traceback.format_exception(info.value))
+    assert f'File "{f2}", line 2, in flatten' in text  # the second class's own name
+    assert "v0 = obj.left" in text

@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 import jax.export
@@ -108,7 +108,9 @@ def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
     Private: ``jax._src.export._export.serialization_registry`` and
     ``deserialization_registry`` (jax 0.10.2). Every other private access goes through it.
     """
-    module = importlib.import_module("jax._src.export._export")
+    module = sys.modules.get("jax._src.export._export")
+    if module is None:  # pragma: no cover - jax.export imports it
+        module = importlib.import_module("jax._src.export._export")
     by_type: dict[type, Any] = module.serialization_registry
     by_name: dict[str, Any] = module.deserialization_registry
     return by_type, by_name
@@ -140,21 +142,33 @@ def _add_export_alias(alias: str, name: str) -> None:
 
 
 _Snapshot = tuple[dict[Any, Any], dict[Any, Any]]
+#: What a snapshot holds for a key the registry did not have.
+_ABSENT: Final = object()
 
 
-def _export_snapshot() -> _Snapshot:
-    """Copies of jax.export's two registries."""
+def _export_snapshot(types: Iterable[type], names: Iterable[str]) -> _Snapshot:
+    """The entries of ``types`` and ``names`` in jax.export's two registries (or their absence).
+
+    Only those keys: a registration touches no others (``register_pytree_node_serialization``
+    and ``register_namedtuple_serialization`` write one entry in each registry), and copying
+    the whole registries would cost time that grows with every class registered.
+    """
     by_type, by_name = _export_registries()
-    return dict(by_type), dict(by_name)
+    return (
+        {t: by_type.get(t, _ABSENT) for t in types},
+        {n: by_name.get(n, _ABSENT) for n in names},
+    )
 
 
 def _export_restore(saved: _Snapshot) -> None:
-    """Put jax.export's registries back exactly as :func:`_export_snapshot` saw them."""
-    by_type, by_name = _export_registries()
-    by_type.clear()
-    by_type.update(saved[0])
-    by_name.clear()
-    by_name.update(saved[1])
+    """Put the entries :func:`_export_snapshot` saw back exactly as they were."""
+    registries: tuple[dict[Any, Any], dict[Any, Any]] = _export_registries()
+    for registry, entries in zip(registries, saved):
+        for key, value in entries.items():
+            if value is _ABSENT:
+                registry.pop(key, None)
+            else:
+                registry[key] = value
 
 
 def _equinox_module(cls: type) -> bool:
@@ -348,7 +362,10 @@ class JaxBackend:
             return _nothing
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
             functions = node.bind(
-                "jax", jax.tree_util.GetAttrKey, _check_aux=_unhashable_reporter(node)
+                "jax",
+                jax.tree_util.GetAttrKey,
+                functions=("flatten_with_keys", "unflatten_hashed"),
+                _check_aux=_unhashable_reporter(node),
             )
             jax.tree_util.register_pytree_with_keys(
                 cls,
@@ -361,7 +378,10 @@ class JaxBackend:
             return _nothing
         # All or nothing: a failure part-way (the earlier definition's name dropped, the new
         # one not registered) would leave saved artifacts that load nowhere.
-        saved = _export_snapshot()
+        saved = _export_snapshot(
+            (cls, *(holder for _, holder in change.drops)),
+            (*change.names, *(name for name, _ in change.drops)),
+        )
         try:
             for name, holder in change.drops:
                 _drop_export_name(name, holder)

@@ -128,7 +128,10 @@ class OptreeBackend:
             return _nothing
         cls = node.type
         with self._lock:
-            functions = (node.bind("optree", str)["flatten_entries"], node.unflatten)
+            functions = (
+                node.bind("optree", str, functions=("flatten_entries",))["flatten_entries"],
+                node.unflatten,
+            )
             done: list[str] = []
             for namespace in self._namespaces:
                 try:

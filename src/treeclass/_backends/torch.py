@@ -322,11 +322,18 @@ def _dynamo_tracing_check() -> Callable[[], bool] | None:
     ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
     folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
     """
+    if _TRACING_CHECK:
+        return cast("Callable[[], bool] | None", _TRACING_CHECK[0])
     import importlib
 
     compiler = importlib.import_module("torch.compiler")  # (not in stubs/: one function)
     check: Callable[[], bool] | None = getattr(compiler, "is_dynamo_compiling", None)
+    _TRACING_CHECK[:] = [check]
     return check
+
+
+#: :func:`_dynamo_tracing_check`'s answer, once looked up.
+_TRACING_CHECK: list[Any] = []
 
 
 def _register_namedtuple(cls: type, name: str) -> None:
@@ -549,17 +556,20 @@ def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | 
     return context[1:], [_NONE_FIELD if f in nones else next(it) for f in node.data_fields]
 
 
-def _to_dumpable(node: NodeType) -> Callable[[Any], str]:
-    to_state = _context_codec(node)[0]
+def _dumpable(node: NodeType) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+    """Torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
+
+    The context codec (and so the class's state codec) is made when torch first uses either.
+    """
+    made: list[tuple[Callable[[Any], Any], Callable[[Any], Any]]] = []
+
+    def codec() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+        if not made:
+            made.append(_context_codec(node))  # (two threads may both make one: either works)
+        return made[0]
 
     def to_dumpable_context(context: Any) -> str:
-        return dumps_canonical(to_state(context))
-
-    return to_dumpable_context
-
-
-def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
-    from_state = _context_codec(node)[1]
+        return dumps_canonical((made[0] if made else codec())[0](context))
 
     def from_dumpable_context(dumpable: Any) -> Any:
         if not isinstance(dumpable, str):
@@ -568,9 +578,9 @@ def _from_dumpable(node: NodeType) -> Callable[[Any], Any]:
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return from_state(state_from_bytes(node, dumpable))
+        return (made[0] if made else codec())[1](state_from_bytes(node, dumpable))
 
-    return from_dumpable_context
+    return to_dumpable_context, from_dumpable_context
 
 
 def _name_conflict(change: Change, name: str, holder: type) -> NameConflictError:
@@ -681,8 +691,7 @@ def _register(node: NodeType, name: str | None) -> None:
         to_dumpable: Callable[[Any], Any] = _refuse(cls)
         from_dumpable: Callable[[Any], Any] = to_dumpable
     else:
-        to_dumpable = _to_dumpable(node)
-        from_dumpable = _from_dumpable(node)
+        to_dumpable, from_dumpable = _dumpable(node)
     tracing = _dynamo_tracing_check()
     # The embedded registry's unflatten (which optree shares) is traced too when users call
     # treeclass.tree_map or optree.tree_map inside compiled code.

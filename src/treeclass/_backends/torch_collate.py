@@ -36,14 +36,15 @@ defines it is imported there (by the dataset's own unpickling).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from torch.utils.data._utils import collate as _collate
 from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo
+from .._core.registry import Change, Undo, registered_node
 from .._errors import StructureMismatchError, TreeclassTypeError
 
 __all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "CollateBackend"]
@@ -73,73 +74,80 @@ def _collate_map() -> dict[type | tuple[type, ...], Callable[..., Any]]:
     return _collate.default_collate_fn_map
 
 
-def _collate_function(node: NodeType) -> Callable[..., Any]:
+def _collate_instances(node: NodeType, batch: Any, *, collate_fn_map: Any = None) -> Any:
+    """Collate a batch of instances of ``node``'s class (its entry binds ``node``)."""
     cls = node.type
     label = node.name or node.qualname
-    data = node.data_fields  # tuples: the closures must not see later changes
-    statics = node.static_fields
-    flatten, unflatten = node.flatten, node.unflatten
-    collate = _collate.collate
-
-    def collate_instances(batch: Any, *, collate_fn_map: Any = None) -> Any:
-        for i, sample in enumerate(batch):
-            if type(sample) is not cls:
-                raise StructureMismatchError(
-                    _OTHER_TYPE.format(cls=label, i=i, other=type(sample).__qualname__)
-                )
-        flat = [flatten(sample) for sample in batch]
-        first_aux = flat[0][1]
-        for i, (_, aux) in enumerate(flat):
-            if aux != first_aux:
-                for field, a, b in zip(statics, first_aux, aux):
-                    if not (a is b or a == b):
-                        raise StructureMismatchError(
-                            _STATIC_DIFFERS.format(cls=label, field=field, first=a, value=b, i=i)
-                        )
-        out: list[Any] = []
-        for field, column in zip(data, zip(*[children for children, _ in flat])):
-            if any(v is None for v in column):  # (never ``in``: a tensor compares elementwise)
-                nones = [j for j, v in enumerate(column) if v is None]
-                if len(nones) == len(column):
-                    out.append(None)
-                    continue
-                if nones:
-                    value = next(j for j, v in enumerate(column) if v is not None)
+    for i, sample in enumerate(batch):
+        if type(sample) is not cls:
+            raise StructureMismatchError(
+                _OTHER_TYPE.format(cls=label, i=i, other=type(sample).__qualname__)
+            )
+    flatten = node.flatten
+    flat = [flatten(sample) for sample in batch]
+    first_aux = flat[0][1]
+    for i, (_, aux) in enumerate(flat):
+        if aux != first_aux:
+            for field, a, b in zip(node.static_fields, first_aux, aux):
+                if not (a is b or a == b):
                     raise StructureMismatchError(
-                        _SOME_NONE.format(cls=label, field=field, none=nones[0], value=value)
+                        _STATIC_DIFFERS.format(cls=label, field=field, first=a, value=b, i=i)
                     )
-            out.append(collate(list(column), collate_fn_map=collate_fn_map))
-        return unflatten(first_aux, out)
+    collate = _collate.collate
+    out: list[Any] = []
+    for field, column in zip(node.data_fields, zip(*[children for children, _ in flat])):
+        if any(v is None for v in column):  # (never ``in``: a tensor compares elementwise)
+            nones = [j for j, v in enumerate(column) if v is None]
+            if len(nones) == len(column):
+                out.append(None)
+                continue
+            if nones:
+                value = next(j for j, v in enumerate(column) if v is not None)
+                raise StructureMismatchError(
+                    _SOME_NONE.format(cls=label, field=field, none=nones[0], value=value)
+                )
+        out.append(collate(list(column), collate_fn_map=collate_fn_map))
+    return node.unflatten(first_aux, out)
 
-    collate_instances.__qualname__ = f"collate_{cls.__qualname__}"
-    return collate_instances
+
+def _collate_function(node: NodeType) -> Callable[..., Any]:
+    """The collate map's entry of ``node``'s class (one small object per class)."""
+    return functools.partial(_collate_instances, node)
 
 
-#: Set on the ``pin_memory`` methods treeclass adds: one a class inherits from a registered
+#: Set on the ``pin_memory`` method treeclass adds: one a class inherits from a registered
 #: parent is not the class's own (it gets its own when registered).
 _ADDED: Final = "__treeclass_pin_memory__"
 
 
+def _pin_memory_method(self: Any) -> Any:
+    """A copy whose data fields went through torch's ``pin_memory`` (added by treeclass)."""
+    kind = cast("type[object]", type(self))
+    owner = next(k for k in kind.__mro__ if vars(k).get("pin_memory") is _pin_memory_method)
+    node = registered_node(owner)
+    if node is None:  # pragma: no cover - the method is removed when the registration is
+        raise TreeclassTypeError(f"{owner.__qualname__} is no longer registered with treeclass.")
+    if kind is not owner:  # an unregistered subclass (a registered one has its own)
+        label = node.name or node.qualname
+        other = kind.__qualname__
+        raise TreeclassTypeError(
+            f"pin_memory() of {label} got a {kind.__module__}.{other}, a subclass "
+            "that is not registered itself, so treeclass does not know its fields (pinning "
+            f"it as a {owner.__qualname__} would drop its class); register {other} too (it "
+            "then gets its own pin_memory), or give it a pin_memory method."
+        )
+    children, aux = node.flatten(self)
+    return node.unflatten(aux, [_pin_memory(c) for c in children])
+
+
+setattr(_pin_memory_method, _ADDED, True)
+_pin_memory_method.__name__ = _pin_memory_method.__qualname__ = "pin_memory"
+
+
 def _pin_method(node: NodeType) -> Callable[..., Any]:
-    cls = node.type
-    label = node.name or node.qualname
-    flatten, unflatten = node.flatten, node.unflatten
-
-    def pin_memory(self: Any) -> Any:
-        """A copy whose data fields went through torch's ``pin_memory`` (added by treeclass)."""
-        if type(self) is not cls:  # an unregistered subclass (a registered one has its own)
-            other = type(self).__qualname__
-            raise TreeclassTypeError(
-                f"pin_memory() of {label} got a {type(self).__module__}.{other}, a subclass "
-                "that is not registered itself, so treeclass does not know its fields (pinning "
-                f"it as a {cls.__qualname__} would drop its class); register {other} too (it "
-                "then gets its own pin_memory), or give it a pin_memory method."
-            )
-        children, aux = flatten(self)
-        return unflatten(aux, [_pin_memory(c) for c in children])
-
-    setattr(pin_memory, _ADDED, True)
-    return pin_memory
+    """The ``pin_memory`` method treeclass gives ``node``'s class (one function for all)."""
+    del node
+    return _pin_memory_method
 
 
 def _can_take_pin_memory(node: NodeType) -> bool:

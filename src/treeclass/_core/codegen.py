@@ -5,10 +5,10 @@ A class's functions come in families (:class:`Family`), each one source text wri
 class from a template compiled once per shape of class (see "templates" below; a family other
 than :data:`CORE` only when first bound) and put into :mod:`linecache` as
 ``<treeclass generated pkg.mod.Point>`` (``... [tag]>`` for another family), so that
-tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects by
-executing the code in a namespace of its own (:meth:`Generated.bind`): its key type, the
-embedded registry's node type, JAX's hash check. Nothing here looks at the class itself; the
-rebuild plan says how.
+tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects, made
+from that code (no ``exec``) with a namespace of its own (:meth:`Generated.bind`): its key
+type, the embedded registry's node type, JAX's hash check; only the functions it uses. Nothing
+here looks at the class itself; the rebuild plan says how.
 
 - **core** (:data:`CORE`: embedded registry, JAX, optree): every data field is a child,
   ``None`` included; the auxdata is the tuple of static values.
@@ -19,13 +19,14 @@ rebuild plan says how.
 
 from __future__ import annotations
 
+import builtins
 import linecache
 import os
 import re
 import sys
 from _thread import allocate_lock
-from collections.abc import Callable
-from types import CodeType
+from collections.abc import Callable, Collection
+from types import CodeType, FunctionType
 from typing import Any, Final, cast
 
 from .._errors import RebuildError
@@ -77,6 +78,11 @@ class Family:
         return f"<treeclass codegen family {self.tag or 'core'!r}>"
 
 
+#: A family's code for one class, its linecache filename, its functions' code by name, and the
+#: names of the functions that read the key globals (``_k0``, ...).
+_Entry = tuple[CodeType, str, dict[str, CodeType], frozenset[str]]
+
+
 class Generated:
     """One class's generated sources, each compiled once, ready to be bound per registry."""
 
@@ -85,7 +91,7 @@ class Generated:
     def __init__(self, info: ClassInfo, globals_: dict[str, Any]) -> None:
         self.info = info
         self._globals = globals_
-        self._code: dict[Family, tuple[CodeType, str]] = {}
+        self._code: dict[Family, _Entry] = {}
         self._lock = allocate_lock()
         self._canonical: _Canonical | None = None
 
@@ -99,7 +105,15 @@ class Generated:
         return (CORE if family is None else family).write(self.info)
 
     def compile(self, family: Family) -> CodeType:
-        """A family's code object, made on first use (from a shared template, see :func:`_code`)."""
+        """A family's code object, made on first use (from a shared template, see :func:`_code`).
+
+        Binding uses its functions' code only; the whole code object is made when asked for.
+        """
+        code, filename, _, _ = self._entry(family)
+        return _refile(code, filename)
+
+    def _entry(self, family: Family) -> _Entry:
+        """A family's code, filename, functions' code by name, and the functions reading keys."""
         entry = self._code.get(family)
         if entry is None:
             with self._lock:
@@ -108,9 +122,17 @@ class Generated:
                     tag = f" [{family.tag}]" if family.tag else ""
                     if self._canonical is None and _TEMPLATES_ON:
                         self._canonical = _canonical(self.info)
-                    entry = _code(self.info, family, tag, self._canonical)
+                    code, filename = _code(self.info, family, tag, self._canonical)
+                    functions = {
+                        c.co_name: _refile(c, filename)
+                        for c in code.co_consts
+                        if type(c) is CodeType
+                    }
+                    keyed = frozenset([n for n, c in functions.items() if "_k0" in c.co_names])
+                    keyed = _KEYED.setdefault(keyed, keyed)
+                    entry = (code, filename, functions, keyed)
                     self._code[family] = entry
-        return entry[0]
+        return entry
 
     def rebuild_function(
         self, what: str, head: list[str], value_of: dict[str, str], namespace: dict[str, Any]
@@ -132,35 +154,83 @@ class Generated:
         return compile_function(info.cls, what, "\n".join(lines) + "\n", ns, func)
 
     def bind(
-        self, tag: str, *, key: Callable[[str], Any], family: Family | None = None, **extra: Any
+        self,
+        tag: str,
+        *,
+        key: Callable[[str], Any],
+        family: Family | None = None,
+        functions: Collection[str] | None = None,
+        **extra: Any,
     ) -> dict[str, Callable[..., Any]]:
         """A family's functions, bound to a registry's helpers.
+
+        Each function object is made from the family's code for this class (no ``exec``); the
+        registry's key objects are made only when a function that reads them is bound.
 
         Args:
             tag: the registry's name, shown in the functions' qualified names (``""`` for the
                 embedded registry).
             key: makes the registry's key object for a field name (``GetAttrKey``).
             family: the family to bind (:data:`CORE` by default).
+            functions: the functions wanted (all of the family's by default); the helpers they
+                call (names starting with ``_``) are bound with them.
             **extra: further globals: ``_nt`` and ``_leaf_types`` (the embedded registry's fast
                 path), ``_check_aux`` (JAX's explanation of an unhashable static value),
                 ``_tracing`` (see :func:`set_tracing_check`).
         """
         family = CORE if family is None else family
-        ns: dict[str, Any] = dict(self._globals)
-        ns.update({f"_k{i}": key(name) for i, name in enumerate(self.info.data_fields)})
+        wanted = family.functions if functions is None else functions
+        _, _, codes, keyed = self._entry(family)
+        ns: dict[str, Any] = self._globals.copy()
+        if keyed and not keyed.isdisjoint(wanted):
+            _keys(key, self.info.data_fields, ns)
         ns.update(extra)
-        exec(self.compile(family), ns)
         cls = self.info.cls
+        qualname = cls.__qualname__
+        module = cls.__module__
         suffix = f"[{tag}]" if tag else ""
         out: dict[str, Callable[..., Any]] = {}
-        for func in family.functions:
-            fn = ns[func]
-            fn.__qualname__ = f"{cls.__qualname__}.<treeclass {func}{suffix}>"
-            fn.__module__ = cls.__module__
-            fn.__doc__ = f"Generated by treeclass: {func} for {cls.__qualname__}."
-            out[func] = fn
+        for func, code in codes.items():
+            if func in wanted:
+                fn = FunctionType(code, ns)
+                fn.__qualname__ = f"{qualname}.<treeclass {func}{suffix}>"
+                fn.__module__ = module
+                fn.__doc__ = _doc(func)
+                out[func] = ns[func] = fn
+            elif func.startswith("_"):  # a helper of the functions (_unflatten_traced)
+                ns[func] = FunctionType(code, ns)
         return out
 
+
+#: ``(key maker, field name) -> key``: a registry's key objects are immutable values, shared
+#: by every class with a field of that name.
+_KEYS: dict[tuple[Callable[[str], Any], str], Any] = {}
+#: Every set of key-reading functions (:meth:`Generated._entry`), kept once.
+_KEYED: dict[frozenset[str], frozenset[str]] = {}
+
+
+def _keys(key: Callable[[str], Any], names: tuple[str, ...], ns: dict[str, Any]) -> None:
+    """Set the key globals ``_k0``, ... of fields ``names`` in ``ns`` (``key(name)`` each)."""
+    keys = _KEYS
+    for i, name in enumerate(names):
+        made = keys.get((key, name))
+        if made is None:
+            made = keys.setdefault((key, name), key(name))
+        ns[_KEY_NAMES[i] if i < len(_KEY_NAMES) else f"_k{i}"] = made
+
+
+_KEY_NAMES: Final = tuple([f"_k{i}" for i in range(64)])
+
+
+def _doc(func: str) -> str:
+    """The docstring of a generated function (one string per function name)."""
+    doc = _DOCS.get(func)
+    if doc is None:
+        doc = _DOCS.setdefault(func, f"Generated by treeclass: {func} (see its __qualname__).")
+    return doc
+
+
+_DOCS: dict[str, str] = {}
 
 #: How the filename of every generated source starts.
 _FILENAME: Final = "<treeclass generated "
@@ -193,31 +263,77 @@ _TEMPLATE_FILENAME: Final = "<treeclass template>"
 #: ``(family, shape) -> (code, source)``; entries are never dropped (one per shape).
 _TEMPLATES: dict[tuple[Family, tuple[Any, ...]], tuple[CodeType, str]] = {}
 _TEMPLATES_LOCK: Final = allocate_lock()
+#: ``(family, shape, names) -> (code, source lines, source size)``: the code of the first class
+#: of that shape and names (under its filename) and its source, which the next ones share
+#: (each gets the code under its own filename, :func:`_refile`); at most :data:`_NAMED_MAX`
+#: entries, none dropped.
+_NAMED: dict[
+    tuple[Family, tuple[Any, ...], tuple[tuple[str, str], ...]],
+    tuple[CodeType, list[str], int],
+] = {}
+_NAMED_MAX: Final = 4096
+#: Every shape seen (:func:`_canonical`), kept once; at most :data:`_NAMED_MAX`.
+_SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+#: Every line of a generated source, kept once: classes share most of their lines.
+_LINES: dict[str, str] = {}
 
 
-#: A class's shape, the class of that shape with placeholder names, placeholder -> name.
-_Canonical = tuple[tuple[Any, ...], ClassInfo, dict[str, str]]
+#: A class's shape and placeholder -> name.
+_Canonical = tuple[tuple[Any, ...], dict[str, str]]
+
+
+def _placeholder(i: int) -> str:
+    return _PLACEHOLDERS[i] if i < len(_PLACEHOLDERS) else f"_tcf{i}_"
+
+
+_PLACEHOLDERS: Final = tuple([f"_tcf{i}_" for i in range(64)])
 
 
 def _canonical(info: ClassInfo) -> _Canonical:
-    """``info``'s shape, a class of that shape with placeholder names, and placeholder -> name.
+    """``info``'s shape and placeholder -> name.
 
-    The shape holds everything a family writes its source from except the names; which of it
-    a family reads is the family's business, and ``TREECLASS_CHECK_TEMPLATES`` checks that the
-    source made from the template is the class's own.
+    Cheap: the class of that shape with placeholder names is made only to compile a new
+    template (:func:`_canonical_info`). The shape holds everything a family writes its source
+    from except the names; which of it a family reads is the family's business, and
+    ``TREECLASS_CHECK_TEMPLATES`` checks that the source made from the template is the class's
+    own.
     """
     names: dict[str, str] = {}
     to_placeholder: dict[str, str] = {}
-    fields: list[FieldInfo] = []
     shape: list[Any] = [info.kind]
     for i, f in enumerate(info.fields):
-        placeholder = f"_tcf{i}_"
-        names[placeholder] = f.name
+        placeholder = _placeholder(i)
+        name = f.name
+        names[placeholder] = name
+        to_placeholder[name] = placeholder
+        if f.alias != name:
+            names[f"_tca{i}_"] = f.alias
+            shape.append((f.static, f.init, f.kw_only, True))
+        else:
+            shape.append((f.static, f.init, f.kw_only, False))
+    plan = info.plan
+    get = to_placeholder.get
+    stores = tuple([(get(n, n), how) for n, how in plan.stores])
+    slots = tuple([get(n, n) for n in plan.slots]) if plan.slots else ()
+    shape += [plan.mode, plan.mapping, stores, plan.reset, slots]
+    made = tuple(shape)
+    # One object per shape, kept by every class of that shape (not one each).
+    known = _SHAPES.get(made)
+    if known is None and len(_SHAPES) < _NAMED_MAX:
+        known = _SHAPES.setdefault(made, made)
+    return made if known is None else known, names
+
+
+def _canonical_info(info: ClassInfo) -> ClassInfo:
+    """The class of ``info``'s shape with placeholder names: what a template is written from.
+
+    Its fields are ``_tcf0_``, ... (aliases ``_tca0_``, ...).
+    """
+    to_placeholder: dict[str, str] = {}
+    fields: list[FieldInfo] = []
+    for i, f in enumerate(info.fields):
+        placeholder = _placeholder(i)
         to_placeholder[f.name] = placeholder
-        alias = placeholder
-        if f.alias != f.name:
-            alias = f"_tca{i}_"
-            names[alias] = f.alias
         fields.append(
             FieldInfo(
                 placeholder,
@@ -226,28 +342,24 @@ def _canonical(info: ClassInfo) -> _Canonical:
                 default_factory=f.default_factory,
                 init=f.init,
                 kw_only=f.kw_only,
-                alias=alias,
+                alias=placeholder if f.alias == f.name else f"_tca{i}_",
             )
         )
-        shape.append((f.static, f.init, f.kw_only, f.alias != f.name))
     plan = info.plan
     stores: tuple[tuple[str, Store], ...] = tuple(
         [(to_placeholder.get(n, n), how) for n, how in plan.stores]
     )
     slots = {to_placeholder.get(n, n): d for n, d in plan.slots.items()}
-    shape += [plan.mode, plan.mapping, stores, plan.reset, tuple(slots)]
     canonical_plan = RebuildPlan(plan.mode, plan.new, stores, slots, plan.mapping, plan.reset)
-    canonical = ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
-    return tuple(shape), canonical, {p: sys.intern(n) for p, n in names.items()}
+    return ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
 
 
-def _template(family: Family, canonical_info: _Canonical) -> tuple[CodeType, str]:
-    """The compiled template of a shape (:func:`_canonical`) and its source."""
-    shape, canonical, _ = canonical_info
+def _template(family: Family, info: ClassInfo, shape: tuple[Any, ...]) -> tuple[CodeType, str]:
+    """The compiled template of ``info``'s shape (:func:`_canonical`) and its source."""
     key = (family, shape)
     entry = _TEMPLATES.get(key)
     if entry is None:
-        source = family.write(canonical)
+        source = family.write(_canonical_info(info))
         code = _lines_only(compile(source, _TEMPLATE_FILENAME, "exec"))
         with _TEMPLATES_LOCK:
             entry = _TEMPLATES.setdefault(key, (code, source))
@@ -257,7 +369,11 @@ def _template(family: Family, canonical_info: _Canonical) -> tuple[CodeType, str
 def _code(
     info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None
 ) -> tuple[CodeType, str]:
-    """A family's code for ``info``'s class and its linecache filename."""
+    """A family's code for ``info``'s class and the linecache filename of its source.
+
+    The code's own filename may be another class's (of the same shape and names): see
+    :func:`_refile`.
+    """
     if canonical is None:
         source = family.write(info)
         filename = _reserve(info.cls, source, tag)
@@ -266,15 +382,43 @@ def _code(
         except BaseException:  # pragma: no cover - the source is ours
             linecache.cache.pop(filename, None)
             raise
-    template, text = _template(family, canonical)
-    names = canonical[2]
-    source = _PLACEHOLDER.sub(lambda m: names[m.group()], text)
+    shape, names = canonical
+    key = (family, shape, tuple(names.items()))
+    named = _NAMED.get(key)
+    if named is None:
+        # The first class of this shape and names: its own code, kept for the next ones.
+        template, text = _template(family, info, shape)
+        source = _PLACEHOLDER.sub(lambda m: names[m.group()], text)
+        _check(info, family, source)
+        lines = [_LINES.setdefault(line, line) for line in source.splitlines(keepends=True)]
+        filename = _reserve_lines(info.cls, lines, len(source), tag)
+        code = _rename(template, names, filename)
+        if len(_NAMED) < _NAMED_MAX:
+            _NAMED.setdefault(key, (code, lines, len(source)))
+        return code, filename
+    code, lines, size = named
+    if _CHECK:
+        _check(info, family, "".join(lines))
+    return code, _reserve_lines(info.cls, lines, size, tag)
+
+
+def _check(info: ClassInfo, family: Family, source: str) -> None:
+    """With ``TREECLASS_CHECK_TEMPLATES``: ``source`` is what ``family`` writes for ``info``."""
     if _CHECK and source != family.write(info):
         raise AssertionError(  # pragma: no cover - a family reads what the shape lacks
             f"the {family!r} template of {info.qualname} does not give its source"
         )
-    filename = _reserve(info.cls, source, tag)
-    return _rename(template, names, filename), filename
+
+
+def _refile(code: CodeType, filename: str) -> CodeType:
+    """``code`` (and the code it holds) under ``filename`` (all else shared)."""
+    if code.co_filename == filename:
+        return code
+    consts = code.co_consts
+    if CodeType in set(map(type, consts)):
+        consts = tuple([_refile(c, filename) if type(c) is CodeType else c for c in consts])
+        return code.replace(co_filename=filename, co_consts=consts)
+    return code.replace(co_filename=filename)
 
 
 def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
@@ -344,8 +488,16 @@ def _lines_only(code: CodeType) -> CodeType:
 
 def _reserve(cls: type, source: str, tag: str) -> str:
     """Put ``source`` into :mod:`linecache` under a filename no other source has."""
+    return _reserve_lines(cls, source.splitlines(keepends=True), len(source), tag)
+
+
+def _reserve_lines(cls: type, lines: list[str], size: int, tag: str) -> str:
+    """Put a source's ``lines`` into :mod:`linecache` under a filename no other source has.
+
+    ``lines`` may be shared by the entries of other classes (never changed).
+    """
     base = f"{_FILENAME}{cls.__module__}.{cls.__qualname__}{tag}"
-    entry = (len(source), None, source.splitlines(keepends=True))
+    entry = (size, None, lines)
     n = 1
     while True:
         filename = f"{base}>" if n == 1 else f"{base} #{n}>"
@@ -400,7 +552,7 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
 
 def release(generated: Generated) -> None:
     """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
-    for _, filename in generated._code.values():
+    for _, filename, _, _ in generated._code.values():
         linecache.cache.pop(filename, None)
 
 
@@ -673,8 +825,9 @@ def generate(info: ClassInfo) -> Generated:
         "_leaf_types": frozenset(),
         "_check_aux": None,
         "_tracing": None,
+        "__builtins__": builtins.__dict__,  # what exec would add
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
     generated = Generated(info, globals_)
-    generated.compile(CORE)
+    generated._entry(CORE)
     return generated

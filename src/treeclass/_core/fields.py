@@ -10,6 +10,7 @@ class of theirs is described.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from types import MemberDescriptorType
 from typing import Any, Final, Literal, cast
 
 from .._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
@@ -447,19 +448,22 @@ def _namedtuple_fields(cls: type) -> tuple[FieldInfo, ...]:
 def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
     import dataclasses
 
+    missing = dataclasses.MISSING
     out: list[FieldInfo] = []
     for f in dataclasses.fields(cls):
+        metadata = f.metadata
+        default = f.default
+        factory = f.default_factory
+        kw_only = f.kw_only
         out.append(
             FieldInfo(
                 f.name,
-                static=_is_static_metadata(f.metadata),
-                default=MISSING if f.default is dataclasses.MISSING else f.default,
-                default_factory=(
-                    MISSING if f.default_factory is dataclasses.MISSING else f.default_factory
-                ),
+                static=_is_static_metadata(metadata) if metadata else False,
+                default=MISSING if default is missing else default,
+                default_factory=MISSING if factory is missing else factory,
                 init=f.init,
-                kw_only=bool(f.kw_only) if f.kw_only is not dataclasses.MISSING else False,
-                aliases=_metadata_aliases(f.metadata, cls, f.name),
+                kw_only=bool(kw_only) if kw_only is not missing else False,
+                aliases=_metadata_aliases(metadata, cls, f.name) if metadata else (),
             )
         )
     return tuple(out)
@@ -579,10 +583,15 @@ def _has_instance_dict(cls: type) -> bool:
     return found and hasattr(descriptor, "__set__")
 
 
-def _store_of(cls: type, name: str, plain: bool, slots: dict[str, Any]) -> Store:
-    from types import MemberDescriptorType
-
-    found, value = _class_attribute(cls, name)
+def _store_of(
+    cls: type,
+    name: str,
+    plain: bool,
+    slots: dict[str, Any],
+    attribute: tuple[bool, object] | None = None,
+) -> Store:
+    """How a rebuild stores field ``name`` (``attribute``: its :func:`_class_attribute`)."""
+    found, value = _class_attribute(cls, name) if attribute is None else attribute
     if found and isinstance(value, MemberDescriptorType):
         slots[name] = value
         return "attr" if plain else "slot"
@@ -604,15 +613,15 @@ def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMod
     # key-sharing dict, as with __init__), but only where no __setattr__ of the class's own
     # and no data descriptor of its own stands in the way.
     plain = mode == "direct" and getattr(cls, "__setattr__", None) is object.__setattr__
+    attributes = [_class_attribute(cls, f.name) for f in fields]
     if plain:
-        for f in fields:
-            found, value = _class_attribute(cls, f.name)
+        for found, value in attributes:
             if found and hasattr(type(value), "__set__") and not _is_member(value):
                 plain = False
                 break
     slots: dict[str, Any] = {}
     stores: tuple[tuple[str, Store], ...] = tuple(
-        (f.name, _store_of(cls, f.name, plain, slots)) for f in fields
+        [(f.name, _store_of(cls, f.name, plain, slots, a)) for f, a in zip(fields, attributes)]
     )
     reset: tuple[tuple[str, Store], ...] = ()
     if _hash_cache(cls, kind):
@@ -628,6 +637,4 @@ def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMod
 
 
 def _is_member(value: object) -> bool:
-    from types import MemberDescriptorType
-
     return isinstance(value, MemberDescriptorType)

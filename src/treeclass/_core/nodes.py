@@ -9,9 +9,11 @@ get one made from their generated code (:func:`class_node`).
 
 from __future__ import annotations
 
+import functools
+from _thread import allocate_lock
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Final, Literal
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._errors import (
     TreeclassTypeError,
@@ -43,6 +45,11 @@ NodeKind = Literal["builtin", "namedtuple", "dataclass", "attrs"]
 #: emptied of a type when it becomes a node), so that the common case -- a node whose
 #: children are all leaves -- is checked with one C-level set operation.
 LEAF_TYPES: set[type] = set()
+
+
+#: The attributes of a class's node type made with its state codec, on first use.
+_CODEC_ATTRIBUTES: Final = frozenset({"codec", "getstate", "load_state"})
+_CODEC_LOCK: Final = allocate_lock()
 
 
 class NodeType:
@@ -80,6 +87,7 @@ class NodeType:
     """
 
     __slots__ = (
+        "_make_codec",
         "_show",
         "aliases",
         "arity_of",
@@ -113,8 +121,8 @@ class NodeType:
         flatten: Callable[[Any], tuple[Sequence[Any], Any]],
         unflatten: Callable[[Any, Sequence[Any]], Any],
         flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Any]],
-        getstate: Callable[[Any], Any],
-        load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
+        getstate: Callable[[Any], Any] | None,
+        load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]] | None,
         arity_of: Callable[[Any], int | None],
         show: Callable[[Any, list[str]], str],
         info: ClassInfo | None = None,
@@ -123,6 +131,7 @@ class NodeType:
         flatten_into: Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Any] | None]
         | None = None,
         generated: Generated | None = None,
+        make_codec: Callable[[], StateCodec] | None = None,
     ) -> None:
         self.type = type_
         self.name = name
@@ -133,9 +142,16 @@ class NodeType:
         self.unflatten = unflatten
         self.flatten_with_keys = flatten_with_keys
         self.flatten_into = flatten_into
-        self.getstate = getstate
-        self.load_state = load_state
-        self.codec = codec
+        #: Makes the state codec on first use of ``codec``, ``getstate`` or ``load_state``,
+        #: which stay unset until then (see ``__getattr__``); ``None``: they are set here.
+        self._make_codec = make_codec
+        if make_codec is None:
+            assert getstate is not None and load_state is not None
+            self.getstate: Callable[[Any], Any] = getstate
+            self.load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]] = (
+                load_state
+            )
+            self.codec: StateCodec | None = codec
         self.arity_of = arity_of
         self._show = show
         self.generated = generated
@@ -149,6 +165,29 @@ class NodeType:
         self.aliases: tuple[str, ...] = ()
         self.dropped: tuple[str, ...] = ()
         self.filled: tuple[str, ...] = ()
+
+    if not TYPE_CHECKING:  # (the attributes it makes are declared in __init__)
+
+        def __getattr__(self, name: str) -> Any:
+            """Make the state codec on first use (called only while an attribute is unset).
+
+            Most classes are never serialized, so registering one does not make its codec;
+            afterwards the three attributes are plain slots, read at no extra cost.
+            """
+            if name in _CODEC_ATTRIBUTES:
+                make = self._make_codec
+                if make is not None:
+                    with _CODEC_LOCK:
+                        try:  # another thread may have made it meanwhile
+                            return object.__getattribute__(self, name)
+                        except AttributeError:
+                            pass
+                        codec = make()
+                        self.getstate = codec.getstate
+                        self.load_state = codec.load
+                        self.codec = codec
+                    return object.__getattribute__(self, name)
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def qualname(self) -> str:
@@ -199,12 +238,18 @@ class NodeType:
         return self.name
 
     def bind(
-        self, tag: str, key: Callable[[str], Any], family: Family | None = None, **extra: Any
+        self,
+        tag: str,
+        key: Callable[[str], Any],
+        family: Family | None = None,
+        *,
+        functions: Collection[str] | None = None,
+        **extra: Any,
     ) -> dict[str, Any]:
         """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
         if self.generated is None:
             raise TypeError(f"{self.qualname} has no generated functions")  # pragma: no cover
-        return self.generated.bind(tag, key=key, family=family, **extra)
+        return self.generated.bind(tag, key=key, family=family, functions=functions, **extra)
 
     def __repr__(self) -> str:
         return f"<treeclass node type {self.type.__qualname__} name={self.name!r}>"
@@ -539,6 +584,10 @@ def namedtuple_node(cls: type) -> NodeType:
     )
 
 
+#: The generated functions the embedded registry binds.
+_EMBEDDED: Final = ("flatten", "unflatten", "flatten_with_keys", "flatten_into")
+
+
 def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> NodeType:
     """The node type of a dataclass or attrs class, with its generated functions.
 
@@ -548,7 +597,6 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     if info.kind == "namedtuple":
         raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
     generated = generate(info)
-    codec = make_state_codec(info, name)
     n_data = len(info.data_fields)
     label = info.cls.__name__
     fields = info.fields
@@ -569,16 +617,22 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         flatten=_placeholder,
         unflatten=_placeholder,
         flatten_with_keys=_placeholder,
-        getstate=codec.getstate,
-        load_state=codec.load,
+        getstate=None,  # the state codec is made on first use (making it checks nothing)
+        load_state=None,
         arity_of=lambda aux: n_data,
         show=show,
         info=info,
         return_none_fields=return_none_fields,
         generated=generated,
-        codec=codec,
+        make_codec=functools.partial(make_state_codec, info, name),
     )
-    functions = generated.bind("", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES)
+    functions = generated.bind(
+        "",
+        key=GetAttrKey,
+        functions=_EMBEDDED,
+        _nt=node,
+        _leaf_types=LEAF_TYPES,
+    )
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
     node.flatten_with_keys = functions["flatten_with_keys"]
