@@ -25,9 +25,9 @@ pytest.importorskip("jax")
 pytest.importorskip("torch")
 pytest.importorskip("orbax.checkpoint")
 
-# The matrix is one module-scoped fixture (two fresh processes importing jax, torch and orbax):
-# one xdist worker builds it (with --dist loadgroup).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("evolution_matrix")]
+# The matrix is one module-scoped fixture (two fresh processes importing jax, torch and orbax),
+# built once: xdist runs a file's tests on one worker (--dist loadfile).
+pytestmark = pytest.mark.slow
 
 V1 = """
 from typing import Any

@@ -314,7 +314,6 @@ print(json.dumps([with_stderr(jobs[what], *args) for what, *args in json.loads(s
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("hostile_torch_loads")  # one worker runs the loading process
 def test_a_tensor_only_archive_loads_from_a_name_and_a_file(loads: Any) -> None:
     assert loads["valid", "tiny.pt2", "", ""]["report"] == {"ok": True}
     report = loads["valid", "tiny.pt2", "file", ""]["report"]
@@ -322,7 +321,6 @@ def test_a_tensor_only_archive_loads_from_a_name_and_a_file(loads: Any) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("hostile_torch_loads")
 def test_a_program_with_symbolic_sizes_loads(loads: Any) -> None:
     assert loads["dyn", "dyn.pt2", "", ""]["report"] == {"ok": True}
 
@@ -339,7 +337,6 @@ def test_load_has_no_trust_switch() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("hostile_torch_loads")
 def test_a_missing_name_is_named_whatever_the_logging(loads: Any) -> None:
     for as_file, quiet in (("", ""), ("", "quiet"), ("file", ""), ("file", "quiet")):
         job = loads["valid", "gone.pt2", as_file, quiet]

@@ -34,7 +34,7 @@ pytest.importorskip("orbax.checkpoint")
 from _subproc import Outcome, run_script
 from test_docs import DOCS, blocks
 
-pytestmark = [pytest.mark.jax, pytest.mark.slow, pytest.mark.xdist_group("jax_distributed")]
+pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
 TIMEOUT = 180  # seconds for each process (the job takes ~10 s on an idle machine)
 

@@ -682,7 +682,6 @@ def hostile_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("orbax_hostile")  # one worker builds hostile_outcomes
 @pytest.mark.parametrize(
     ("name", "match"), [(n, m) for n, _, m in _HOSTILE], ids=[n for n, *_ in _HOSTILE]
 )

@@ -36,7 +36,7 @@ from _subproc import SRC  # noqa: E402
 
 import treeclass as tc  # noqa: E402
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 TESTS = str(pathlib.Path(__file__).resolve().parent)
 SIZE = 2**15  # float64 elements per array: 256 KiB, stored in the object store, not inlined

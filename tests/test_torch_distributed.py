@@ -39,7 +39,7 @@ dcp = pytest.importorskip("torch.distributed.checkpoint")
 import treeclass as tc  # noqa: E402
 from treeclass.torch._state import load_state_dict, state_dict  # noqa: E402
 
-pytestmark = [pytest.mark.torch, pytest.mark.slow, pytest.mark.xdist_group("torch_distributed")]
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 TIMEOUT = 240  # seconds for the whole two-rank job
 

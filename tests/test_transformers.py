@@ -29,11 +29,7 @@ import treeclass as tc  # noqa: E402
 import treeclass.torch as tct  # noqa: E402
 from treeclass._core.fields import describe  # noqa: E402
 
-pytestmark = [
-    pytest.mark.torch,
-    pytest.mark.transformers,
-    pytest.mark.xdist_group("transformers"),
-]
+pytestmark = [pytest.mark.torch, pytest.mark.transformers]
 
 ModelOutput = transformers.utils.ModelOutput
 
