@@ -25,6 +25,10 @@ pytest.importorskip("jax")
 pytest.importorskip("torch")
 pytest.importorskip("orbax.checkpoint")
 
+# The matrix is one module-scoped fixture (two fresh processes importing jax, torch and orbax),
+# built once: xdist runs a file's tests on one worker (--dist loadfile).
+pytestmark = pytest.mark.slow
+
 V1 = """
 from typing import Any
 import attrs

@@ -207,73 +207,122 @@ class DynModel(torch.nn.Module):
         return x + y * x.shape[0]
 
 
+@tc.pytree_dataclass(name="tests.hostile_torch.Gone")
+class Gone:
+    """Registered in this process only: the loading process does not know the name."""
+
+    x: Any
+
+
+class GoneModel(torch.nn.Module):
+    def forward(self, g: Gone) -> Any:
+        return g.x * 2
+
+
+# Each job of the loading process: (what, archive, as a file object?, logging disabled?).
+_JOBS = [
+    *(("valid", "gone.pt2", as_file, quiet) for as_file in ("", "file") for quiet in ("", "quiet")),
+    ("valid", "tiny.pt2", "", ""),
+    ("valid", "tiny.pt2", "file", ""),
+    ("dyn", "dyn.pt2", "", ""),
+]
+
+
 @pytest.fixture(scope="module")
-def archives(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder with ``tiny.pt2`` (tensor inputs) and ``dyn.pt2`` (symbolic sizes)."""
+def loads(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], Any]:
+    """What one fresh process reports for each of ``_JOBS``, with the stderr of each job.
+
+    The archives are written here: ``gone.pt2`` (example inputs of a class the loading process
+    does not define), ``tiny.pt2`` (tensor inputs) and ``dyn.pt2`` (symbolic sizes). The jobs
+    share one process (an interpreter and a torch import each would cost seconds); the ones
+    that must fail come first, and each job's stderr is captured on its own.
+    """
     folder = tmp_path_factory.mktemp("archives")
     torch.manual_seed(0)
     x = torch.randn(2, 3)
+    tct.save(torch.export.export(GoneModel(), (Gone(x),)), folder / "gone.pt2")
     torch.export.save(torch.export.export(TinyModel(), (x, {"k": x})), folder / "tiny.pt2")
     dim = torch.export.Dim("b", min=3, max=64)
     z = torch.randn(4, 3)
     dyn = torch.export.export(DynModel(), (z, z), dynamic_shapes=({0: dim}, {0: dim}))
     torch.export.save(dyn, folder / "dyn.pt2")
-    return folder
+    jobs = [[what, str(folder / name), as_file, quiet] for what, name, as_file, quiet in _JOBS]
+    results = run_script(_LOADS, json.dumps(jobs), timeout=TIMEOUT).report()
+    return {job: result for job, result in zip(_JOBS, results, strict=True)}
 
 
-_VALID = """
-import json, logging, sys
+_LOADS = """
+import json, logging, os, sys, tempfile
 import torch
 import treeclass as tc
 import treeclass.torch as tct
-path, as_file, disable_logging = sys.argv[1], sys.argv[2] == "file", sys.argv[3] == "quiet"
-if disable_logging:
-    logging.disable(logging.CRITICAL)
-report = {}
-try:
-    if as_file:
-        with open(path, "rb") as f:
-            f.read(7)
-            f.seek(0)
-            try:
-                ep = tct.load(f)
-            finally:
-                report["position"] = f.tell()
-    else:
-        ep = tct.load(path)
-    x = torch.randn(2, 3)
-    out = ep.module()(x, {"k": x})
-    report["ok"] = tuple(out.shape) == (2, 3)
-except BaseException as e:
-    report["error"] = type(e).__name__
-    report["message"] = str(e)
-    report["cause"] = repr(e.__cause__)
-print(json.dumps(report))
+
+
+def valid(path, as_file, disable_logging):
+    if disable_logging:
+        logging.disable(logging.CRITICAL)
+    report = {}
+    try:
+        if as_file:
+            with open(path, "rb") as f:
+                f.read(7)
+                f.seek(0)
+                try:
+                    ep = tct.load(f)
+                finally:
+                    report["position"] = f.tell()
+        else:
+            ep = tct.load(path)
+        x = torch.randn(2, 3)
+        out = ep.module()(x, {"k": x})
+        report["ok"] = tuple(out.shape) == (2, 3)
+    except BaseException as e:
+        report["error"] = type(e).__name__
+        report["message"] = str(e)
+        report["cause"] = repr(e.__cause__)
+    finally:
+        logging.disable(logging.NOTSET)
+    return report
+
+
+def dyn(path, *_):
+    ep = tct.load(path)
+    x = torch.randn(5, 3)
+    out = ep.module()(x, x)
+    return {"ok": bool(torch.allclose(out, x + x * 5))}
+
+
+def with_stderr(job, *args):
+    # The job's own stderr (torch's log handlers and C++ warnings write to file descriptor 2).
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as err:
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            report = job(*args)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        return {"report": report, "stderr": err.read().decode(errors="replace")}
+
+
+jobs = {"valid": valid, "dyn": dyn}
+print(json.dumps([with_stderr(jobs[what], *args) for what, *args in json.loads(sys.argv[1])]))
 """
 
 
 @pytest.mark.slow
-def test_a_tensor_only_archive_loads_from_a_name_and_a_file(archives: Path) -> None:
-    path = str(archives / "tiny.pt2")
-    assert run_script(_VALID, path, "", "", timeout=TIMEOUT).report() == {"ok": True}
-    report = run_script(_VALID, path, "file", "", timeout=TIMEOUT).report()
+def test_a_tensor_only_archive_loads_from_a_name_and_a_file(loads: Any) -> None:
+    assert loads["valid", "tiny.pt2", "", ""]["report"] == {"ok": True}
+    report = loads["valid", "tiny.pt2", "file", ""]["report"]
     assert report["ok"] is True, report
 
 
-_DYN = """
-import json, sys, torch
-import treeclass.torch as tct
-ep = tct.load(sys.argv[1])
-x = torch.randn(5, 3)
-out = ep.module()(x, x)
-print(json.dumps({"ok": bool(torch.allclose(out, x + x * 5))}))
-"""
-
-
 @pytest.mark.slow
-def test_a_program_with_symbolic_sizes_loads(archives: Path) -> None:
-    outcome = run_script(_DYN, str(archives / "dyn.pt2"), timeout=TIMEOUT)
-    assert outcome.report() == {"ok": True}
+def test_a_program_with_symbolic_sizes_loads(loads: Any) -> None:
+    assert loads["dyn", "dyn.pt2", "", ""]["report"] == {"ok": True}
 
 
 def test_load_has_no_trust_switch() -> None:
@@ -285,6 +334,21 @@ def test_load_has_no_trust_switch() -> None:
         "extra_files",
         "expected_opset_version",
     ]
+
+
+@pytest.mark.slow
+def test_a_missing_name_is_named_whatever_the_logging(loads: Any) -> None:
+    for as_file, quiet in (("", ""), ("", "quiet"), ("file", ""), ("file", "quiet")):
+        job = loads["valid", "gone.pt2", as_file, quiet]
+        report, stderr = job["report"], job["stderr"]
+        assert report["error"] == "UnregisteredNameError", report
+        assert "'tests.hostile_torch.Gone'" in report["message"], report
+        assert "import the module that defines" in report["message"], report
+        # The treeclass error alone: no torch warning traceback on stderr, no torch cause.
+        assert "Traceback" not in stderr and "W1" not in stderr, stderr
+        assert report["cause"] == "None", report
+        if as_file:
+            assert report["position"] == 0, report  # put back where the load started
 
 
 _GONE = """
@@ -299,24 +363,6 @@ class M(torch.nn.Module):
 x = torch.randn(2, 3)
 tct.save(torch.export.export(M(), (Gone(x),)), sys.argv[1])
 """
-
-
-@pytest.mark.slow
-def test_a_missing_name_is_named_whatever_the_logging(tmp_path: Path) -> None:
-    path = tmp_path / "gone.pt2"
-    outcome = run_script(_GONE, str(path), timeout=TIMEOUT)
-    assert outcome.returncode == 0, outcome.describe()
-    for as_file, quiet in (("", ""), ("", "quiet"), ("file", ""), ("file", "quiet")):
-        outcome = run_script(_VALID, str(path), as_file, quiet, timeout=TIMEOUT)
-        report = outcome.report()
-        assert report["error"] == "UnregisteredNameError", report
-        assert "'tests.hostile_torch.Gone'" in report["message"], report
-        assert "import the module that defines" in report["message"], report
-        # The treeclass error alone: no torch warning traceback on stderr, no torch cause.
-        assert "Traceback" not in outcome.stderr and "W1" not in outcome.stderr, outcome.stderr
-        assert report["cause"] == "None", report
-        if as_file:
-            assert report["position"] == 0, report  # put back where the load started
 
 
 def test_no_torch_warning_is_logged_for_a_missing_name(
@@ -348,20 +394,16 @@ def _defs_module(folder: Path) -> str:
 
 
 _SAVE_WITH_EXAMPLE_INPUTS = """
-import sys, torch
-sys.path.insert(0, sys.argv[1])
-defs = __import__(sys.argv[2])
 x = torch.randn(2, 3)
 for cls in (defs.In, defs.ByPath):
     ep = torch.export.export(defs.M(), (x, {"k": cls(x)}))
-    torch.export.save(ep, sys.argv[3] + "/" + cls.__name__ + ".pt2")
-print("{}")
+    torch.export.save(ep, files + "/" + cls.__name__ + ".pt2")
 """
 
 _LOAD_WITH_EXAMPLE_INPUTS = """
 import json, logging, sys, torch
 import treeclass as tc, treeclass.torch as tct
-folder, module, files, importable, allow = sys.argv[1:6]
+folder, module, files, importable, save = sys.argv[1:6]
 
 
 class Names(logging.Handler):
@@ -380,19 +422,26 @@ for logger in ("torch", "torch.export", "torch._export.serde.serialize"):
 if importable:
     sys.path.insert(0, folder)
     defs = __import__(module)
-if allow == "off":
-    tct.allow_weights_only(False)
-report = {}
-for cls in ("In", "ByPath"):
-    del names.messages[:]
-    try:
-        (x, d), _ = tct.load(files + "/" + cls + ".pt2").example_inputs
-        got = d["k"]
-        report[cls] = {"type": type(got).__name__, "same": bool(torch.equal(got.x, x))}
-    except Exception as e:
-        report[cls] = {"error": type(e).__name__, "message": str(e), "cause": repr(e.__cause__)}
-    report[cls]["fell_back"] = any("weights_only=False" in m for m in names.messages)
-print(json.dumps(report))
+if save:
+    exec(sys.argv[6])
+reports = {}
+# One load with treeclass's weights-only global on, then (where importable) one with it off.
+for allow in ("on", "off") if importable else ("on",):
+    if allow == "off":
+        tct.allow_weights_only(False)
+    report = reports[allow] = {}
+    for cls in ("In", "ByPath"):
+        del names.messages[:]
+        try:
+            (x, d), _ = tct.load(files + "/" + cls + ".pt2").example_inputs
+            got = d["k"]
+            report[cls] = {"type": type(got).__name__, "same": bool(torch.equal(got.x, x))}
+        except Exception as e:
+            report[cls] = {
+                "error": type(e).__name__, "message": str(e), "cause": repr(e.__cause__)
+            }
+        report[cls]["fell_back"] = any("weights_only=False" in m for m in names.messages)
+print(json.dumps(reports))
 """
 
 
@@ -405,24 +454,24 @@ def test_example_inputs_load_by_name_and_missing_classes_are_named(tmp_path: Pat
     folder = tmp_path / "defs"
     module = _defs_module(folder)
     files = str(tmp_path)
-    saved = run_script(_SAVE_WITH_EXAMPLE_INPUTS, str(folder), module, files, timeout=TIMEOUT)
-    assert saved.returncode == 0, saved.describe()
 
-    def load(importable: str, allow: str) -> Any:
-        args = (str(folder), module, files, importable, allow)
+    def load(importable: str, *save: str) -> Any:
+        args = (str(folder), module, files, importable, *save)
         return run_script(_LOAD_WITH_EXAMPLE_INPUTS, *args, timeout=TIMEOUT).report()
 
-    report = load("importable", "on")
+    # The process that imports the module saves the archives first, then loads them.
+    reports = load("importable", "save", _SAVE_WITH_EXAMPLE_INPUTS)
+    report = reports["on"]
     assert report["In"] == {"type": "In", "same": True, "fell_back": False}, report
     assert report["ByPath"] == {"type": "ByPath", "same": True, "fell_back": True}, report
 
     # Switched off, the by-name pickle is refused by weights-only loading: torch falls back.
-    report = load("importable", "off")
+    report = reports["off"]
     assert report["In"] == {"type": "In", "same": True, "fell_back": True}, report
 
     # Not imported (and not importable): each missing class is an UnregisteredNameError
     # naming its registered name; torch's log about the load is not shown.
-    report = load("", "on")
+    report = load("", "")["on"]
     for cls in ("In", "ByPath"):
         assert report[cls]["error"] == "UnregisteredNameError", report
         assert f"'tests.{module}.{cls}'" in report[cls]["message"], report

@@ -179,6 +179,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.slow  # a fresh process that spawns two more
 def test_dataloader_with_two_spawn_workers(tmp_path: Path) -> None:
     (tmp_path / "collate_items.py").write_text(textwrap.dedent(_MODULE))
     script = tmp_path / "main.py"
