@@ -59,8 +59,10 @@ class NodeType:
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
         flatten_into: the embedded registry's fast path, or ``None``:
-            ``(obj, leaves, entries) -> None`` when it flattened ``obj`` into the walker's
-            lists (all children leaves), else ``(children, aux)`` as ``flatten`` returns.
+            ``(obj, leaves, entries, depth) -> None`` when it flattened ``obj`` into the
+            walker's lists (its node children recursing at most ``depth`` levels); with
+            ``depth < 0`` a node with a child that is not known to be a leaf is left alone
+            and ``(children, aux)`` returned, as ``flatten`` returns them.
         getstate: ``aux -> JSON-safe state``.
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
@@ -120,7 +122,9 @@ class NodeType:
         info: ClassInfo | None = None,
         codec: StateCodec | None = None,
         return_none_fields: bool = False,
-        flatten_into: Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Any] | None]
+        flatten_into: Callable[
+            [Any, list[Any], list[Any], int], tuple[Sequence[Any], Any] | None
+        ]
         | None = None,
         generated: Generated | None = None,
     ) -> None:
@@ -578,7 +582,11 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         generated=generated,
         codec=codec,
     )
-    functions = generated.bind("", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES)
+    from .tree import _flatten_mixed  # (tree imports this module)
+
+    functions = generated.bind(
+        "", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES, _mixed=_flatten_mixed
+    )
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
     node.flatten_with_keys = functions["flatten_with_keys"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from sys import getrecursionlimit
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from .._errors import (
     StructureMismatchError,
@@ -58,10 +58,8 @@ def _flatten(node: object, leaves: list[Any], entries: list[Any], depth: int) ->
     fast = nt.flatten_into
     if fast is None:
         _flatten_node(nt, node, leaves, entries, depth)
-        return
-    split = fast(node, leaves, entries)
-    if split is not None:
-        _flatten_children(nt, split[0], split[1], leaves, entries, depth)
+    else:
+        fast(node, leaves, entries, depth)
 
 
 def _flatten_node(
@@ -73,38 +71,97 @@ def _flatten_node(
         leaves.extend(children)
         entries.append((nt, aux, len(children), True))
         return
-    _flatten_children(nt, children, aux, leaves, entries, depth)
+    _flatten_mixed(nt, children, aux, leaves, entries, depth, 0)
 
 
-def _flatten_children(
+#: Runs of leaf entries, by length (the leaves a fast path found before a node child).
+_NONES: Final = tuple((None,) * n for n in range(33))
+
+
+def _flatten_mixed(
     nt: NodeType,
     children: Sequence[Any],
     aux: Any,
     leaves: list[Any],
     entries: list[Any],
     depth: int,
-) -> None:
+    j: int,
+) -> tuple[Sequence[Any], Any] | None:
     """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the walker's loop.
 
-    A child of a type known to be a leaf costs two appends; a known node type's fast path is
-    tried inline, its ``(children, aux)`` walked here if it says the node is mixed. Children
-    ``depth`` levels down are walked with an explicit stack (:func:`_flatten_stack`), so a
-    deep tree keeps what was done so far instead of starting over at the recursion limit.
+    ``children[:j]`` are known to be leaves (a fast path checked them) and are added at once.
+    A later child of a type known to be a leaf costs two appends; a known node type's fast
+    path is called with the depth left, and walks its own node children. Children ``depth``
+    levels down are walked with an explicit stack (:func:`_flatten_stack`), so a deep tree
+    keeps what was done so far instead of starting over at the recursion limit. With
+    ``depth < 0`` nothing is walked: ``(children, aux)`` is returned for the stack walker.
+    """
+    if depth < 0:
+        return children, aux
+    child: object = children[j]  # not of a type known to be a leaf: most often a node
+    cnt = get_node_type(type(child))
+    if cnt is None or not depth:
+        _flatten_general(nt, children, aux, leaves, entries, depth, j)
+        return None
+    # A node child: this node is not leafy, its entry is known now.
+    k = len(children)
+    entries.append((nt, aux, k, False))
+    if j:
+        leaves += children[:j]
+        entries += _NONES[j] if j < 33 else (None,) * j
+    depth -= 1
+    fast = cnt.flatten_into
+    if fast is None:
+        _flatten_node(cnt, child, leaves, entries, depth)
+    else:
+        fast(child, leaves, entries, depth)
+    if j + 1 < k:
+        get = get_node_type
+        leaf_types = LEAF_TYPES
+        for child in children[j + 1 :]:
+            t = type(child)
+            cnt = get(t)
+            if cnt is not None:
+                fast = cnt.flatten_into
+                if fast is None:
+                    _flatten_node(cnt, child, leaves, entries, depth)
+                else:
+                    fast(child, leaves, entries, depth)
+            elif t in leaf_types:
+                leaves.append(child)
+                entries.append(None)
+            else:
+                _flatten(child, leaves, entries, depth)  # a type seen for the first time
+    return None
+
+
+def _flatten_general(
+    nt: NodeType,
+    children: Sequence[Any],
+    aux: Any,
+    leaves: list[Any],
+    entries: list[Any],
+    depth: int,
+    j: int,
+) -> None:
+    """:func:`_flatten_mixed` when ``children[j]`` is of a type not seen yet or at the depth limit.
+
+    Such a child may turn out to be a leaf, and so the node leafy.
     """
     at = len(entries)
     entries.append(None)
+    if j:
+        leaves += children[:j]
+        entries += _NONES[j] if j < 33 else (None,) * j
     all_leaves = True
-    leaf_types = LEAF_TYPES
-    get = get_node_type
-    add_leaf = leaves.append
-    add_entry = entries.append
     deeper = depth - 1
-    child: object
-    for child in children:
+    get = get_node_type
+    leaf_types = LEAF_TYPES
+    for child in children[j:]:
         t = type(child)
         if t in leaf_types:
-            add_leaf(child)
-            add_entry(None)
+            leaves.append(child)
+            entries.append(None)
             continue
         cnt = get(t)
         if cnt is not None and deeper >= 0:
@@ -112,21 +169,27 @@ def _flatten_children(
             fast = cnt.flatten_into
             if fast is None:
                 _flatten_node(cnt, child, leaves, entries, deeper)
-                continue
-            split = fast(child, leaves, entries)
-            if split is not None:
-                _flatten_children(cnt, split[0], split[1], leaves, entries, deeper)
+            else:
+                fast(child, leaves, entries, deeper)
             continue
-        before = len(entries)
-        if deeper >= 0:
-            _flatten(child, leaves, entries, deeper)  # a type seen for the first time
-        else:
-            _flatten_stack(child, None, leaves, entries)
-        if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
+        if not _flatten_new(child, leaves, entries, deeper):
             all_leaves = False
     if all_leaves:
         del entries[at + 1 :]
     entries[at] = (nt, aux, len(children), all_leaves)
+
+
+def _flatten_new(child: object, leaves: list[Any], entries: list[Any], depth: int) -> bool:
+    """Flatten a child of a type not known to be a leaf (or a node at the depth limit).
+
+    Returns whether it was a leaf.
+    """
+    before = len(entries)
+    if depth >= 0:
+        _flatten(child, leaves, entries, depth)  # a type seen for the first time
+    else:
+        _flatten_stack(child, None, leaves, entries)
+    return len(entries) == before + 1 and entries[before] is None
 
 
 def _flatten_is_leaf(
@@ -187,7 +250,7 @@ def _flatten_stack(
         if fast is None:
             children, aux = nt.flatten(item)
         else:
-            split = fast(item, leaves, entries)
+            split = fast(item, leaves, entries, -1)
             if split is None:
                 continue
             children, aux = split
