@@ -262,3 +262,51 @@ def test_children_and_flatten_up_to_on_deep_specs() -> None:
     assert len(kids) == 2 and kids[1] == tc.tree_structure(0)
     assert kids[0].num_leaves == 5000
     assert spec.flatten_up_to(tree) == tc.tree_leaves(tree)
+
+
+def test_mixed_nodes_give_the_generic_walks_spec_whatever_the_children() -> None:
+    # The generated fast path hands a node to the walker's loop at its first value not known
+    # to be a leaf: a node, a namedtuple, None, or a type never seen before (a leaf after
+    # all). Every order must give the spec of the walk that uses no fast path (is_leaf=) and
+    # of the stack walk, and round trip.
+    import dataclasses
+    import itertools
+
+    from treeclass._core import tree as tree_module
+
+    @tc.register_dataclass
+    @dataclasses.dataclass
+    class Inner:
+        x: Any
+        y: Any
+
+    @tc.register_dataclass
+    @dataclasses.dataclass
+    class Outer:
+        a: Any
+        b: Any
+        c: Any
+        d: Any
+
+    Pair = collections.namedtuple("Pair", "p q")
+
+    def kinds() -> list[Any]:
+        class Fresh:  # a leaf type no walk has seen yet, new for every tree
+            def __eq__(self, other: object) -> bool:
+                return type(other) is type(self)
+
+            __hash__ = object.__hash__
+
+        return [1.5, Inner(2, [3]), Pair(4, None), None, Fresh(), "s", 2.5]
+
+    for picks in itertools.permutations(range(7), 4):
+        values = kinds()
+        tree = [Outer(*(values[i] for i in picks)), 7]
+        generic = tc.tree_structure(tree, is_leaf=lambda _: False)
+        values = kinds()
+        tree = [Outer(*(values[i] for i in picks)), 7]
+        leaves, spec = tc.tree_flatten(tree)
+        assert spec == generic, picks
+        assert spec._entries == tree_module._flatten_iterative(tree, None)[1]._entries, picks
+        assert spec.unflatten(leaves) == tree
+        assert tc.tree_flatten(tree)[1] == spec  # the types are known now

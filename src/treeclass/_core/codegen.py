@@ -142,8 +142,8 @@ class Generated:
             key: makes the registry's key object for a field name (``GetAttrKey``).
             family: the family to bind (:data:`CORE` by default).
             **extra: further globals: ``_nt``, ``_leaf_types`` and ``_mixed`` (the embedded
-                registry's fast path), ``_check_aux`` (JAX's explanation of an unhashable static value),
-                ``_tracing`` (see :func:`set_tracing_check`).
+                registry's fast path), ``_check_aux`` (JAX's explanation of an unhashable
+                static value), ``_tracing`` (see :func:`set_tracing_check`).
         """
         family = CORE if family is None else family
         ns: dict[str, Any] = dict(self._globals)

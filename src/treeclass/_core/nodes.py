@@ -122,9 +122,7 @@ class NodeType:
         info: ClassInfo | None = None,
         codec: StateCodec | None = None,
         return_none_fields: bool = False,
-        flatten_into: Callable[
-            [Any, list[Any], list[Any], int], tuple[Sequence[Any], Any] | None
-        ]
+        flatten_into: Callable[[Any, list[Any], list[Any], int], tuple[Sequence[Any], Any] | None]
         | None = None,
         generated: Generated | None = None,
     ) -> None:

@@ -118,8 +118,14 @@ def _flatten_mixed(
     if j + 1 < k:
         get = get_node_type
         leaf_types = LEAF_TYPES
+        # The fast path of the last node type seen: siblings are often of one type.
+        last: type | None = None if fast is None else type(child)
+        last_fast = _no_fast if fast is None else fast
         for child in children[j + 1 :]:
             t = type(child)
+            if t is last:
+                last_fast(child, leaves, entries, depth)
+                continue
             cnt = get(t)
             if cnt is not None:
                 fast = cnt.flatten_into
@@ -127,12 +133,20 @@ def _flatten_mixed(
                     _flatten_node(cnt, child, leaves, entries, depth)
                 else:
                     fast(child, leaves, entries, depth)
+                    last = t
+                    last_fast = fast
             elif t in leaf_types:
                 leaves.append(child)
                 entries.append(None)
             else:
                 _flatten(child, leaves, entries, depth)  # a type seen for the first time
     return None
+
+
+def _no_fast(
+    obj: object, leaves: list[Any], entries: list[Any], depth: int
+) -> tuple[Sequence[Any], Any] | None:  # pragma: no cover - never called
+    raise AssertionError("no fast path")
 
 
 def _flatten_general(
@@ -157,6 +171,7 @@ def _flatten_general(
     deeper = depth - 1
     get = get_node_type
     leaf_types = LEAF_TYPES
+    child: object
     for child in children[j:]:
         t = type(child)
         if t in leaf_types:
