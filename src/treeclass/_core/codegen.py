@@ -463,7 +463,7 @@ def _flatten_into(info: ClassInfo) -> list[str]:
     of a type known to be a leaf, it flattens straight into the walker's lists and returns
     ``None``; otherwise it hands the children, the statics and the position of the first
     value that is not known to be a leaf to the walker's loop, ``_mixed`` (a loop of the
-    walker's, so the source stays one line per field), and returns what that returns (see
+    walker's, so the source stays one line per field; see
     :func:`treeclass._core.tree._flatten_mixed`).
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]

@@ -58,11 +58,10 @@ class NodeType:
         flatten: ``obj -> (children, aux)``.
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
+        mixed_seen: see :func:`treeclass._core.tree._shape_fast_path`.
         flatten_into: the embedded registry's fast path, or ``None``:
-            ``(obj, leaves, entries, depth) -> None`` when it flattened ``obj`` into the
-            walker's lists (its node children recursing at most ``depth`` levels); with
-            ``depth < 0`` a node with a child that is not known to be a leaf is left alone
-            and ``(children, aux)`` returned, as ``flatten`` returns them.
+            ``(obj, leaves, entries, depth) -> None`` flattens ``obj`` into the walker's
+            lists, its node children recursing at most ``depth`` levels (``depth >= 0``).
         getstate: ``aux -> JSON-safe state``.
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
@@ -96,6 +95,7 @@ class NodeType:
         "info",
         "kind",
         "load_state",
+        "mixed_seen",
         "name",
         "origin",
         "pickle_by_name",
@@ -122,8 +122,7 @@ class NodeType:
         info: ClassInfo | None = None,
         codec: StateCodec | None = None,
         return_none_fields: bool = False,
-        flatten_into: Callable[[Any, list[Any], list[Any], int], tuple[Sequence[Any], Any] | None]
-        | None = None,
+        flatten_into: Callable[[Any, list[Any], list[Any], int], None] | None = None,
         generated: Generated | None = None,
     ) -> None:
         self.type = type_
@@ -151,6 +150,9 @@ class NodeType:
         self.aliases: tuple[str, ...] = ()
         self.dropped: tuple[str, ...] = ()
         self.filled: tuple[str, ...] = ()
+        #: How many mixed nodes (children not all leaves) the embedded registry's walker saw
+        #: before shaping :attr:`flatten_into` to them; ``-1``: done, or not to be done.
+        self.mixed_seen = 0
 
     @property
     def qualname(self) -> str:
