@@ -35,6 +35,7 @@ __all__ = [
     "class_node",
     "dropping_node",
     "namedtuple_node",
+    "set_mixed_loop",
 ]
 
 NodeKind = Literal["builtin", "namedtuple", "dataclass", "attrs"]
@@ -582,10 +583,8 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         generated=generated,
         codec=codec,
     )
-    from .tree import _flatten_mixed  # (tree imports this module)
-
     functions = generated.bind(
-        "", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES, _mixed=_flatten_mixed
+        "", key=GetAttrKey, _nt=node, _leaf_types=LEAF_TYPES, _mixed=_mixed_loop
     )
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
@@ -596,6 +595,18 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
 
 def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
     raise TypeError("not bound yet")
+
+
+#: The embedded registry's loop over a mixed node's children, ``_mixed`` in the generated fast
+#: path: :func:`treeclass._core.tree._flatten_mixed`, set by that module (which imports this
+#: one) when the package is imported, before any class can be registered.
+_mixed_loop: Callable[..., None] = _placeholder
+
+
+def set_mixed_loop(loop: Callable[..., None]) -> None:
+    """Set the walker's loop that the generated fast paths of classes registered later call."""
+    global _mixed_loop
+    _mixed_loop = loop
 
 
 #: Node types made by :func:`dropping_node`, by class node, children's names and filled fields.

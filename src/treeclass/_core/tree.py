@@ -28,7 +28,7 @@ from .._errors import (
 )
 from .codegen import INDENT, compile_function, tuple_display
 from .keys import KeyPath
-from .nodes import LEAF_TYPES, NodeType
+from .nodes import LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
 
 __all__ = [
@@ -147,6 +147,8 @@ def _flatten_mixed(
         else:
             _shape_fast_path(nt, children)
 
+
+set_mixed_loop(_flatten_mixed)
 
 #: How many mixed nodes of a class the walker sees before shaping its fast path to them.
 _SHAPE_AFTER: Final = 8
