@@ -262,3 +262,105 @@ def test_children_and_flatten_up_to_on_deep_specs() -> None:
     assert len(kids) == 2 and kids[1] == tc.tree_structure(0)
     assert kids[0].num_leaves == 5000
     assert spec.flatten_up_to(tree) == tc.tree_leaves(tree)
+
+
+def test_mixed_nodes_give_the_generic_walks_spec_whatever_the_children() -> None:
+    # The generated fast path hands a node to the walker's loop at its first value not known
+    # to be a leaf: a node, a namedtuple, None, or a type never seen before (a leaf after
+    # all). Every order must give the spec of the walk that uses no fast path (is_leaf=) and
+    # of the stack walk, and round trip.
+    import dataclasses
+    import itertools
+
+    from treeclass._core import tree as tree_module
+
+    @tc.register_dataclass
+    @dataclasses.dataclass
+    class Inner:
+        x: Any
+        y: Any
+
+    @tc.register_dataclass
+    @dataclasses.dataclass
+    class Outer:
+        a: Any
+        b: Any
+        c: Any
+        d: Any
+
+    Pair = collections.namedtuple("Pair", "p q")
+
+    def kinds() -> list[Any]:
+        class Fresh:  # a leaf type no walk has seen yet, new for every tree
+            def __eq__(self, other: object) -> bool:
+                return type(other) is type(self)
+
+            __hash__ = object.__hash__
+
+        return [1.5, Inner(2, [3]), Pair(4, None), None, Fresh(), "s", 2.5]
+
+    for picks in itertools.permutations(range(7), 4):
+        values = kinds()
+        tree = [Outer(*(values[i] for i in picks)), 7]
+        generic = tc.tree_structure(tree, is_leaf=lambda _: False)
+        values = kinds()
+        tree = [Outer(*(values[i] for i in picks)), 7]
+        leaves, spec = tc.tree_flatten(tree)
+        assert spec == generic, picks
+        assert spec._entries == tree_module._flatten_iterative(tree, None)[1]._entries, picks
+        assert spec.unflatten(leaves) == tree
+        assert tc.tree_flatten(tree)[1] == spec  # the types are known now
+
+
+def test_a_fast_path_shaped_to_a_class_gives_the_generic_walks_spec_for_any_node() -> None:
+    # After a few mixed nodes of a class, its fast path is compiled for their shape (which
+    # fields held leaves, which nodes); nodes of another shape must go the general way and
+    # every spec must be the one of the walk that uses no fast path (is_leaf=).
+    import dataclasses
+
+    from treeclass._core import tree as tree_module
+    from treeclass._core.registry import registered_node
+
+    @tc.register_dataclass
+    @dataclasses.dataclass
+    class Leafy:
+        x: Any
+        y: Any
+        tag: str = dataclasses.field(default="t", metadata={"static": True})
+
+    @tc.register_dataclass
+    @dataclasses.dataclass
+    class Block:
+        w: Any
+        sub: Any
+        b: Any
+        k: int = dataclasses.field(default=3, metadata={"static": True})
+
+    Pair = collections.namedtuple("Pair", "p q")
+    node = registered_node(Block)
+    assert node is not None
+    general = node.flatten_into
+    shaped_tree = [Block(1.0, Leafy(2.0, 3.0), 4.0, k=i) for i in range(tree_module._SHAPE_AFTER)]
+    tc.tree_flatten(shaped_tree)  # (the first node only makes float a known leaf type)
+    tc.tree_flatten(shaped_tree)
+    assert node.flatten_into is not general  # shaped now
+    assert "shaped" in node.flatten_into.__qualname__
+
+    class Fresh:
+        pass
+
+    others = [
+        Block(1.0, Leafy(2.0, Leafy(3.0, 4.0)), 5.0),  # the node child is mixed itself
+        Block(1.0, 2.0, 3.0),  # a leaf where the node was: leafy
+        Block(Leafy(1.0, 2.0), Leafy(3.0, 4.0), 5.0),  # a node where a leaf was
+        Block(1.0, None, 2.0),  # a node without a fast path
+        Block(1.0, Pair(2.0, 3.0), [4.0]),
+        Block(Fresh(), Leafy(1.0, 2.0), Fresh()),  # leaves of a type not seen yet
+        Block(1.0, Block(2.0, Leafy(3.0, 4.0), 5.0), 6.0),  # the shaped path recursing
+        *shaped_tree,
+    ]
+    for tree in [*others, others, {"a": others, "b": (others, 7)}]:
+        leaves, spec = tc.tree_flatten(tree)
+        assert spec == tc.tree_structure(tree, is_leaf=lambda _: False), tree
+        assert spec._entries == tree_module._flatten_iterative(tree, None)[1]._entries
+        assert spec.unflatten(leaves) == tree

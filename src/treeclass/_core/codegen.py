@@ -174,9 +174,9 @@ class Generated:
             family: the family to bind (:data:`CORE` by default).
             functions: the functions wanted (all of the family's by default); the helpers they
                 call (names starting with ``_``) are bound with them.
-            **extra: further globals: ``_nt`` and ``_leaf_types`` (the embedded registry's fast
-                path), ``_check_aux`` (JAX's explanation of an unhashable static value),
-                ``_tracing`` (see :func:`set_tracing_check`).
+            **extra: further globals: ``_nt``, ``_leaf_types`` and ``_mixed`` (the embedded
+                registry's fast path), ``_check_aux`` (JAX's explanation of an unhashable
+                static value), ``_tracing`` (see :func:`set_tracing_check`).
         """
         family = CORE if family is None else family
         wanted = family.functions if functions is None else functions
@@ -609,27 +609,31 @@ def flatten_lines(
 
 
 def _flatten_into(info: ClassInfo) -> list[str]:
-    """The embedded registry's fast path ``flatten_into(obj, leaves, entries)``.
+    """The embedded registry's fast path ``flatten_into(obj, leaves, entries, depth)``.
 
-    Reads every field once. When every value is of a type known to be a leaf, it flattens
-    straight into the walker's lists and returns ``None``; otherwise it changes nothing and
-    returns ``(children, statics)``, what ``flatten`` returns, for the walker's loop over the
-    children (a loop of the walker's, so the source stays one line per field).
+    Reads every field once and checks the values' types in field order. When every value is
+    of a type known to be a leaf, it flattens straight into the walker's lists and returns
+    ``None``; otherwise it hands the children, the statics and the position of the first
+    value that is not known to be a leaf to the walker's loop, ``_mixed`` (a loop of the
+    walker's, so the source stays one line per field; see
+    :func:`treeclass._core.tree._flatten_mixed`).
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
-    lines = ["def flatten_into(obj, leaves, entries):"]
+    lines = ["def flatten_into(obj, leaves, entries, depth):"]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
     if local:
-        checks = " and ".join(f"_type({v}) in _leaf_types" for v in local)
         lines.append(f"{_I}children = {_tuple(local)}")
         lines.append(f"{_I}aux = {_statics(info)}")
-        lines.append(f"{_I}if not ({checks}):")
-        lines.append(f"{_I * 2}return children, aux")
-        lines.append(f"{_I}leaves += children")
-        lines.append(f"{_I}entries.append((_nt, aux, {len(local)}, True))")
+        for i, v in enumerate(local):
+            lines.append(f"{_I}{'el' if i else ''}if _type({v}) not in _leaf_types: j = {i}")
+        lines.append(f"{_I}else:")
+        lines.append(f"{_I * 2}leaves += children")
+        lines.append(f"{_I * 2}entries.append((_nt, aux, {len(local)}, True))")
+        lines.append(f"{_I * 2}return None")
+        lines.append(f"{_I}return _mixed(_nt, children, aux, leaves, entries, depth, j)")
     else:
         lines.append(f"{_I}entries.append((_nt, {_statics(info)}, 0, True))")
-    lines.append(f"{_I}return None")
+        lines.append(f"{_I}return None")
     return lines
 
 
@@ -823,6 +827,7 @@ def generate(info: ClassInfo) -> Generated:
         "_type": type,
         "_nt": None,
         "_leaf_types": frozenset(),
+        "_mixed": None,
         "_check_aux": None,
         "_tracing": None,
         "__builtins__": builtins.__dict__,  # what exec would add

@@ -37,6 +37,7 @@ __all__ = [
     "class_node",
     "dropping_node",
     "namedtuple_node",
+    "set_mixed_loop",
 ]
 
 NodeKind = Literal["builtin", "namedtuple", "dataclass", "attrs"]
@@ -65,9 +66,10 @@ class NodeType:
         flatten: ``obj -> (children, aux)``.
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
+        mixed_seen: see :func:`treeclass._core.tree._shape_fast_path`.
         flatten_into: the embedded registry's fast path, or ``None``:
-            ``(obj, leaves, entries) -> None`` when it flattened ``obj`` into the walker's
-            lists (all children leaves), else ``(children, aux)`` as ``flatten`` returns.
+            ``(obj, leaves, entries, depth) -> None`` flattens ``obj`` into the walker's
+            lists, its node children recursing at most ``depth`` levels (``depth >= 0``).
         getstate: ``aux -> JSON-safe state``.
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
@@ -102,6 +104,7 @@ class NodeType:
         "info",
         "kind",
         "load_state",
+        "mixed_seen",
         "name",
         "origin",
         "pickle_by_name",
@@ -128,8 +131,7 @@ class NodeType:
         info: ClassInfo | None = None,
         codec: StateCodec | None = None,
         return_none_fields: bool = False,
-        flatten_into: Callable[[Any, list[Any], list[Any]], tuple[Sequence[Any], Any] | None]
-        | None = None,
+        flatten_into: Callable[[Any, list[Any], list[Any], int], None] | None = None,
         generated: Generated | None = None,
         make_codec: Callable[[], StateCodec] | None = None,
     ) -> None:
@@ -165,6 +167,9 @@ class NodeType:
         self.aliases: tuple[str, ...] = ()
         self.dropped: tuple[str, ...] = ()
         self.filled: tuple[str, ...] = ()
+        #: How many mixed nodes (children not all leaves) the embedded registry's walker saw
+        #: before shaping :attr:`flatten_into` to them; ``-1``: done, or not to be done.
+        self.mixed_seen = 0
 
     if not TYPE_CHECKING:  # (the attributes it makes are declared in __init__)
 
@@ -632,6 +637,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         functions=_EMBEDDED,
         _nt=node,
         _leaf_types=LEAF_TYPES,
+        _mixed=_mixed_loop,
     )
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
@@ -642,6 +648,18 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
 
 def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
     raise TypeError("not bound yet")
+
+
+#: The embedded registry's loop over a mixed node's children, ``_mixed`` in the generated fast
+#: path: :func:`treeclass._core.tree._flatten_mixed`, set by that module (which imports this
+#: one) when the package is imported, before any class can be registered.
+_mixed_loop: Callable[..., None] = _placeholder
+
+
+def set_mixed_loop(loop: Callable[..., None]) -> None:
+    """Set the walker's loop that the generated fast paths of classes registered later call."""
+    global _mixed_loop
+    _mixed_loop = loop
 
 
 #: Node types made by :func:`dropping_node`, by class node, children's names and filled fields.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from sys import getrecursionlimit
-from typing import Any, overload
+from typing import Any, Final, overload
 
 from .._errors import (
     StructureMismatchError,
@@ -26,8 +26,9 @@ from .._errors import (
     UnhashableStaticError,
     brief,
 )
+from .codegen import INDENT, compile_function, tuple_display
 from .keys import KeyPath
-from .nodes import LEAF_TYPES, NodeType
+from .nodes import LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
 
 __all__ = [
@@ -58,10 +59,8 @@ def _flatten(node: object, leaves: list[Any], entries: list[Any], depth: int) ->
     fast = nt.flatten_into
     if fast is None:
         _flatten_node(nt, node, leaves, entries, depth)
-        return
-    split = fast(node, leaves, entries)
-    if split is not None:
-        _flatten_children(nt, split[0], split[1], leaves, entries, depth)
+    else:
+        fast(node, leaves, entries, depth)
 
 
 def _flatten_node(
@@ -73,38 +72,198 @@ def _flatten_node(
         leaves.extend(children)
         entries.append((nt, aux, len(children), True))
         return
-    _flatten_children(nt, children, aux, leaves, entries, depth)
+    _flatten_mixed(nt, children, aux, leaves, entries, depth, 0)
 
 
-def _flatten_children(
+#: Runs of leaf entries, by length (the leaves a fast path found before a node child).
+_NONES: Final = tuple((None,) * n for n in range(33))
+
+
+def _flatten_mixed(
     nt: NodeType,
     children: Sequence[Any],
     aux: Any,
     leaves: list[Any],
     entries: list[Any],
     depth: int,
+    j: int,
 ) -> None:
     """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the walker's loop.
 
-    A child of a type known to be a leaf costs two appends; a known node type's fast path is
-    tried inline, its ``(children, aux)`` walked here if it says the node is mixed. Children
-    ``depth`` levels down are walked with an explicit stack (:func:`_flatten_stack`), so a
-    deep tree keeps what was done so far instead of starting over at the recursion limit.
+    ``children[:j]`` are known to be leaves (a fast path checked them) and are added at once.
+    A later child of a type known to be a leaf costs two appends; a known node type's fast
+    path is called with the depth left, and walks its own node children. Children ``depth``
+    levels down are walked with an explicit stack (:func:`_flatten_stack`), so a deep tree
+    keeps what was done so far instead of starting over at the recursion limit. After
+    ``_SHAPE_AFTER`` mixed nodes of a class, its fast path is shaped to them
+    (:func:`_shape_fast_path`).
     """
-    at = len(entries)
-    entries.append(None)
-    all_leaves = True
-    leaf_types = LEAF_TYPES
-    get = get_node_type
-    add_leaf = leaves.append
-    add_entry = entries.append
-    deeper = depth - 1
+    child: object = children[j]  # not of a type known to be a leaf: most often a node
+    cnt = get_node_type(type(child))
+    if cnt is None or not depth:
+        _flatten_general(nt, children, aux, leaves, entries, depth, j)
+        return
+    # A node child: this node is not leafy, its entry is known now.
+    k = len(children)
+    entries.append((nt, aux, k, False))
+    if j:
+        leaves += children[:j]
+        entries += _NONES[j] if j < 33 else (None,) * j
+    depth -= 1
+    fast = cnt.flatten_into
+    if fast is None:
+        _flatten_node(cnt, child, leaves, entries, depth)
+    else:
+        fast(child, leaves, entries, depth)
+    if j + 1 < k:
+        get = get_node_type
+        leaf_types = LEAF_TYPES
+        # The fast path of the last node type seen: siblings are often of one type.
+        last: type | None = None if fast is None else type(child)
+        last_fast = _no_fast if fast is None else fast
+        for child in children[j + 1 :]:
+            t = type(child)
+            if t is last:
+                last_fast(child, leaves, entries, depth)
+                continue
+            cnt = get(t)
+            if cnt is not None:
+                fast = cnt.flatten_into
+                if fast is None:
+                    _flatten_node(cnt, child, leaves, entries, depth)
+                else:
+                    fast(child, leaves, entries, depth)
+                    last = t
+                    last_fast = fast
+            elif t in leaf_types:
+                leaves.append(child)
+                entries.append(None)
+            else:
+                _flatten(child, leaves, entries, depth)  # a type seen for the first time
+    seen = nt.mixed_seen
+    if seen >= 0:
+        if seen + 1 < _SHAPE_AFTER:
+            nt.mixed_seen = seen + 1
+        else:
+            _shape_fast_path(nt, children)
+
+
+set_mixed_loop(_flatten_mixed)
+
+#: How many mixed nodes of a class the walker sees before shaping its fast path to them.
+_SHAPE_AFTER: Final = 8
+
+
+def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
+    """Give ``nt`` a fast path shaped to a mixed node whose ``children`` were just walked.
+
+    A class's nodes mostly hold the same kinds of values in the same fields (arrays here,
+    a nested module there): for those, the shaped fast path checks the leaf fields' types,
+    looks up the node fields' fast paths, and adds everything in field order -- the entries
+    and leaves the walker's loop would add, without the loop. Any other node (a leaf where
+    a node was, a node type without a fast path, the depth limit) goes to the class's own
+    fast path. Compiled once per class, the first time ``_SHAPE_AFTER`` mixed nodes of it
+    were walked (never at declaration); not done for built-in containers and namedtuples,
+    or when a child is a node without a fast path.
+    """
+    nt.mixed_seen = -1
+    info = nt.info
+    generic = nt.flatten_into
+    if info is None or nt.generated is None or generic is None:
+        return
+    fields = info.data_fields
+    if len(children) != len(fields):  # pragma: no cover - a class's fast path gives them all
+        return
+    leafy: list[bool] = []
     child: object
     for child in children:
         t = type(child)
+        if t in LEAF_TYPES:
+            leafy.append(True)
+            continue
+        cnt = get_node_type(t)
+        if cnt is None or cnt.flatten_into is None:
+            return
+        leafy.append(False)
+    source = _shaped_source(fields, info.static_fields, leafy)
+    namespace: dict[str, Any] = {
+        "_cls": nt.type,
+        "_nt": nt,
+        "_type": type,
+        "_leaf_types": LEAF_TYPES,
+        "_get": get_node_type,
+        "_generic": generic,
+    }
+    nt.flatten_into = compile_function(
+        nt.type, "flatten_into shaped", source, namespace, "flatten_into"
+    )
+
+
+def _shaped_source(fields: Sequence[str], statics: Sequence[str], leafy: list[bool]) -> str:
+    """The source of a fast path shaped to nodes whose field ``i`` is a leaf iff ``leafy[i]``."""
+    i1, i2, i4 = INDENT, INDENT * 2, INDENT * 4
+    nodes = [i for i, is_leaf in enumerate(leafy) if not is_leaf]
+    lines = ["def flatten_into(obj, leaves, entries, depth):"]
+    lines += [f"{i1}v{i} = obj.{name}" for i, name in enumerate(fields)]
+    checks = [f"_type(v{i}) in _leaf_types" for i, is_leaf in enumerate(leafy) if is_leaf]
+    lines.append(f"{i1}if {' and '.join(['depth > 0', *checks])}:")
+    lines += [f"{i2}n{i} = _get(_type(v{i}))" for i in nodes]
+    lines.append(f"{i2}if {' and '.join(f'n{i} is not None' for i in nodes)}:")
+    lines += [f"{i2}{INDENT}f{i} = n{i}.flatten_into" for i in nodes]
+    lines.append(f"{i2}{INDENT}if {' and '.join(f'f{i} is not None' for i in nodes)}:")
+    aux = tuple_display([f"obj.{name}" for name in statics])
+    lines.append(f"{i4}entries.append((_nt, {aux}, {len(leafy)}, False))")
+    lines.append(f"{i4}depth -= 1")
+    run: list[str] = []
+    for i, is_leaf in enumerate([*leafy, False]):
+        if is_leaf:
+            run.append(f"v{i}")
+            continue
+        if run:
+            lines.append(f"{i4}leaves += {tuple_display(run)}")
+            lines.append(f"{i4}entries += {tuple_display(['None'] * len(run))}")
+            run = []
+        if i < len(leafy):
+            lines.append(f"{i4}f{i}(v{i}, leaves, entries, depth)")
+    lines.append(f"{i4}return None")
+    lines.append(f"{i1}return _generic(obj, leaves, entries, depth)")
+    return "\n".join(lines) + "\n"
+
+
+def _no_fast(
+    obj: object, leaves: list[Any], entries: list[Any], depth: int
+) -> None:  # pragma: no cover - never called
+    raise AssertionError("no fast path")
+
+
+def _flatten_general(
+    nt: NodeType,
+    children: Sequence[Any],
+    aux: Any,
+    leaves: list[Any],
+    entries: list[Any],
+    depth: int,
+    j: int,
+) -> None:
+    """:func:`_flatten_mixed` when ``children[j]`` is of a type not seen yet or at the depth limit.
+
+    Such a child may turn out to be a leaf, and so the node leafy.
+    """
+    at = len(entries)
+    entries.append(None)
+    if j:
+        leaves += children[:j]
+        entries += _NONES[j] if j < 33 else (None,) * j
+    all_leaves = True
+    deeper = depth - 1
+    get = get_node_type
+    leaf_types = LEAF_TYPES
+    child: object
+    for child in children[j:]:
+        t = type(child)
         if t in leaf_types:
-            add_leaf(child)
-            add_entry(None)
+            leaves.append(child)
+            entries.append(None)
             continue
         cnt = get(t)
         if cnt is not None and deeper >= 0:
@@ -112,21 +271,27 @@ def _flatten_children(
             fast = cnt.flatten_into
             if fast is None:
                 _flatten_node(cnt, child, leaves, entries, deeper)
-                continue
-            split = fast(child, leaves, entries)
-            if split is not None:
-                _flatten_children(cnt, split[0], split[1], leaves, entries, deeper)
+            else:
+                fast(child, leaves, entries, deeper)
             continue
-        before = len(entries)
-        if deeper >= 0:
-            _flatten(child, leaves, entries, deeper)  # a type seen for the first time
-        else:
-            _flatten_stack(child, None, leaves, entries)
-        if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
+        if not _flatten_new(child, leaves, entries, deeper):
             all_leaves = False
     if all_leaves:
         del entries[at + 1 :]
     entries[at] = (nt, aux, len(children), all_leaves)
+
+
+def _flatten_new(child: object, leaves: list[Any], entries: list[Any], depth: int) -> bool:
+    """Flatten a child of a type not known to be a leaf (or a node at the depth limit).
+
+    Returns whether it was a leaf.
+    """
+    before = len(entries)
+    if depth >= 0:
+        _flatten(child, leaves, entries, depth)  # a type seen for the first time
+    else:
+        _flatten_stack(child, None, leaves, entries)
+    return len(entries) == before + 1 and entries[before] is None
 
 
 def _flatten_is_leaf(
@@ -161,38 +326,40 @@ def _flatten_stack(
     Gives exactly the entries of the recursive walk (a node whose children all turned out to
     be leaves is stored leafy), in time and memory linear in the tree's size.
     """
-    # Items: a subtree to visit, or a finished node's (entry index, node type, aux, arity).
+    # Items: a subtree to visit, or _MARK over a finished node's (entry index, node type, aux,
+    # arity).
     stack: list[Any] = [tree]
-    done = _Done
+    mark = _MARK
     leaf_types = LEAF_TYPES
+    get = get_node_type
     while stack:
         item = stack.pop()
-        cls = item.__class__
-        if cls is done:
-            _finish(entries, item)
+        if item is mark:
+            _finish(entries, stack.pop())
             continue
+        cls: type = item.__class__
         if is_leaf is None:
             if cls in leaf_types:
                 leaves.append(item)
                 entries.append(None)
                 continue
-            nt = node_type_for(cls)
+            nt = get(cls)
+            if nt is None:
+                nt = node_type_for(cls)
         else:
             nt = None if is_leaf(item) else node_type_for(cls)
         if nt is None:
             leaves.append(item)
             entries.append(None)
             continue
-        fast = nt.flatten_into if is_leaf is None else None
-        if fast is None:
-            children, aux = nt.flatten(item)
-        else:
-            split = fast(item, leaves, entries)
-            if split is None:
-                continue
-            children, aux = split
+        children, aux = nt.flatten(item)
+        if is_leaf is None and leaf_types.issuperset(map(type, children)):
+            leaves.extend(children)
+            entries.append((nt, aux, len(children), True))
+            continue
         entries.append(None)
-        stack.append(done(len(entries) - 1, nt, aux, len(children)))
+        stack.append((len(entries) - 1, nt, aux, len(children)))
+        stack.append(mark)
         stack.extend(reversed(children))
 
 
@@ -206,26 +373,19 @@ def _flatten_iterative(
     return leaves, TreeSpec._make(tuple(entries), len(leaves))
 
 
-class _Done:
-    """A node whose children have all been walked: fill in its entry."""
-
-    __slots__ = ("at", "aux", "k", "nt")
-
-    def __init__(self, at: int, nt: NodeType, aux: Any, k: int) -> None:
-        self.at = at
-        self.nt = nt
-        self.aux = aux
-        self.k = k
+#: On the explicit stack: the item below it is a node whose children have all been walked.
+_MARK: Final = object()
 
 
-def _finish(entries: list[Any], item: _Done) -> None:
-    at, k = item.at, item.k
+def _finish(entries: list[Any], item: tuple[int, NodeType, Any, int]) -> None:
+    """Fill in the entry of a node whose children have all been walked (``_MARK``)."""
+    at, nt, aux, k = item
     # Every child added at least one entry; exactly k means each added one, so they are all
     # leaves if those entries are None (scanning k entries per node: linear overall).
     leafy = len(entries) - at - 1 == k and all(e is None for e in entries[at + 1 :])
     if leafy:
         del entries[at + 1 :]
-    entries[at] = (item.nt, item.aux, k, leafy)
+    entries[at] = (nt, aux, k, leafy)
 
 
 def tree_flatten(
@@ -420,11 +580,11 @@ def _flatten_with_path_iterative(
     entries: list[Any] = []
     root = _Path(None, None)
     stack: list[Any] = [(tree, None, None)]
-    done = _Done
+    mark = _MARK
     while stack:
         item = stack.pop()
-        if item.__class__ is done:
-            _finish(entries, item)
+        if item is mark:
+            _finish(entries, stack.pop())
             continue
         node, parent, key = item
         nt = None if is_leaf is not None and is_leaf(node) else node_type_for(node.__class__)
@@ -437,7 +597,8 @@ def _flatten_with_path_iterative(
         keyed, aux = nt.flatten_with_keys(node)
         keyed = list(keyed)
         entries.append(None)
-        stack.append(done(len(entries) - 1, nt, aux, len(keyed)))
+        stack.append((len(entries) - 1, nt, aux, len(keyed)))
+        stack.append(mark)
         for child_key, child in reversed(keyed):
             stack.append((child, where, child_key))
     return out, TreeSpec._make(tuple(entries), len(out))
