@@ -729,6 +729,7 @@ def test_registering_the_same_class_twice_is_a_no_op(uname: str) -> None:
 # --- private JAX internals (one test per access) ------------------------------------------------
 
 
+@pytest.mark.checked_release
 def test_jax_under_test_is_the_release_the_private_helpers_were_checked_against() -> None:
     assert jax.__version__ == backend.CHECKED_JAX_VERSION
 
