@@ -14,30 +14,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import uuid
 from typing import Any
 
 import pytest
+from _skips import allowed_missing, allowed_skip
 
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
-ALLOW_MISSING = frozenset(
-    name.strip()
-    for name in os.environ.get("TREECLASS_ALLOW_MISSING", "").split(",")
-    if name.strip()
-)
-# pytest.importorskip's reason when the import fails.
-_IMPORTORSKIP = re.compile(r"^could not import '(?P<module>[^']+)'")
-
-
-def _allowed(reason: str) -> bool:
-    """Whether a skip is a listed framework's absence (see the module docstring)."""
-    match = _IMPORTORSKIP.match(reason)
-    if match is None:
-        return False
-    package = match["module"].split(".", 1)[0]
-    return package in ALLOW_MISSING and importlib.util.find_spec(package) is None
-
+ALLOW_MISSING = allowed_missing()
 
 # Helper modules of the tests that import a framework at the top (imported by the tests that
 # need them, after their importorskip): not collected for doctests where it is missing.
@@ -49,8 +33,7 @@ _skipped: list[str] = []
 def _record_skip(report: Any) -> None:
     if report.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
-        reason = reason.removeprefix("Skipped: ")
-        if not _allowed(reason):
+        if not allowed_skip(reason, ALLOW_MISSING):
             _skipped.append(f"{report.nodeid}: {reason}")
 
 

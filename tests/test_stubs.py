@@ -29,6 +29,7 @@ CASES = {
 
 
 @pytest.mark.slow
+@pytest.mark.checked_release  # stubs/ describes the releases scripts/constraints.txt pins
 @pytest.mark.parametrize("framework", sorted(CASES))
 def test_stubs_agree_with_the_installed_framework(framework: str, tmp_path: Path) -> None:
     pytest.importorskip("mypy.stubtest")
