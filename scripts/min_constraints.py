@@ -11,7 +11,7 @@ constraints and runs the test suite, so the bounds users read in pyproject.toml 
 versions the job tests cannot drift apart. A set is a group of extras (``SETS``; together they
 cover every extra); within a set every ``>=`` bound of the dependencies and of its extras
 becomes ``==`` (the highest, where two extras bound one package). Two sets, because the floors
-cannot share one venv: orbax-checkpoint 0.12.0 needs jax>=0.6.0 (and so numpy>=1.25), while
+cannot share one venv: the ``[orbax]`` extra needs jax>=0.7.1 (and so numpy>=1.26), while
 the ``[jax]`` extra's floor is 0.4.36 with numpy 1.24. Not pinned at their floor:
 
 - the ``dev`` extra's tools (pytest, mypy, ...), which the job takes at the versions of
