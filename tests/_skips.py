@@ -7,8 +7,6 @@ import os
 import re
 from collections.abc import Mapping
 
-# treeclass's modules that import a framework, by that framework's top-level package.
-_ADAPTERS = {"treeclass.orbax": "orbax", "treeclass.torch": "torch"}
 # pytest.importorskip's reason when the import fails.
 _IMPORTORSKIP = re.compile(r"^(?:Skipped: )?could not import '(?P<module>[^']+)'")
 
@@ -25,6 +23,5 @@ def allowed_skip(reason: str, allowed: frozenset[str]) -> bool:
     match = _IMPORTORSKIP.match(reason)
     if match is None:
         return False
-    module = match["module"]
-    package = _ADAPTERS.get(module, module.split(".", 1)[0])
+    package = match["module"].split(".", 1)[0]
     return package in allowed and importlib.util.find_spec(package) is None

@@ -189,9 +189,3 @@ def test_only_a_listed_framework_that_is_missing_may_be_skipped() -> None:
         "could not import 'pytest.nothing': No module named", frozenset({"pytest"})
     )
     assert not allowed_skip("templates are off on this interpreter", allowed)
-    # treeclass's adapter modules count as their framework.
-    adapter = "could not import 'treeclass.orbax': treeclass.orbax needs orbax, which is not..."
-    assert allowed_skip(adapter, frozenset({"orbax"})) is (
-        importlib.util.find_spec("orbax") is None
-    )
-    assert not allowed_skip(adapter, frozenset({"treeclass"}))
