@@ -321,6 +321,7 @@ def test_tc_save_and_load_a_module_holding_arrays(tmp_path: Any) -> None:
 
 
 def test_treeclass_orbax_save_and_restore_a_module(tmp_path: Any) -> None:
+    pytest.importorskip("orbax.checkpoint")  # treeclass.orbax raises its own ImportError
     tco = pytest.importorskip("treeclass.orbax")
     block = _block()
     tco.save(tmp_path / "ckpt", {"model": block})

@@ -20,6 +20,7 @@ printed and recorded (``record_property``).
 from __future__ import annotations
 
 import collections
+import importlib.util
 import json
 import math
 import random
@@ -47,6 +48,9 @@ np = pytest.importorskip("numpy")
 ml_dtypes = pytest.importorskip("ml_dtypes")
 safetensors = pytest.importorskip("safetensors")
 st_numpy = pytest.importorskip("safetensors.numpy")
+# safetensors reads the shapes of every dtype (bf16, float8 too) with either; "pt" imports torch
+# here, before any measured load, where torch is installed (CI's Python matrix has none).
+_SAFETENSORS_FRAMEWORK = "pt" if importlib.util.find_spec("torch") else "numpy"
 
 import treeclass as tc  # noqa: E402
 from treeclass._io.dtypes import SAFETENSORS_BITS  # noqa: E402
@@ -156,7 +160,7 @@ class Checker:
     def _agrees_with_safetensors(self, data: bytes, tree: Any, paths: Any) -> None:
         """What treeclass accepts, safetensors accepts, with the same bytes."""
         try:
-            with safetensors.safe_open(self.path, framework="pt") as f:
+            with safetensors.safe_open(self.path, framework=_SAFETENSORS_FRAMEWORK) as f:
                 names = f.keys()
                 raw = {n: f.get_slice(n) for n in names}
                 shapes = {n: list(raw[n].get_shape()) for n in names}

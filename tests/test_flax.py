@@ -283,9 +283,13 @@ def test_a_failed_registration_leaves_flax_as_it_was(
     assert fs.to_state_dict(Temp(1)) == {"x": 1}
 
 
-def test_private_state_dict_registry_access() -> None:
-    """The one private access (flax 0.12.8): flax's registry dict."""
+@pytest.mark.checked_release
+def test_flax_under_test_is_the_release_the_private_access_was_checked_against() -> None:
     assert flax.__version__ == adapter.CHECKED_FLAX_VERSION
+
+
+def test_private_state_dict_registry_access() -> None:
+    """The one private access (checked on CHECKED_FLAX_VERSION): flax's registry dict."""
     registry = adapter._state_dict_registry()
     assert registry[dict][0] is fs._dict_state_dict
     assert Opt in registry

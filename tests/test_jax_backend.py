@@ -62,7 +62,7 @@ def test_backend_is_active_once_jax_is_imported() -> None:
 
 def test_classes_become_jax_nodes_with_generated_functions(uname: str) -> None:
     Output = _make_output(uname)
-    assert jax.tree_util.is_tree_node(Output)
+    assert backend._is_jax_tree_node(Output)
     treedef = jax.tree_util.tree_structure(((Output(np.ones(1, np.float32)),), {}))
     # jax.export writes the class under its name and loads the name as the class.
     blob = jax.export.export(jax.jit(lambda o: o))(Output(np.ones(1, np.float32))).serialize()
@@ -611,7 +611,7 @@ def test_name_taken_in_jax_export_elsewhere_is_refused(uname: str) -> None:
         tc.register_dataclass(Mine, name=uname)
     assert not tc.is_registered(Mine)
     assert tc.class_for_name(uname) is None
-    assert not jax.tree_util.is_tree_node(Mine)  # refused before anything was changed
+    assert not backend._is_jax_tree_node(Mine)  # refused before anything was changed
 
 
 def test_class_with_a_foreign_export_registration_is_refused(uname: str) -> None:
@@ -646,7 +646,7 @@ def test_failed_export_registration_rolls_back_and_can_be_retried(
     assert not tc.is_registered(Late)
     assert tc.class_for_name(uname) is None
     # JAX cannot unregister: the class stayed a JAX node, and a retry reuses it.
-    assert jax.tree_util.is_tree_node(Late)
+    assert backend._is_jax_tree_node(Late)
     tc.register_dataclass(Late, name=uname)
     assert tc.class_for_name(uname) is Late
     loaded = jax.export.deserialize(jax.export.export(jax.jit(lambda v: v))(Late(1.0)).serialize())
@@ -729,6 +729,7 @@ def test_registering_the_same_class_twice_is_a_no_op(uname: str) -> None:
 # --- private JAX internals (one test per access) ------------------------------------------------
 
 
+@pytest.mark.checked_release
 def test_jax_under_test_is_the_release_the_private_helpers_were_checked_against() -> None:
     assert jax.__version__ == backend.CHECKED_JAX_VERSION
 
@@ -817,7 +818,7 @@ def test_private_tree_node_check_fallback(monkeypatch: pytest.MonkeyPatch) -> No
     jax.tree_util.register_dataclass(Probe, data_fields=["x"], meta_fields=[])
     assert backend._is_jax_tree_node(Probe) is True
     # Older jax without the public is_tree_node: the private Python-side registry.
-    monkeypatch.delattr(jax.tree_util, "is_tree_node")
+    monkeypatch.delattr(jax.tree_util, "is_tree_node", raising=False)
     assert backend._is_jax_tree_node(Probe) is True
     assert backend._is_jax_tree_node(type("Other", (), {})) is False
 

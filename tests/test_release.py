@@ -7,9 +7,18 @@ import json
 import re
 import sys
 from pathlib import Path
+from types import ModuleType
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
 
 import pytest
+from _skips import allowed_missing, allowed_skip
 from _subproc import run_script
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 import treeclass as tc
 from treeclass._errors import DISTRIBUTION, install_hint
@@ -80,10 +89,7 @@ def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == f"treeclass {tc.__version__}\n"
 
 
-@pytest.mark.skipif(sys.version_info < (3, 11), reason="tomllib")
 def test_pyproject_agrees_with_the_code() -> None:
-    import tomllib
-
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     project = meta["project"]
     assert project["name"] == DISTRIBUTION
@@ -98,3 +104,88 @@ def test_pyproject_agrees_with_the_code() -> None:
     assert "ml_dtypes>=0.5" in extras["files"]
     assert any(r.startswith("absl-py") for r in extras["jax"])
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+# --- the minimum-versions CI job's constraints (scripts/min_constraints.py) ------------------
+
+
+def _min_constraints() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "min_constraints", ROOT / "scripts" / "min_constraints.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _name(requirement: str) -> str:
+    return re.sub(r"[-_.]+", "-", Requirement(requirement).name).lower()
+
+
+def test_the_minimum_versions_job_pins_every_declared_floor() -> None:
+    mc = _min_constraints()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    # Every extra but dev's tools and torch is installed by one of the job's venvs.
+    assert set().union(*mc.SETS.values()) == set(extras) - {"dev", "torch"}
+    checked = set()
+    for set_name, chosen in mc.SETS.items():
+        lines = mc.render(set_name).splitlines()
+        pinned = dict(line.split("==", 1) for line in lines if "==" in line and "#" not in line)
+        groups = [project["dependencies"], extras["dev"], *(extras[g] for g in chosen)]
+        for text in (t for group in groups for t in group):
+            requirement = Requirement(text)
+            name = _name(text)
+            if name in mc.TOOLS:
+                continue  # test tools: at scripts/constraints.txt's versions
+            floors = [s.version for s in requirement.specifier if s.operator == ">="]
+            assert floors, f"{text} declares no floor"
+            # The highest floor of the set's extras (jax: orbax's, where orbax is in the set).
+            assert Version(pinned[name]) >= Version(floors[0]), (set_name, text)
+            if pinned[name] == floors[0]:
+                checked.add(text)
+    # Each declared floor is some set's pin.
+    declared = {t for g, reqs in extras.items() if g != "torch" for t in reqs}
+    declared |= set(project["dependencies"])
+    assert {t for t in declared if _name(t) not in mc.TOOLS} == checked
+    # The build backend's floor.
+    assert mc.main(["--build"]) == "hatchling==1.26.3"
+    assert mc.main(["--sets"]).split() == list(mc.SETS)
+
+
+def test_a_dependency_without_a_floor_is_refused(tmp_path: Path) -> None:
+    mc = _min_constraints()
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(
+        '[project]\nname = "x"\ndependencies = []\n'
+        '[project.optional-dependencies]\nfast = ["numpy"]\n'
+    )
+    with pytest.raises(SystemExit, match=r"'numpy' \(extra 'fast'\) declares no lower bound"):
+        mc.floors(None, pyproject)
+    pyproject.write_text(
+        '[project]\nname = "x"\ndependencies = ["jax>=0.5.10"]\n'
+        '[project.optional-dependencies]\nfast = ["jax>=0.5.9"]\nslow = ["jax>=0.10"]\n'
+    )
+    assert mc.floors(("fast",), pyproject) == {"jax": "0.5.10"}  # compared as numbers
+    assert mc.floors(None, pyproject) == {"jax": "0.10"}
+    with pytest.raises(SystemExit, match=r"usage: .* got \['nope'\]"):
+        mc.main(["nope"])
+
+
+# --- TREECLASS_ALLOW_MISSING (tests/_skips.py, used by tests/conftest.py) ----------------------
+
+
+def test_only_a_listed_framework_that_is_missing_may_be_skipped() -> None:
+    allowed = allowed_missing({"TREECLASS_ALLOW_MISSING": " torch, not_installed_xyz ,"})
+    assert allowed == {"torch", "not_installed_xyz"}
+    assert allowed_missing({}) == frozenset()
+    missing = "could not import 'not_installed_xyz.sub': No module named 'not_installed_xyz'"
+    assert allowed_skip(missing, allowed)
+    assert allowed_skip("Skipped: " + missing, allowed)
+    assert not allowed_skip(missing, frozenset({"torch"}))  # not listed
+    # Listed, but installed: the skip has another cause, which fails the run.
+    assert not allowed_skip(
+        "could not import 'pytest.nothing': No module named", frozenset({"pytest"})
+    )
+    assert not allowed_skip("templates are off on this interpreter", allowed)

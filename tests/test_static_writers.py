@@ -65,6 +65,7 @@ def _file(obj: Any, tmp: Path) -> Any:
 
 
 def _orbax(obj: Any, tmp: Path) -> Any:
+    pytest.importorskip("orbax.checkpoint")  # treeclass.orbax raises its own ImportError
     orbax = pytest.importorskip("treeclass.orbax")
     orbax.save(tmp / "ckpt", obj)
     return orbax.restore(tmp / "ckpt")

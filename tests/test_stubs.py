@@ -29,6 +29,7 @@ CASES = {
 
 
 @pytest.mark.slow
+@pytest.mark.checked_release  # stubs/ describes the releases scripts/constraints.txt pins
 def test_stubs_agree_with_the_installed_frameworks(tmp_path: Path) -> None:
     """One stubtest run over every framework's modules (one mypy build instead of five)."""
     pytest.importorskip("mypy.stubtest")

@@ -789,7 +789,14 @@ def _to_jax(np: Any, arr: Any, info: TensorInfo, source: str) -> Any:
             stacklevel=6,  # tc.load's caller: _make, read, _load_tree / _load_plain, load
         )
         arr = arr.astype(narrow)
-    return jnp.asarray(arr)
+    try:
+        return jnp.asarray(arr)
+    except TypeError as e:  # a dtype this jax does not hold (float4 / float8_e8m0 before 0.6)
+        raise FileLoadError(
+            f"tensor {info.name!r:.200} of {source} is {arr.dtype}, which the installed jax "
+            f"{_module('jax').__version__} cannot hold ({e}); upgrade jax "
+            '(pip install -U jax jaxlib) or load with to="numpy".'
+        ) from None
 
 
 def _load_plain(
