@@ -186,7 +186,7 @@ def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     imports or registrations can make a page pass."""
     for package in NEEDS[page]:
         if importlib.util.find_spec(package.split(".")[0]) is None:
-            pytest.skip(f"{page} needs {package}")
+            pytest.skip(f"could not import {package!r}, which {page} needs")  # importorskip's words
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
