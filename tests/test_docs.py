@@ -179,18 +179,26 @@ print(json.dumps({"ran": len(json.loads(sys.argv[1]))}))
 """
 
 
+#: The frameworks already imported in the fresh process of a page that needs jax or torch
+#: (``_subproc``'s ``preload``: forked from a process that imported them, which saves their
+#: import per page; treeclass and everything else is imported afresh).
+_PRELOAD = ("numpy", "jax", "torch")
+
+
 @pytest.mark.parametrize("page", sorted(NEEDS))
 def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
     (two pages may define the same class under the same name), and no earlier test's
-    imports or registrations can make a page pass."""
+    imports or registrations can make a page pass. Only numpy, jax and torch may already be
+    imported, for a page that needs jax or torch."""
     for package in NEEDS[page]:
         if importlib.util.find_spec(package.split(".")[0]) is None:
             pytest.skip(f"{page} needs {package}")
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
-    outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path)
+    preload = _PRELOAD if {"jax", "torch"} & set(NEEDS[page]) else ()
+    outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path, preload=preload)
     if outcome.returncode != 0:
         pytest.fail(outcome.describe(), pytrace=False)
     assert outcome.report() == {"ran": len(to_run)}
