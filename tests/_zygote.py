@@ -16,6 +16,7 @@ the preloaded frameworks (and the standard library modules they use) are already
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
 import os
@@ -81,6 +82,9 @@ def _main() -> None:
     for name in json.loads(sys.argv[1]):
         importlib.import_module(name)
     assert "treeclass" not in sys.modules, "the zygote must not import treeclass"
+    # What the frameworks allocated stays shared with the children: a collection in a child
+    # would otherwise write to (and so copy) every page of it.
+    gc.freeze()
     request = _serve()
     _become(request, base_path)
     try:
