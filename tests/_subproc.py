@@ -208,6 +208,9 @@ def _environment(path: Sequence[Path | str], env: Mapping[str, str] | None) -> d
     }
 
 
+#: The frameworks a test usually preloads (one zygote per test process serves all their uses).
+FRAMEWORKS = ("numpy", "jax", "torch")
+
 _NO_ZYGOTE = os.environ.get("TREECLASS_TESTS_NO_ZYGOTE") == "1"
 _ZYGOTE_FILE = str(Path(__file__).resolve().parent / "_zygote.py")
 

@@ -48,7 +48,7 @@ def _become(request: dict[str, Any], base_path: list[str]) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    sys.stdin = sys.__stdin__ = open(0, closefd=False)  # noqa: SIM115 (the process's stdin)
+    sys.stdin = sys.__stdin__ = open(0, closefd=False)
     for fd, name in ((1, request["stdout"]), (2, request["stderr"])):
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         os.dup2(out, fd)

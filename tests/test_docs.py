@@ -30,7 +30,7 @@ import textwrap
 from dataclasses import dataclass
 
 import pytest
-from _subproc import run_script
+from _subproc import FRAMEWORKS, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -179,12 +179,6 @@ print(json.dumps({"ran": len(json.loads(sys.argv[1]))}))
 """
 
 
-#: The frameworks already imported in the fresh process of a page that needs jax or torch
-#: (``_subproc``'s ``preload``: forked from a process that imported them, which saves their
-#: import per page; treeclass and everything else is imported afresh).
-_PRELOAD = ("numpy", "jax", "torch")
-
-
 @pytest.mark.parametrize("page", sorted(NEEDS))
 def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
@@ -197,7 +191,7 @@ def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
-    preload = _PRELOAD if {"jax", "torch"} & set(NEEDS[page]) else ()
+    preload = FRAMEWORKS if {"jax", "torch"} & set(NEEDS[page]) else ()
     outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path, preload=preload)
     if outcome.returncode != 0:
         pytest.fail(outcome.describe(), pytrace=False)
