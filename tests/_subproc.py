@@ -14,15 +14,16 @@ The fresh process imports this checkout's ``src`` (after the caller's ``path`` f
 explicit ``PYTHONPATH`` of the test process), runs with ``PYTHONWARNINGS=ignore`` unless ``env``
 says otherwise, and never reaches the Hugging Face hub.
 
-``preload=("jax", "torch")`` (run_script, run_module, report_in) starts the process by forking
-a zygote (``tests/_zygote.py``, one per test process and preload list, started on first use)
+``preload=FRAMEWORKS`` (run_script, run_module, report_in) starts the process by forking a
+zygote (``tests/_zygote.py``, one per test process and preload list, started on first use)
 that has imported those frameworks and nothing else: the child is the fresh process described
-above -- its own cwd, environment, path, argv, stdout and stderr; treeclass and every module of
-the test imported afresh -- except that the preloaded frameworks are already imported, and it
-shares the zygote's hash seed. That saves the framework imports (seconds of CPU per process).
-A test whose point is import order, a first import, or what is not imported yet must not pass
-``preload``. With ``env`` or ``memory_cap``, or ``TREECLASS_TESTS_NO_ZYGOTE=1`` in the
-environment, ``preload`` is ignored: a real fresh process runs.
+above -- its own cwd, environment, path, argv, stdout and stderr; treeclass and every module
+of the test imported afresh -- except that the preloaded frameworks are already imported, and
+it shares the zygote's hash seed and numpy's global random state. That saves the framework
+imports (seconds of CPU per process). A test whose point is import order, a first import, or
+what is not imported yet must not pass ``preload``, nor a script that imports treeclass
+before the frameworks. With ``env`` or ``memory_cap``, or ``TREECLASS_TESTS_NO_ZYGOTE=1`` in
+the environment, ``preload`` is ignored: a real fresh process runs.
 
 A timeout is never a time measurement: it is chosen so that a correct implementation finishes in
 a small fraction of it even on a loaded machine, while what it guards against (a quadratic loop,
