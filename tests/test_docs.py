@@ -179,19 +179,39 @@ print(json.dumps({"ran": len(json.loads(sys.argv[1]))}))
 """
 
 
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+(jax|torch|treeclass)\b", re.MULTILINE)
+
+
+def _frameworks_first(code: str) -> bool:
+    """Whether ``code`` imports jax or torch, each before treeclass (then a process that has
+    already imported them runs it as a fresh one does: ``_subproc``'s ``preload``)."""
+    first: dict[str, int] = {}
+    for m in _IMPORT.finditer(code):
+        first.setdefault(m[1], m.start())
+    frameworks = [first[f] for f in ("jax", "torch") if f in first]
+    return bool(frameworks) and max(frameworks) < first.get("treeclass", len(code))
+
+
+def test_which_pages_run_with_the_frameworks_preloaded() -> None:
+    assert _frameworks_first("import jax\nimport torch\nimport treeclass as tc\n")
+    assert not _frameworks_first("import jax\nimport treeclass as tc\nimport torch\n")
+    assert not _frameworks_first("import numpy as np\nimport treeclass as tc\n")
+    assert _frameworks_first("  from torch import nn\n")
+
+
 @pytest.mark.parametrize("page", sorted(NEEDS))
 def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
     (two pages may define the same class under the same name), and no earlier test's
     imports or registrations can make a page pass. Only numpy, jax and torch may already be
-    imported, for a page that needs jax or torch."""
+    imported, for a page that imports jax or torch before treeclass."""
     for package in NEEDS[page]:
         if importlib.util.find_spec(package.split(".")[0]) is None:
             pytest.skip(f"{page} needs {package}")
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
-    preload = FRAMEWORKS if {"jax", "torch"} & set(NEEDS[page]) else ()
+    preload = FRAMEWORKS if _frameworks_first("".join(b.code for b in to_run)) else ()
     outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path, preload=preload)
     if outcome.returncode != 0:
         pytest.fail(outcome.describe(), pytrace=False)
