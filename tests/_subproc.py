@@ -14,6 +14,17 @@ The fresh process imports this checkout's ``src`` (after the caller's ``path`` f
 explicit ``PYTHONPATH`` of the test process), runs with ``PYTHONWARNINGS=ignore`` unless ``env``
 says otherwise, and never reaches the Hugging Face hub.
 
+``preload=FRAMEWORKS`` (run_script, run_module, report_in) starts the process by forking a
+zygote (``tests/_zygote.py``, one per test process and preload list, started on first use)
+that has imported those frameworks and nothing else: the child is the fresh process described
+above -- its own cwd, environment, path, argv, stdout and stderr; treeclass and every module
+of the test imported afresh -- except that the preloaded frameworks are already imported, and
+it shares the zygote's hash seed and numpy's global random state. That saves the framework
+imports (seconds of CPU per process). A test whose point is import order, a first import, or
+what is not imported yet must not pass ``preload``, nor a script that imports treeclass
+before the frameworks. With ``env`` or ``memory_cap``, or ``TREECLASS_TESTS_NO_ZYGOTE=1`` in
+the environment, ``preload`` is ignored: a real fresh process runs.
+
 A timeout is never a time measurement: it is chosen so that a correct implementation finishes in
 a small fraction of it even on a loaded machine, while what it guards against (a quadratic loop,
 a deadlock) needs many times longer; a segfault or a memory blow-up (``memory_cap``) fails the
@@ -22,11 +33,16 @@ one test instead of the session.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,15 +100,18 @@ def run_script(
     env: Mapping[str, str] | None = None,
     memory_cap: int | None = None,
     path: Sequence[Path | str] = (),
+    preload: Sequence[str] = (),
 ) -> Outcome:
     """Run ``script`` (dedented) as ``python -c`` with ``args`` in a new process.
 
     ``path``: folders put first on the process's module search path. ``env``: variables set
     on top of this process's environment. ``memory_cap`` (bytes) limits the address space of
-    the process (``RLIMIT_AS``).
+    the process (``RLIMIT_AS``). ``preload``: frameworks already imported (module docstring).
     """
     argv = ["-c", textwrap.dedent(script), *args]
-    return _run(argv, timeout=timeout, cwd=cwd, env=env, memory_cap=memory_cap, path=path)
+    return _run(
+        argv, timeout=timeout, cwd=cwd, env=env, memory_cap=memory_cap, path=path, preload=preload
+    )
 
 
 def run_module(
@@ -102,9 +121,11 @@ def run_module(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     path: Sequence[Path | str] = (),
+    preload: Sequence[str] = (),
 ) -> Outcome:
     """Run ``python -m module args`` in a new process (e.g. ``run_module("treeclass", "demo")``)."""
-    return _run(["-m", module, *args], timeout=timeout, cwd=cwd, env=env, path=path)
+    argv = ["-m", module, *args]
+    return _run(argv, timeout=timeout, cwd=cwd, env=env, path=path, preload=preload)
 
 
 def write_modules(folder: Path, modules: Mapping[str, str]) -> Path:
@@ -124,12 +145,16 @@ def report_in(
     path: Sequence[Path | str] = (),
     timeout: float = 600,
     env: Mapping[str, str] | None = None,
+    preload: Sequence[str] = (),
 ) -> Any:
     """Write ``modules`` into ``folder``, run ``script`` there with ``folder`` (then ``path``)
     first on the path, and return the JSON it printed last (a failing process fails the test)."""
     write_modules(folder, modules or {})
     search = [folder, *path]
-    return run_script(script, *args, timeout=timeout, cwd=folder, env=env, path=search).report()
+    outcome = run_script(
+        script, *args, timeout=timeout, cwd=folder, env=env, path=search, preload=preload
+    )
+    return outcome.report()
 
 
 def _run(
@@ -140,20 +165,15 @@ def _run(
     env: Mapping[str, str] | None,
     path: Sequence[Path | str],
     memory_cap: int | None = None,
+    preload: Sequence[str] = (),
 ) -> Outcome:
     assert "PYTHONPATH" not in (env or {}), "pass the folders to put on the path as path="
-    # Search path: the caller's folders, then an explicit PYTHONPATH of this process (to run
-    # these tests against another checkout's src), then this checkout's src.
-    search = [*map(str, path), os.environ.get("PYTHONPATH", ""), SRC]
-    full_env = {
-        **os.environ,
-        "PYTHONWARNINGS": "ignore",
-        "PYTHONPATH": os.pathsep.join(filter(None, search)),
-        "HF_HUB_OFFLINE": "1",
-        **(env or {}),
-    }
+    full_env = _environment(path, env)
+    if preload and env is None and memory_cap is None and not _NO_ZYGOTE:
+        return _zygote(tuple(preload)).run(argv, timeout=timeout, cwd=cwd, env=full_env)
 
     def cap() -> None:
+        assert memory_cap is not None
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (memory_cap, memory_cap))
@@ -173,3 +193,117 @@ def _run(
         err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
         return Outcome(None, out, err)
     return Outcome(proc.returncode, proc.stdout, proc.stderr)
+
+
+def _environment(path: Sequence[Path | str], env: Mapping[str, str] | None) -> dict[str, str]:
+    """The environment of a fresh process (module docstring)."""
+    # Search path: the caller's folders, then an explicit PYTHONPATH of this process (to run
+    # these tests against another checkout's src), then this checkout's src.
+    search = [*map(str, path), os.environ.get("PYTHONPATH", ""), SRC]
+    return {
+        **os.environ,
+        "PYTHONWARNINGS": "ignore",
+        "PYTHONPATH": os.pathsep.join(filter(None, search)),
+        "HF_HUB_OFFLINE": "1",
+        **(env or {}),
+    }
+
+
+#: The frameworks a test usually preloads (one zygote per test process serves all their uses).
+FRAMEWORKS = ("numpy", "jax", "torch")
+
+_NO_ZYGOTE = os.environ.get("TREECLASS_TESTS_NO_ZYGOTE") == "1"
+_ZYGOTE_FILE = str(Path(__file__).resolve().parent / "_zygote.py")
+
+
+class _Zygote:
+    """One ``tests/_zygote.py`` server of this test process (see the module docstring)."""
+
+    def __init__(self, preload: tuple[str, ...]) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="treeclass-zygote-")
+        self._log = Path(self._folder.name) / "zygote.log"
+        with self._log.open("w") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, _ZYGOTE_FILE, json.dumps(list(preload))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                env=_environment((), None),
+                cwd=self._folder.name,
+                start_new_session=True,
+            )
+        self._lock = threading.Lock()
+        self._count = 0
+        self._pending = b""
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            assert self._proc.stdin is not None
+            self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+        self._folder.cleanup()
+
+    def _answer(self, timeout: float | None) -> int | None:
+        """The next number the server writes (None: not within ``timeout`` seconds)."""
+        assert self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._pending:
+            ready, _, _ = select.select([fd], [], [], timeout)
+            if not ready:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError(f"the zygote died:\n{self._log.read_text()[-3000:]}")
+            self._pending += chunk
+        line, self._pending = self._pending.split(b"\n", 1)
+        return int(line)
+
+    def run(
+        self, argv: list[str], *, timeout: float, cwd: Path | None, env: dict[str, str]
+    ) -> Outcome:
+        with self._lock:
+            self._count += 1
+            base = Path(self._folder.name) / str(self._count)
+            out, err = base.with_suffix(".out"), base.with_suffix(".err")
+            request = {
+                "argv": argv,
+                "cwd": str(cwd or os.getcwd()),
+                "env": env,
+                "stdout": str(out),
+                "stderr": str(err),
+            }
+            base.with_suffix(".json").write_text(json.dumps(request))
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(f"{base.with_suffix('.json')}\n".encode())
+            self._proc.stdin.flush()
+            pid = self._answer(None)
+            assert pid is not None
+            code = self._answer(timeout)
+            if code is None:  # the hang guard: kill it, as subprocess.run does
+                os.kill(pid, signal.SIGKILL)
+                self._answer(None)
+            outcome = Outcome(
+                code,
+                out.read_text(errors="replace") if out.exists() else "",
+                err.read_text(errors="replace") if err.exists() else "",
+            )
+            for used in (out, err, base.with_suffix(".json")):
+                used.unlink(missing_ok=True)
+            return outcome
+
+
+_zygotes: dict[tuple[str, ...], _Zygote] = {}
+_zygotes_lock = threading.Lock()
+
+
+def _zygote(preload: tuple[str, ...]) -> _Zygote:
+    with _zygotes_lock:
+        if preload not in _zygotes:
+            if not _zygotes:
+                atexit.register(lambda: [z.close() for z in _zygotes.values()])
+            _zygotes[preload] = _Zygote(preload)
+        return _zygotes[preload]

@@ -30,7 +30,7 @@ import textwrap
 from dataclasses import dataclass
 
 import pytest
-from _subproc import run_script
+from _subproc import FRAMEWORKS, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -179,18 +179,40 @@ print(json.dumps({"ran": len(json.loads(sys.argv[1]))}))
 """
 
 
+_IMPORT = re.compile(r"^\s*(?:import|from)\s+(jax|torch|treeclass)\b", re.MULTILINE)
+
+
+def _frameworks_first(code: str) -> bool:
+    """Whether ``code`` imports jax or torch, each before treeclass (then a process that has
+    already imported them runs it as a fresh one does: ``_subproc``'s ``preload``)."""
+    first: dict[str, int] = {}
+    for m in _IMPORT.finditer(code):
+        first.setdefault(m[1], m.start())
+    frameworks = [first[f] for f in ("jax", "torch") if f in first]
+    return bool(frameworks) and max(frameworks) < first.get("treeclass", len(code))
+
+
+def test_which_pages_run_with_the_frameworks_preloaded() -> None:
+    assert _frameworks_first("import jax\nimport torch\nimport treeclass as tc\n")
+    assert not _frameworks_first("import jax\nimport treeclass as tc\nimport torch\n")
+    assert not _frameworks_first("import numpy as np\nimport treeclass as tc\n")
+    assert _frameworks_first("  from torch import nn\n")
+
+
 @pytest.mark.parametrize("page", sorted(NEEDS))
 def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
     (two pages may define the same class under the same name), and no earlier test's
-    imports or registrations can make a page pass."""
+    imports or registrations can make a page pass. Only numpy, jax and torch may already be
+    imported, for a page that imports jax or torch before treeclass."""
     for package in NEEDS[page]:
         if importlib.util.find_spec(package.split(".")[0]) is None:
             pytest.skip(f"could not import {package!r}, which {page} needs")  # importorskip's words
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
-    outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path)
+    preload = FRAMEWORKS if _frameworks_first("".join(b.code for b in to_run)) else ()
+    outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path, preload=preload)
     if outcome.returncode != 0:
         pytest.fail(outcome.describe(), pytrace=False)
     assert outcome.report() == {"ran": len(to_run)}

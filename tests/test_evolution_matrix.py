@@ -19,7 +19,7 @@ import json
 from typing import Any
 
 import pytest
-from _subproc import report_in
+from _subproc import FRAMEWORKS, report_in
 
 pytest.importorskip("jax")
 pytest.importorskip("torch")
@@ -312,10 +312,13 @@ def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("evolution")
     (root / "saved").mkdir()
     saved = str(root / "saved")
-    assert report_in(root / "v1", SAVE, saved, modules={"evo_v1": V1}, timeout=900) == "saved"
+    assert (
+        report_in(root / "v1", SAVE, saved, modules={"evo_v1": V1}, timeout=900, preload=FRAMEWORKS)
+        == "saved"
+    )
     (root / "v1" / "evo_v1.py").unlink()  # version 1 is gone
     report: dict[str, Any] = report_in(
-        root / "v2", LOAD, saved, modules={"evo_v2": V2}, timeout=900
+        root / "v2", LOAD, saved, modules={"evo_v2": V2}, timeout=900, preload=FRAMEWORKS
     )
     return report
 

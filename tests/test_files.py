@@ -20,6 +20,7 @@ import typing
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import _subproc
 import pytest
 from _subproc import report_in
 
@@ -769,7 +770,9 @@ def test_fresh_process_loads_classes_from_a_module_of_another_name(tmp_path: Pat
     pytest.importorskip("jax")
     modules = {"models_at_save_time": MODELS, "renamed_models": MODELS}
     file = str(tmp_path / "out.safetensors")
-    assert report_in(tmp_path, SAVE, file, modules=modules) == {"saved": True}
+    assert report_in(tmp_path, SAVE, file, modules=modules, preload=_subproc.FRAMEWORKS) == {
+        "saved": True
+    }
     (tmp_path / "models_at_save_time.py").unlink()
     report = report_in(tmp_path, LOAD, file)
     assert "'tests.files.fresh.Output'" in report["missing"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from _subproc import run_script
+from _subproc import FRAMEWORKS, run_script
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -247,7 +247,7 @@ def loads(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, ...], Any
     dyn = torch.export.export(DynModel(), (z, z), dynamic_shapes=({0: dim}, {0: dim}))
     torch.export.save(dyn, folder / "dyn.pt2")
     jobs = [[what, str(folder / name), as_file, quiet] for what, name, as_file, quiet in _JOBS]
-    results = run_script(_LOADS, json.dumps(jobs), timeout=TIMEOUT).report()
+    results = run_script(_LOADS, json.dumps(jobs), timeout=TIMEOUT, preload=FRAMEWORKS).report()
     return {job: result for job, result in zip(_JOBS, results, strict=True)}
 
 
@@ -370,7 +370,7 @@ def test_no_torch_warning_is_logged_for_a_missing_name(
 ) -> None:
     script = _GONE.replace("Gone", "Gone2") + "print('{}')\n"
     path = tmp_path / "gone2.pt2"
-    assert run_script(script, str(path), timeout=TIMEOUT).returncode == 0
+    assert run_script(script, str(path), timeout=TIMEOUT, preload=FRAMEWORKS).returncode == 0
     with caplog.at_level(logging.DEBUG), pytest.raises(tc.UnregisteredNameError, match="Gone2"):
         tct.load(path)
     torch_records = [r for r in caplog.records if r.name.startswith("torch")]
@@ -457,7 +457,9 @@ def test_example_inputs_load_by_name_and_missing_classes_are_named(tmp_path: Pat
 
     def load(importable: str, *save: str) -> Any:
         args = (str(folder), module, files, importable, *save)
-        return run_script(_LOAD_WITH_EXAMPLE_INPUTS, *args, timeout=TIMEOUT).report()
+        return run_script(
+            _LOAD_WITH_EXAMPLE_INPUTS, *args, timeout=TIMEOUT, preload=FRAMEWORKS
+        ).report()
 
     # The process that imports the module saves the archives first, then loads them.
     reports = load("importable", "save", _SAVE_WITH_EXAMPLE_INPUTS)
@@ -519,7 +521,7 @@ print(json.dumps(report))
 
 
 def test_the_weights_only_switch_takes_the_global_off_and_puts_it_back() -> None:
-    report = run_script(_WEIGHTS_ONLY, timeout=TIMEOUT).report()
+    report = run_script(_WEIGHTS_ONLY, timeout=TIMEOUT, preload=FRAMEWORKS).report()
     loaded = ["Weights", [1.0, 1.0]]
     # On by default once treeclass and torch are both imported.
     assert report["default"] == [True, loaded], report

@@ -19,7 +19,7 @@ from typing import Any, Literal, NamedTuple
 
 import attrs
 import pytest
-from _subproc import report_in, run_script, write_modules
+from _subproc import FRAMEWORKS, report_in, run_script, write_modules
 
 import treeclass as tc
 from treeclass import _pickle
@@ -571,7 +571,7 @@ def test_torch_weights_only_refuses_a_crafted_pickle_of_an_opted_out_class(
             print(json.dumps("loaded"))
     """
     del torch
-    out = run_script(_crafted_load_script, timeout=120).report()
+    out = run_script(_crafted_load_script, timeout=120, preload=FRAMEWORKS).report()
     assert "registered with pickle_by_name=False" in out, out
 
 

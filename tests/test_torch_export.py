@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _subproc import report_in
+from _subproc import FRAMEWORKS, report_in
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -183,6 +183,7 @@ def test_save_then_load_in_fresh_process(defs: Any, tmp_path: Path) -> None:
         str(tmp_path / "plain.pt2"),
         str(tmp_path / "tc.pt2"),
         str(tmp_path / "io.pt"),
+        preload=FRAMEWORKS,
     )
     prefix = f"tests.{defs.__name__}"
     assert f"serialized name '{prefix}.Batch'" in report["missing"]

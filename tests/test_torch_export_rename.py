@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _subproc import report_in, write_modules
+from _subproc import FRAMEWORKS, report_in, write_modules
 
 torch = pytest.importorskip("torch")
 
@@ -120,10 +120,10 @@ def test_plain_save_load_across_a_module_rename(tmp_path: Path) -> None:
     fa, ma, fb, mb = write_versions(tmp_path, by_name=True)
     file = save(tmp_path, fa, ma)
     # Only module B exists in the loading program.
-    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb])
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb], preload=FRAMEWORKS)
     assert report == {**EXPECTED, "modules": [mb]}
     # Both modules importable: module A is not imported behind the user's back.
-    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb, fa])
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb, fa], preload=FRAMEWORKS)
     assert report == {**EXPECTED, "modules": [mb]}
 
 
@@ -131,9 +131,9 @@ def test_by_module_path_a_rename_breaks_plain_load(tmp_path: Any) -> None:
     """What pickle does by itself (and what opting out of pickling by name gives)."""
     fa, ma, fb, mb = write_versions(tmp_path, by_name=False)
     file = save(tmp_path, fa, ma)
-    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb])
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb], preload=FRAMEWORKS)
     assert report["error"] == f"ModuleNotFoundError: No module named '{ma}'"
-    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb, fa])
+    report = report_in(tmp_path, LOAD, mb, str(file), path=[fb, fa], preload=FRAMEWORKS)
     assert report["error"].startswith("NameConflictError: the name 'tests.rename_")
     assert f"is taken by {mb}.Batch, so {ma}.Batch cannot have it" in report["error"]
     # (module A was imported by the unpickler and failed, so it is not left in sys.modules)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _subproc import report_in
+from _subproc import FRAMEWORKS, report_in
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 torch = pytest.importorskip("torch")
@@ -231,6 +231,7 @@ def test_tiny_bert_export_save_load_in_module_of_another_name(own: Any, tmp_path
         str(tmp_path / "encoder.pt2"),
         str(tmp_path / "bert.pt2"),
         str(tmp_path / "io.pt"),
+        preload=FRAMEWORKS,
     )
     assert report["encoder"] == {
         "type": True,

@@ -1,0 +1,103 @@
+"""The zygote of ``_subproc.run_script(..., preload=...)``: a server that forks fresh processes.
+
+Run as ``python _zygote.py '["jax", "torch"]'`` by ``tests/_subproc.py`` (one per test process
+and preload list, started on first use). It imports the listed frameworks -- only imports them:
+no operation, no backend, and never treeclass -- then reads requests on stdin, one a line (the
+path of a JSON file: argv, cwd, env, stdout and stderr files), forks one child per request and
+answers on stdout the child's pid, then its exit code (negative: the signal that killed it).
+
+The child turns itself into the fresh process the request describes: its working directory,
+environment, ``sys.path`` (as ``python -c``/``-m`` builds it from the request's ``PYTHONPATH``),
+``sys.argv``, stdin from /dev/null, stdout and stderr into the request's files; it runs the
+script in a new ``__main__`` module and exits through the interpreter's normal shutdown (atexit
+handlers, flushing). So treeclass and every user module are imported afresh in each child; only
+the preloaded frameworks (and the standard library modules they use) are already imported.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import os
+import sys
+from typing import Any
+
+
+def _serve() -> dict[str, Any]:
+    """Fork one child per request; return the request, in the child only."""
+    answer = os.fdopen(os.dup(1), "w", buffering=1)
+    for line in sys.stdin:
+        pid = os.fork()
+        if pid == 0:
+            answer.close()
+            with open(line.strip()) as f:
+                request: dict[str, Any] = json.load(f)
+            return request
+        answer.write(f"{pid}\n")
+        _, status = os.waitpid(pid, 0)
+        answer.write(f"{os.waitstatus_to_exitcode(status)}\n")
+    os._exit(0)  # the test process is gone
+
+
+def _become(request: dict[str, Any], base_path: list[str]) -> None:
+    """Turn this child into the fresh process ``request`` describes."""
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = sys.__stdin__ = open(0, closefd=False)
+    for fd, name in ((1, request["stdout"]), (2, request["stderr"])):
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.dup2(out, fd)
+        os.close(out)
+    argv = request["argv"]
+    folders = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+    first = "" if argv[0] == "-c" else os.getcwd()
+    sys.path[:] = [first, *folders, *base_path]
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+
+
+def _run(argv: list[str]) -> None:
+    import runpy
+    import types
+
+    if argv[0] == "-c":
+        sys.argv[:] = ["-c", *argv[2:]]
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main
+        exec(compile(argv[1], "<string>", "exec"), vars(main))
+    else:
+        sys.argv[:] = ["-m", *argv[2:]]
+        runpy._run_module_as_main(argv[1])  # type: ignore[attr-defined]  # what python -m runs
+
+
+def _main() -> None:
+    del sys.path[0]  # this file's folder
+    server_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    base_path = [p for p in sys.path if p not in server_path]
+    for name in json.loads(sys.argv[1]):
+        importlib.import_module(name)
+    assert "treeclass" not in sys.modules, "the zygote must not import treeclass"
+    # What the frameworks allocated stays shared with the children: a collection in a child
+    # would otherwise write to (and so copy) every page of it.
+    gc.freeze()
+    request = _serve()
+    _become(request, base_path)
+    try:
+        _run(request["argv"])
+    except SystemExit:
+        raise
+    except BaseException as e:  # reported as the interpreter reports an uncaught exception
+        tb = e.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+            tb = tb.tb_next
+        sys.excepthook(type(e), e.with_traceback(tb), tb)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    _main()
