@@ -43,7 +43,7 @@ CAPS: dict[str, tuple[str, str]] = {}
 # The venvs of the minimum-versions job, by the extras they install (see the docstring).
 SETS: dict[str, tuple[str, ...]] = {
     "jax": ("attrs", "jax", "optree", "files"),
-    "orbax": ("attrs", "jax", "optree", "orbax", "flax"),
+    "orbax": ("attrs", "jax", "optree", "orbax", "flax", "docs"),
 }
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(.*?)\s*(;.*)?$")
