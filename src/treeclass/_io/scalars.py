@@ -33,7 +33,9 @@ if TYPE_CHECKING:
 __all__ = [
     "SCALAR_TAGS",
     "SCALAR_TYPES",
+    "ScalarDecodeError",
     "decode_scalar",
+    "decode_scalars",
     "encode_scalar",
     "encode_scalars",
 ]
@@ -190,3 +192,44 @@ def decode_scalar(tag: str, value: Any) -> Any:
     if tag not in SCALAR_TAGS:
         raise ValueError(f"{tag[:40]!r} is not a scalar type ({', '.join(sorted(SCALAR_TAGS))})")
     raise ValueError(f"{brief(value, 40)} is not a {tag}")
+
+
+class ScalarDecodeError(ValueError):
+    """A value :func:`decode_scalars` refused; ``index``: its position in the values."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def decode_scalars(tags: Sequence[str], values: Sequence[Any]) -> list[Any]:
+    """:func:`decode_scalar` of each ``(tag, value)`` pair; the usual values done inline.
+
+    Raises:
+        ScalarDecodeError: as :func:`decode_scalar`, with the position of the value.
+
+    Example:
+        >>> from treeclass._io.scalars import decode_scalars
+        >>> decode_scalars(["float", "int", "str", "complex"], [1.5, 2, "a", [0.0, "inf"]])
+        [1.5, 2, 'a', infj]
+    """
+    out: list[Any] = []
+    append = out.append
+    for i, (tag, value) in enumerate(zip(tags, values)):
+        cls = value.__class__
+        if tag == "float":
+            if cls is float:
+                append(value)
+                continue
+        elif tag == "int":
+            if cls is int and -_SAFE_INT < value < _SAFE_INT:
+                append(value)
+                continue
+        elif (tag == "str" and cls is str) or (tag == "bool" and cls is bool):
+            append(value)
+            continue
+        try:
+            append(decode_scalar(tag, value))
+        except ValueError as e:
+            raise ScalarDecodeError(str(e), i) from None
+    return out
