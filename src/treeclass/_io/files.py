@@ -363,33 +363,41 @@ def save(
     flat, spec = tree_flatten(tree)
     nodes = spec_to_nodes(spec)
     document = dumps_nodes(nodes)
-    # The key paths as tc.load computes them to check them: from the document's nodes (what
-    # keystr gives for each leaf, without building key objects for every leaf).
-    try:
-        found = leaf_paths(nodes, child_entries(nodes))
-    except (ValueError, TreeclassError) as e:
-        raise FileSaveError(
-            f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
-        ) from None
-    paths: list[str] = found or []  # (None only when lengths are given to compare with)
+    # The key paths (what keystr gives for each leaf) as tc.load computes them, from the
+    # document's nodes: only when needed (tensor names, messages), all at once.
+    key_paths: list[str] = []
+
+    def path_of(i: int) -> str:
+        if not key_paths and flat:
+            try:
+                found = leaf_paths(nodes, child_entries(nodes))
+            except (ValueError, TreeclassError) as e:
+                raise FileSaveError(
+                    f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
+                ) from None
+            key_paths.extend(found or [])  # (None only when lengths are given to compare with)
+        return key_paths[i]
+
     # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
     kinds: list[str] = []
     values: list[str] = []  # canonical JSON texts of the scalar leaves' values
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
-    encoded = encode_scalars(flat, paths)
+    encoded = encode_scalars(flat, path_of)
     if None not in encoded:  # scalars only: every leaf in one go
         kinds = [_KIND_LETTERS[s[0]] for s in encoded if s is not None]  # (always)
         values = [s[1] for s in encoded if s is not None]
         encoded = []
+    seen: dict[type, str | None] = {}  # leaf class -> its kind, this save
     for i, (leaf, scalar) in enumerate(zip(flat, encoded)):
         if scalar is not None:
             kinds.append(_KIND_LETTERS[scalar[0]])
             values.append(scalar[1])
             continue
-        array_kind = _leaf_kind(leaf)
+        cls = leaf.__class__
+        array_kind = seen[cls] if cls in seen else seen.setdefault(cls, _leaf_kind(leaf))
         if array_kind is None:
             raise TreeclassTypeError(
-                f"the leaf at {paths[i] or 'the root'} is a {type(leaf).__module__}."
+                f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
                 f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
                 "and Python bool, int, float, complex and str leaves. If it is an object "
                 "holding arrays (a model, an equinox.Module), register its class with a name "
@@ -398,11 +406,11 @@ def save(
             )
         kinds.append(_KIND_LETTERS[array_kind])
         arrays.append((i, array_kind, leaf))
-    names = tensor_names([paths[i] for i, _, _ in arrays])
+    names = tensor_names([path_of(i) for i, _, _ in arrays])
     tensors: list[tuple[str, str, list[int], Any]] = []
     np: Any = _numpy() if arrays else None
     for name, (i, kind, leaf) in zip(names, arrays):
-        where = paths[i] or "the root"
+        where = key_paths[i] or "the root"
         if kind == "torch":
             code, shape, data = _torch_payload(leaf, where)
         elif kind == "jax":
@@ -962,13 +970,13 @@ def _load_tree(
         if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
             chosen = _select(source, nodes, children, stored, paths)
         key_paths = stored
-    else:  # version 2: the key paths are the structure's
-        key_paths = leaf_paths(nodes, children) or []  # (a list: no lengths to compare with)
+    at = [i for i, t in enumerate(types) if t in _ARRAY_TYPES]  # the array leaves
+    if stored is None:  # version 2: the key paths are the structure's (needed with arrays)
+        key_paths = leaf_paths(nodes, children) or [] if at or paths is not None else []
         if paths is not None:
             chosen = _select(source, nodes, children, key_paths, paths)
 
     # Tensor names are the array leaves' key paths, made unique.
-    at = [i for i, t in enumerate(types) if t in _ARRAY_TYPES]
     array_paths = [key_paths[i] for i in at]
     names = tensor_names(array_paths)
     written = leaves.tensors

@@ -27,7 +27,7 @@ from .._core.json import MAX_INT_DIGITS, dumps_canonical
 from .._errors import TreeclassTypeError, brief
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, Final
 
 __all__ = [
@@ -98,20 +98,22 @@ def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
     return None if tag is None else (tag, leaf)
 
 
-def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[str, str] | None]:
+def encode_scalars(
+    leaves: Sequence[Any], where: Callable[[int], str]
+) -> list[tuple[str, str] | None]:
     """For each leaf, ``(tag, canonical JSON text of its value)``, or ``None`` (not a scalar).
 
     :func:`encode_scalar` of each leaf with its value as
     :func:`~treeclass._core.json.dumps_canonical` writes it; the usual leaves (finite
-    floats, ints in (-2**53, 2**53), bool) are done inline. ``paths``: the leaves' key
-    paths, for messages.
+    floats, ints in (-2**53, 2**53), bool, str) are done inline. ``where(i)``: leaf ``i``'s
+    key path, for messages (called only for the leaves left to :func:`encode_scalar`).
 
     Raises:
         TreeclassTypeError: as :func:`encode_scalar`.
 
     Example:
         >>> from treeclass._io.scalars import encode_scalars
-        >>> encode_scalars([1.5, "a", None, True], [".x", ".y", ".z", ".t"])
+        >>> encode_scalars([1.5, "a", None, True], [".x", ".y", ".z", ".t"].__getitem__)
         [('float', '1.5'), ('str', '"a"'), None, ('bool', 'true')]
     """
     classes = set(map(type, leaves))
@@ -124,9 +126,11 @@ def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[st
             int not in classes or (min(leaves) > -_SAFE_INT and max(leaves) < _SAFE_INT)
         ):
             return list(zip(map(_TAGS.__getitem__, map(type, leaves)), texts))
+    from json.encoder import encode_basestring_ascii as text_of  # (C) as dumps_canonical
+
     out: list[tuple[str, str] | None] = []
     append = out.append
-    for leaf, path in zip(leaves, paths):
+    for i, leaf in enumerate(leaves):
         cls = leaf.__class__
         if cls is float:
             if leaf - leaf == 0.0:
@@ -139,7 +143,10 @@ def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[st
         elif cls is bool:
             append(("bool", "true" if leaf else "false"))
             continue
-        scalar = encode_scalar(leaf, path or "the root")
+        elif cls is str:
+            append(("str", text_of(leaf)))
+            continue
+        scalar = encode_scalar(leaf, where(i) or "the root")
         append(None if scalar is None else (scalar[0], dumps_canonical(scalar[1])))
     return out
 
