@@ -64,7 +64,16 @@ if TYPE_CHECKING:
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
 
-__all__ = ["FILE_FORMAT", "FILE_VERSION", "load", "load_metadata", "save", "tensor_names"]
+__all__ = [
+    "ARRAY_LETTERS",
+    "FILE_FORMAT",
+    "FILE_VERSION",
+    "LEAF_KINDS",
+    "load",
+    "load_metadata",
+    "save",
+    "tensor_names",
+]
 
 #: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
 FILE_FORMAT: Final = "treeclass.file"
@@ -94,9 +103,15 @@ _KIND_LETTERS: Final = {
     "complex": "c",
     "str": "s",
 }
-_LETTER_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
+#: Version 2's leaf type of each letter of ``"kinds"``.
+LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
+_LETTER_KINDS: Final = LEAF_KINDS
 _LETTER_SET: Final = frozenset(_LETTER_KINDS)
-_ARRAY_LETTERS: Final = frozenset(_KIND_LETTERS[k] for k in ("numpy", "numpy-scalar", "jax", "torch"))
+#: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
+ARRAY_LETTERS: Final = frozenset(
+    _KIND_LETTERS[k] for k in ("numpy", "numpy-scalar", "jax", "torch")
+)
+_ARRAY_LETTERS: Final = ARRAY_LETTERS
 # A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
 _PLAIN_FORMATS: Final = {
     "pt": "torch",
@@ -637,7 +652,7 @@ def _check_version_1(source: str, doc: Any) -> tuple[_Leaves, int, int]:
         paths.append(entry["path"])
         types.append(kind)
         if keys is _ARRAY_KEYS:
-            tensors.append(tensor)
+            tensors.append(entry["tensor"])
             values.append(None)
         else:
             try:
@@ -966,6 +981,7 @@ def _load_tree(
         raise _bad(source, f"its dict keys do not decode: {e}") from None
     chosen: list[bool] | None = None  # None: every leaf
     stored = leaves.paths
+    key_paths: list[str] = []
     if stored is not None:  # version 1: the key paths stored are checked against the structure
         if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
             chosen = _select(source, nodes, children, stored, paths)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from itertools import chain, repeat
 from math import prod
-from operator import itemgetter, le, mul, sub
+from operator import itemgetter, le, mul
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._core.json import loads_counted, loads_strict, no_duplicates
@@ -267,7 +267,7 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     infos: list[Any] = list(doc.values())
     if not infos or set(map(type, infos)) != {dict} or set(map(len, infos)) != {3}:
         return None
-    get = dict.get
+    get: Any = dict.get
     dtypes: list[Any] = list(map(get, infos, repeat("dtype")))
     shapes: list[Any] = list(map(get, infos, repeat("shape")))
     offsets: list[Any] = list(map(get, infos, repeat("data_offsets")))
@@ -293,9 +293,9 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     bits = map(SAFETENSORS_BITS.__getitem__, dtypes)
     if list(map(mul, map(prod, shapes), bits)) != [8 * (e - b) for b, e in zip(begins, ends)]:
         return None
-    tensors: list[TensorInfo] = list(
-        map(tuple.__new__, repeat(TensorInfo), zip(doc, dtypes, map(tuple, shapes), begins, ends))
-    )
+    make: Any = tuple.__new__  # TensorInfo(*fields) without a Python call per tensor
+    fields: Any = zip(doc, dtypes, map(tuple, shapes), begins, ends)
+    tensors: list[TensorInfo] = list(map(make, repeat(TensorInfo), fields))
     tensors.sort(key=_EXTENT)
     starts = list(map(_BEGIN, tensors))
     stops = list(map(_END, tensors))
