@@ -29,6 +29,7 @@ leaves, and imported only then. jax and torch are imported only to make their ar
 from __future__ import annotations
 
 import sys
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from .._core.json import census, loads_counted, loads_strict, no_duplicates
@@ -47,6 +48,8 @@ from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
+
+_EXTENT: Final = itemgetter(3, 4)  # a TensorInfo's (begin, end)
 from .scalars import (
     SCALAR_TAGS,
     ScalarDecodeError,
@@ -804,8 +807,8 @@ class _Reader:
             for info, _ in wanted:
                 raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
-            small = sorted((info for info, _ in wanted if info.nbytes <= _SMALL),
-                           key=lambda info: info.begin)  # fmt: skip
+            small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
+                           key=_EXTENT)  # fmt: skip
             i = 0
             while i < len(small):
                 first = small[i]
@@ -818,14 +821,20 @@ class _Reader:
                     j += 1
                 scratch = np.empty(small[j - 1].end - first.begin, np.uint8)
                 _read_exact(self.f, start + first.begin, scratch, self.source)
-                for info in small[i:j]:
-                    at = info.begin - first.begin
-                    raws[info.name] = scratch[at : at + info.nbytes].copy()  # its own memory
+                base = first.begin
+                for info in small[i:j]:  # each its own memory
+                    raws[info.name] = scratch[info.begin - base : info.end - base].copy()
                 i = j
         out: list[Any] = []
+        append = out.append
         make = self._make
+        plain = _PLAIN_NUMPY if self.map is None and _LITTLE else {}
         for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
-            out.append(make(info, target, raws.get(info.name)))
+            raw = raws.get(info.name)
+            if raw is not None and target == "numpy" and info.dtype in plain:
+                append(raw.view(plain[info.dtype]).reshape(info.shape))  # (as _make does)
+            else:
+                append(make(info, target, raw))
         return out
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
