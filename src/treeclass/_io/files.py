@@ -5,12 +5,14 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
 
 - ``"treeclass.treespec"``: the tree's structure, the document of
   :func:`treeclass.treespec_dumps` (classes by registered name, statics, ``None`` fields);
-- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 1, "leaves": [...]}``, one
-  entry per leaf in leaf order -- ``{"path", "type", "tensor"}`` for an array (``type`` is
-  ``"numpy"``, ``"numpy-scalar"``, ``"jax"`` or ``"torch"``, what it was saved from) or
-  ``{"path", "type", "value"}`` for a Python ``bool``, ``int``, ``float``, ``complex`` or
-  ``str`` (``type`` and ``value`` as :mod:`treeclass._io.scalars` encodes it, as
-  :mod:`treeclass.orbax` does);
+- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 2, "kinds": "...",
+  "values": [...]}``: ``kinds`` has one letter per leaf in leaf order (:data:`LEAF_KINDS`:
+  ``n`` numpy, ``N`` numpy scalar, ``j`` JAX, ``t`` torch -- :data:`ARRAY_LETTERS`, each one
+  tensor named by the leaf's key path, which follows from the structure; ``b`` / ``i`` /
+  ``f`` / ``c`` / ``s`` a Python ``bool`` / ``int`` / ``float`` / ``complex`` / ``str``), and
+  ``values`` the scalar leaves' values in leaf order, as :mod:`treeclass._io.scalars`
+  encodes them (as :mod:`treeclass.orbax` does). Version 1 (still read) had ``"leaves"``, an
+  object ``{"path", "type", "tensor" | "value"}`` per leaf;
 - the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
 
 Loading never unpickles and never imports: classes are looked up by registered name through
