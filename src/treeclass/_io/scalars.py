@@ -146,6 +146,9 @@ def encode_scalars(
         elif cls is str:
             append(("str", text_of(leaf)))
             continue
+        elif cls not in _TAGS:  # not a scalar (an array)
+            append(None)
+            continue
         scalar = encode_scalar(leaf, where(i) or "the root")
         append(None if scalar is None else (scalar[0], dumps_canonical(scalar[1])))
     return out
