@@ -50,8 +50,6 @@ from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
-
-_EXTENT: Final = itemgetter(3, 4)  # a TensorInfo's (begin, end)
 from .scalars import (
     SCALAR_TAGS,
     ScalarDecodeError,
@@ -90,6 +88,7 @@ _FILE_KEY: Final = "treeclass.file"
 _SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
+_EXTENT: Final = itemgetter(3, 4)  # a TensorInfo's (begin, end)
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
 _ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
 _NO_KEYS: Final[frozenset[str]] = frozenset()
