@@ -147,14 +147,7 @@ def test_the_file_is_a_safetensors_file_with_our_metadata(tmp_path: Path) -> Non
     spec = tc.treespec_loads(meta["treeclass.treespec"])
     assert spec == tc.tree_structure(tree)
     ours = json.loads(meta["treeclass.file"])
-    assert ours == {
-        "format": "treeclass.file",
-        "leaves": [
-            {"path": "['n']", "type": "int", "value": 3},
-            {"path": "['w']", "tensor": "['w']", "type": "numpy"},
-        ],
-        "version": 1,
-    }
+    assert ours == {"format": "treeclass.file", "kinds": "in", "values": [3], "version": 2}
     assert tc.load_metadata(tmp_path / "t.safetensors") == {"run": "r1", "format": "np"}
 
 
@@ -565,8 +558,7 @@ def test_colliding_key_paths_get_distinct_tensor_names(tmp_path: Path) -> None:
     tree = {SameRepr(1): np.ones(1), SameRepr(2): np.zeros(1), SameRepr(3): np.full(1, 2.0)}
     tc.save(tmp_path / "c.safetensors", tree)
     with open(tmp_path / "c.safetensors", "rb") as f:
-        meta = json.loads(read_header(f, "x").metadata["treeclass.file"])
-    assert [e["tensor"] for e in meta["leaves"]] == ["[K]", "[K]#2", "[K]#3"]
+        assert list(read_header(f, "x").tensors) == ["[K]", "[K]#2", "[K]#3"]
     got = tc.load(tmp_path / "c.safetensors")
     assert [v.tolist() for v in got.values()] == [[1.0], [0.0], [2.0]]
     assert list(got) == [SameRepr(1), SameRepr(2), SameRepr(3)]
@@ -633,14 +625,24 @@ def edit_ours(change: Any) -> Any:
 @pytest.mark.parametrize(
     ("edit", "match"),
     [
-        (edit_ours(lambda d: d["leaves"].reverse()), "key paths disagree with the structure"),
-        (edit_ours(lambda d: d["leaves"].pop()), "structure has 3 leaves but its leaf list has 2"),
-        (edit_ours(lambda d: d.update(version=2)), "file version 2; this release reads"),
         (
-            edit_ours(lambda d: d["leaves"][0].update(value="3")),
-            "typed 'int', but '3' is not an int",
+            edit_ours(lambda d: d.update(kinds="nnn", values=[])),
+            r"the leaf at \"\['a'\]\" has no tensor",
         ),
-        (edit_ours(lambda d: d["leaves"][1].update(tensor="['x']")), "must be \"\\['b'\\]\""),
+        (
+            edit_ours(lambda d: d.update(kinds="in")),
+            "structure has 3 leaves but its leaf list has 2",
+        ),
+        (edit_ours(lambda d: d.update(kinds="inx")), "leaf 2 has the unknown kind 'x'"),
+        (edit_ours(lambda d: d.update(kinds="iin")), '"kinds" has 2 Python scalar leaves but'),
+        (edit_ours(lambda d: d.update(kinds=["i", "n", "n"])), '"kinds" is not a string'),
+        (edit_ours(lambda d: d.update(values={})), '"values" is not a list'),
+        (edit_ours(lambda d: d.update(leaves=[])), "entry has the keys"),
+        (edit_ours(lambda d: d.update(version=3)), "file version 3; this release reads"),
+        (
+            edit_ours(lambda d: d.update(values=["3"])),
+            "leaf 0 is typed 'int', but '3' is not an int",
+        ),
         (
             lambda h: h["__metadata__"].update({"treeclass.extra": "1"}),
             "has exactly 'treeclass.file' and 'treeclass.treespec'",
@@ -666,6 +668,34 @@ def edit_ours(change: Any) -> Any:
 def test_files_that_lie_are_clear_errors(tmp_path: Path, edit: Any, match: str) -> None:
     path = tmp_path / "t.safetensors"
     tc.save(path, {"a": 1, "b": np.zeros(3, np.uint8), "c": np.zeros(2, np.uint8)})
+    rewrite_header(path, edit)
+    with pytest.raises(tc.FileLoadError, match=match):
+        tc.load(path)
+
+
+V1_FILE = Path(__file__).parent / "data" / "v1_file.safetensors"
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (edit_ours(lambda d: d["leaves"].reverse()), "key paths disagree with the structure"),
+        (
+            edit_ours(lambda d: d["leaves"].pop()),
+            "structure has 14 leaves but its leaf list has 13",
+        ),
+        (
+            edit_ours(lambda d: d["leaves"][6].update(value="7")),
+            "leaf 6 is typed 'int', but '7' is not an int",
+        ),
+        (edit_ours(lambda d: d["leaves"][8].update(tensor="['x']")), "must be \"\\['ids'\\]\""),
+        (edit_ours(lambda d: d["leaves"][8].update(type="blob")), "leaf 8 has the unknown type"),
+        (edit_ours(lambda d: d.update(kinds="")), "entry has the keys"),
+    ],
+)
+def test_version_1_files_that_lie_are_clear_errors(tmp_path: Path, edit: Any, match: str) -> None:
+    path = tmp_path / "v1.safetensors"
+    path.write_bytes(V1_FILE.read_bytes())
     rewrite_header(path, edit)
     with pytest.raises(tc.FileLoadError, match=match):
         tc.load(path)

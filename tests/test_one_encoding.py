@@ -30,6 +30,7 @@ from treeclass._io.dtypes import (  # noqa: E402
     SAFETENSORS_BITS,
     numpy_dtype,
 )
+from treeclass._io.files import ARRAY_LETTERS, LEAF_KINDS  # noqa: E402
 from treeclass._io.scalars import SCALAR_TAGS, decode_scalar, encode_scalar  # noqa: E402
 
 
@@ -82,8 +83,9 @@ def _file_values(path: Path) -> list[tuple[str, Any]]:
     with open(path, "rb") as f:
         n = int.from_bytes(f.read(8), "little")
         header = json.loads(f.read(n))
-    entries = json.loads(header["__metadata__"]["treeclass.file"])["leaves"]
-    return [(e["type"], e["value"]) for e in entries]
+    ours = json.loads(header["__metadata__"]["treeclass.file"])
+    tags = [LEAF_KINDS[c] for c in ours["kinds"] if c not in ARRAY_LETTERS]
+    return list(zip(tags, ours["values"], strict=True))
 
 
 # --- the encoding itself ----------------------------------------------------------------------

@@ -36,14 +36,15 @@ from typing import TYPE_CHECKING
 
 from .._core.json import loads_strict
 from .._core.names import BUILTIN_NAMES
-from .._errors import FileLoadError, TreespecLoadError
+from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
-from .._treespec.treedoc import child_entries, walk
+from .._treespec.treedoc import child_entries, leaf_paths, walk
 from .dtypes import SAFETENSORS_NAMES
+from .files import ARRAY_LETTERS, LEAF_KINDS, tensor_names
 from .safetensors import read_header
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
     from typing import Any, Final
 
 __all__ = ["Artifact", "Node", "Tree", "read_artifact"]
@@ -216,13 +217,48 @@ def _document_tree(
 # --- safetensors files ------------------------------------------------------------------------
 
 
-def _leaf_details(meta_file: str) -> list[Any] | None:
+def _leaf_details(meta_file: str, spec: str, describe: Callable[[str], str]) -> list[str] | None:
+    """Each leaf's detail (its tensor, or its type and value), from the file's leaf list."""
     try:
         doc: Any = loads_strict(meta_file)
-        leaves: Any = doc["leaves"]
-    except (ValueError, KeyError, TypeError):
+    except ValueError:
         return None
-    return leaves if leaves.__class__ is list else None
+    if doc.__class__ is not dict:
+        return None
+    details: list[str] = []
+    e: Any
+    leaves: Any = doc.get("leaves")
+    if leaves.__class__ is list:  # file version 1: an object per leaf
+        for e in leaves:
+            if e.__class__ is not dict:
+                details.append("?")
+            elif "tensor" in e and e["tensor"].__class__ is str:
+                details.append(f"{describe(e['tensor'])} ({e.get('type')})")
+            else:
+                details.append(f"{e.get('type')} {_short(json.dumps(e.get('value')))}")
+        return details
+    kinds: Any = doc.get("kinds")  # version 2: a letter per leaf, the scalars' values
+    values: Any = doc.get("values")
+    if kinds.__class__ is not str or values.__class__ is not list:
+        return None
+    try:
+        nodes = loads_nodes(spec)
+        paths = leaf_paths(nodes, child_entries(nodes, strict=False)) or []
+    except (TreespecLoadError, TreeclassError, ValueError):
+        return None
+    if len(paths) != len(kinds):
+        return None
+    names = iter(tensor_names([p for p, c in zip(paths, kinds) if c in ARRAY_LETTERS]))
+    scalars = iter(values)
+    for c in kinds:
+        kind = LEAF_KINDS.get(c)
+        if kind is None:
+            details.append("?")
+        elif c in ARRAY_LETTERS:
+            details.append(f"{describe(next(names))} ({kind})")
+        else:
+            details.append(f"{kind} {_short(json.dumps(next(scalars, None)))}")
+    return details
 
 
 def _safetensors(path: str, source: str) -> Artifact:
@@ -241,19 +277,8 @@ def _safetensors(path: str, source: str) -> Artifact:
     total = sum(t.nbytes for t in header.tensors.values())
     art.notes.append(f"{len(header.tensors)} tensors, {total} bytes of data")
     spec = header.metadata.get("treeclass.treespec")
-    leaves = _leaf_details(header.metadata.get("treeclass.file", ""))
     if ours and spec is not None:
-        details: list[str] | None = None
-        if leaves is not None:
-            details = []
-            e: Any
-            for e in leaves:
-                if e.__class__ is not dict:
-                    details.append("?")
-                elif "tensor" in e and e["tensor"].__class__ is str:
-                    details.append(f"{describe(e['tensor'])} ({e.get('type')})")
-                else:
-                    details.append(f"{e.get('type')} {_short(json.dumps(e.get('value')))}")
+        details = _leaf_details(header.metadata.get("treeclass.file", ""), spec, describe)
         try:
             art.trees.append(_document_tree(spec, "structure", art, details))
         except TreespecLoadError as e:

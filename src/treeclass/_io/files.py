@@ -5,12 +5,14 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
 
 - ``"treeclass.treespec"``: the tree's structure, the document of
   :func:`treeclass.treespec_dumps` (classes by registered name, statics, ``None`` fields);
-- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 1, "leaves": [...]}``, one
-  entry per leaf in leaf order -- ``{"path", "type", "tensor"}`` for an array (``type`` is
-  ``"numpy"``, ``"numpy-scalar"``, ``"jax"`` or ``"torch"``, what it was saved from) or
-  ``{"path", "type", "value"}`` for a Python ``bool``, ``int``, ``float``, ``complex`` or
-  ``str`` (``type`` and ``value`` as :mod:`treeclass._io.scalars` encodes it, as
-  :mod:`treeclass.orbax` does);
+- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 2, "kinds": "...",
+  "values": [...]}``: ``kinds`` has one letter per leaf in leaf order (:data:`LEAF_KINDS`:
+  ``n`` numpy, ``N`` numpy scalar, ``j`` JAX, ``t`` torch -- :data:`ARRAY_LETTERS`, each one
+  tensor named by the leaf's key path, which follows from the structure; ``b`` / ``i`` /
+  ``f`` / ``c`` / ``s`` a Python ``bool`` / ``int`` / ``float`` / ``complex`` / ``str``), and
+  ``values`` the scalar leaves' values in leaf order, as :mod:`treeclass._io.scalars`
+  encodes them (as :mod:`treeclass.orbax` does). Version 1 (still read) had ``"leaves"``, an
+  object ``{"path", "type", "tensor" | "value"}`` per leaf;
 - the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
 
 Loading never unpickles and never imports: classes are looked up by registered name through
@@ -29,6 +31,7 @@ leaves, and imported only then. jax and torch are imported only to make their ar
 from __future__ import annotations
 
 import sys
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from .._core.json import census, loads_counted, loads_strict, no_duplicates
@@ -47,7 +50,13 @@ from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import Header, TensorInfo, read_header, write_file
-from .scalars import SCALAR_TAGS, decode_scalar, encode_scalars
+from .scalars import (
+    SCALAR_TAGS,
+    ScalarDecodeError,
+    decode_scalar,
+    decode_scalars,
+    encode_scalars,
+)
 
 if TYPE_CHECKING:
     import os
@@ -58,22 +67,55 @@ if TYPE_CHECKING:
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
 
-__all__ = ["FILE_FORMAT", "FILE_VERSION", "load", "load_metadata", "save"]
+__all__ = [
+    "ARRAY_LETTERS",
+    "FILE_FORMAT",
+    "FILE_VERSION",
+    "LEAF_KINDS",
+    "load",
+    "load_metadata",
+    "save",
+    "tensor_names",
+]
 
 #: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
 FILE_FORMAT: Final = "treeclass.file"
-#: The version of that entry this release writes (and the versions it reads).
-FILE_VERSION: Final = 1
-_READABLE: Final = (1,)
+#: The version of that entry this release writes (and the versions it reads): see the table
+#: in ``docs/files.md``.
+FILE_VERSION: Final = 2
+_READABLE: Final = (1, 2)
 _FILE_KEY: Final = "treeclass.file"
 _SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
+_EXTENT: Final = itemgetter(3, 4)  # a TensorInfo's (begin, end)
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
 _ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
 _NO_KEYS: Final[frozenset[str]] = frozenset()
 _VALUE_KEYS: Final = frozenset(("path", "type", "value"))
-_FILE_KEYS: Final = frozenset(("format", "version", "leaves"))
+_FILE_KEYS: Final = frozenset(("format", "version", "leaves"))  # version 1
+_FILE_KEYS_2: Final = frozenset(("format", "version", "kinds", "values"))
+#: Version 2's letter for each leaf type (``"kinds"``: one letter per leaf).
+_KIND_LETTERS: Final = {
+    "numpy": "n",
+    "numpy-scalar": "N",
+    "jax": "j",
+    "torch": "t",
+    "bool": "b",
+    "int": "i",
+    "float": "f",
+    "complex": "c",
+    "str": "s",
+}
+#: Version 2's leaf type of each letter of ``"kinds"``.
+LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
+_LETTER_KINDS: Final = LEAF_KINDS
+_LETTER_SET: Final = frozenset(_LETTER_KINDS)
+#: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
+ARRAY_LETTERS: Final = frozenset(
+    _KIND_LETTERS[k] for k in ("numpy", "numpy-scalar", "jax", "torch")
+)
+_ARRAY_LETTERS: Final = ARRAY_LETTERS
 # A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
 _PLAIN_FORMATS: Final = {
     "pt": "torch",
@@ -268,8 +310,13 @@ def _check_metadata(metadata: Mapping[str, str] | None) -> dict[str, str]:
     return out
 
 
-def _unique_names(paths: Sequence[str]) -> list[str]:
-    """Tensor names: the key path, or ``path#2``, ``path#3``... when it is taken already."""
+def tensor_names(paths: Sequence[str]) -> list[str]:
+    """The array leaves' tensor names, given their key paths in leaf order.
+
+    The key path, or ``path#2``, ``path#3``... when it is taken already (by an earlier leaf).
+    """
+    if len(set(paths)) == len(paths):
+        return list(paths)
     used: set[str] = set()
     following: dict[str, int] = {}
     out: list[str] = []
@@ -335,52 +382,54 @@ def save(
     flat, spec = tree_flatten(tree)
     nodes = spec_to_nodes(spec)
     document = dumps_nodes(nodes)
-    # The key paths as tc.load computes them to check them: from the document's nodes (what
-    # keystr gives for each leaf, without building key objects for every leaf).
-    try:
-        found = leaf_paths(nodes, child_entries(nodes))
-    except (ValueError, TreeclassError) as e:
-        raise FileSaveError(
-            f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
-        ) from None
-    paths: list[str] = found or []  # (None only when lengths are given to compare with)
-    from json.encoder import encode_basestring_ascii as text_of  # (C) as dumps_canonical
+    # The key paths (what keystr gives for each leaf) as tc.load computes them, from the
+    # document's nodes: only when needed (tensor names, messages), all at once.
+    key_paths: list[str] = []
 
-    # The leaf list's entries as canonical JSON text, written here (sorted keys, compact,
-    # ASCII: what dumps_canonical of the entries would give, much faster).
-    entries: list[str] = []
+    def path_of(i: int) -> str:
+        if not key_paths and flat:
+            try:
+                found = leaf_paths(nodes, child_entries(nodes))
+            except (ValueError, TreeclassError) as e:
+                raise FileSaveError(
+                    f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
+                ) from None
+            key_paths.extend(found or [])  # (None only when lengths are given to compare with)
+        return key_paths[i]
+
+    # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
+    kinds: list[str] = []
+    values: list[str] = []  # canonical JSON texts of the scalar leaves' values
     arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
-    path_texts = list(map(text_of, paths))
-    encoded = encode_scalars(flat, paths)
-    if None not in encoded:  # scalars only: every entry in one go
-        entries = [
-            f'{{"path":{p},"type":"{s[0]}","value":{s[1]}}}'
-            for p, s in zip(path_texts, encoded)
-            if s is not None  # (always)
-        ]
+    encoded = encode_scalars(flat, path_of)
+    if None not in encoded:  # scalars only: every leaf in one go
+        kinds = [_KIND_LETTERS[s[0]] for s in encoded if s is not None]  # (always)
+        values = [s[1] for s in encoded if s is not None]
         encoded = []
-    for i, (leaf, p, scalar) in enumerate(zip(flat, path_texts, encoded)):
+    seen: dict[type, str | None] = {}  # leaf class -> its kind, this save
+    for i, (leaf, scalar) in enumerate(zip(flat, encoded)):
         if scalar is not None:
-            entries.append(f'{{"path":{p},"type":"{scalar[0]}","value":{scalar[1]}}}')
+            kinds.append(_KIND_LETTERS[scalar[0]])
+            values.append(scalar[1])
             continue
-        array_kind = _leaf_kind(leaf)
+        cls = leaf.__class__
+        array_kind = seen[cls] if cls in seen else seen.setdefault(cls, _leaf_kind(leaf))
         if array_kind is None:
             raise TreeclassTypeError(
-                f"the leaf at {paths[i] or 'the root'} is a {type(leaf).__module__}."
+                f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
                 f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
                 "and Python bool, int, float, complex and str leaves. If it is an object "
                 "holding arrays (a model, an equinox.Module), register its class with a name "
                 "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
                 "convert any other value to one of those leaves, or keep it out of the tree."
             )
-        entries.append("")  # written below, with its tensor's name
+        kinds.append(_KIND_LETTERS[array_kind])
         arrays.append((i, array_kind, leaf))
-    names = _unique_names([paths[i] for i, _, _ in arrays])
+    names = tensor_names([path_of(i) for i, _, _ in arrays])
     tensors: list[tuple[str, str, list[int], Any]] = []
     np: Any = _numpy() if arrays else None
     for name, (i, kind, leaf) in zip(names, arrays):
-        entries[i] = f'{{"path":{path_texts[i]},"tensor":{text_of(name)},"type":"{kind}"}}'
-        where = paths[i] or "the root"
+        where = key_paths[i] or "the root"
         if kind == "torch":
             code, shape, data = _torch_payload(leaf, where)
         elif kind == "jax":
@@ -396,7 +445,11 @@ def save(
             code, shape, data = _numpy_payload(np, leaf, where)
         tensors.append((name, code, shape, data))
 
-    ours = f'{{"format":"{FILE_FORMAT}","leaves":[{",".join(entries)}],"version":{FILE_VERSION}}}'
+    # Canonical JSON (sorted keys, compact, ASCII), written directly.
+    ours = (
+        f'{{"format":"{FILE_FORMAT}","kinds":"{"".join(kinds)}",'
+        f'"values":[{",".join(values)}],"version":{FILE_VERSION}}}'
+    )
 
     write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
 
@@ -442,8 +495,32 @@ def _is_ours(metadata: dict[str, str]) -> bool:
     return any(k.startswith(_RESERVED) for k in metadata)
 
 
-def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
-    """The checked leaf entries and the treespec document text of a treeclass file."""
+class _Leaves:
+    """The checked leaf list of a treeclass file, whatever its version.
+
+    ``types``: each leaf's type name (``"numpy"``..., ``"int"``...); ``values``: each leaf's
+    decoded Python scalar (``None`` for an array); version 1 only (``None`` in version 2,
+    where they follow from the structure): ``paths``, each leaf's stored key path, and
+    ``tensors``, each array leaf's stored tensor name.
+    """
+
+    __slots__ = ("paths", "tensors", "types", "values")
+
+    def __init__(
+        self,
+        types: list[str],
+        values: list[Any],
+        paths: list[str] | None = None,
+        tensors: list[str] | None = None,
+    ) -> None:
+        self.types = types
+        self.values = values
+        self.paths = paths
+        self.tensors = tensors
+
+
+def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
+    """The checked leaf list and the treespec document text of a treeclass file."""
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
     )
@@ -461,9 +538,9 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[dict[str, A
     except ValueError as e:
         raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
     try:
-        entries, members, string_colons = _check_leaf_list(source, doc)
+        leaves, members, string_colons = _check_leaf_list(source, doc)
         if no_duplicates(colons, members, string_colons):
-            return entries, metadata[_SPEC_KEY]
+            return leaves, metadata[_SPEC_KEY]
     except FileLoadError:
         if colons is None:
             raise
@@ -476,8 +553,8 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[list[dict[str, A
     return _check_leaf_list(source, doc)[0], metadata[_SPEC_KEY]  # the error again, if any
 
 
-def _check_leaf_list(source: str, doc: Any) -> tuple[list[dict[str, Any]], int, int]:
-    """The checked entries of a parsed ``"treeclass.file"`` entry, with its census.
+def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
+    """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census.
 
     The census: the members of its objects and the ``:`` in its strings
     (:func:`treeclass._core.json.no_duplicates`).
@@ -492,6 +569,59 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[list[dict[str, Any]], int, 
             f"{source} was written in treeclass file version {version!r:.40}; this release "
             f"reads version(s) {', '.join(map(str, _READABLE))}. Upgrade treeclass to load it."
         )
+    if version == 1:
+        return _check_version_1(source, doc)
+    if frozenset(doc) != _FILE_KEYS_2:
+        raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
+    kinds = doc["kinds"]
+    values = doc["values"]
+    if kinds.__class__ is not str:
+        raise _bad(source, '"kinds" is not a string.')
+    if values.__class__ is not list:
+        raise _bad(source, '"values" is not a list.')
+    letters = set(kinds)
+    if not letters <= _LETTER_SET:
+        bad = next(c for c in kinds if c not in _LETTER_KINDS)
+        raise _bad(
+            source,
+            f'leaf {kinds.index(bad)} has the unknown kind {bad!r:.20} (in "kinds": one of '
+            f"{''.join(_LETTER_KINDS)!r} per leaf).",
+        )
+    types = list(map(_LETTER_KINDS.__getitem__, kinds))
+    out: list[Any]
+    if letters <= _ARRAY_LETTERS:
+        out = [None] * len(kinds)
+        at: list[int] = []
+    else:
+        at = [i for i, c in enumerate(kinds) if c not in _ARRAY_LETTERS]
+        out = [None] * len(kinds) if len(at) != len(kinds) else []
+    if len(at) != len(values):
+        raise _bad(
+            source,
+            f'"kinds" has {len(at)} Python scalar leaves but "values" has {len(values)} values.',
+        )
+    try:
+        decoded = decode_scalars([types[i] for i in at] if out else types, values)
+    except ScalarDecodeError as e:
+        i = at[e.index]
+        raise _bad(source, f"leaf {i} is typed {types[i]!r}, but {e}.") from None
+    if not out:
+        out = decoded
+    else:
+        for i, v in zip(at, decoded):
+            out[i] = v
+    members = len(doc)
+    colons = "".join([v for v in values if v.__class__ is str]).count(":")
+    for v in values:
+        if v.__class__ is list or v.__class__ is dict:  # complex; (bad values fail above)
+            m, c = census(v)
+            members += m
+            colons += c
+    return _Leaves(types, out), members, colons
+
+
+def _check_version_1(source: str, doc: Any) -> tuple[_Leaves, int, int]:
+    """:func:`_check_leaf_list` of version 1: ``"leaves"``, one object per leaf."""
     if frozenset(doc) != _FILE_KEYS:
         raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
     leaves = doc["leaves"]
@@ -501,6 +631,10 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[list[dict[str, Any]], int, 
     colons = 0
     strings: list[str] = []  # every string of the entries (the tags have no ":")
     push = strings.append
+    types: list[str] = []
+    values: list[Any] = []
+    paths: list[str] = []
+    tensors: list[str] = []
     for i, entry in enumerate(leaves):
         if entry.__class__ is not dict or entry.get("path").__class__ is not str:
             raise _bad(source, f'leaf {i} is not an object with a "path" string: {entry!r:.100}.')
@@ -519,20 +653,23 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[list[dict[str, Any]], int, 
             raise _bad(source, f"leaf {i} ({kind}) has the keys {sorted(entry)!r:.100}.")
         members += 3
         push(entry["path"])
+        paths.append(entry["path"])
+        types.append(kind)
+        if keys is _ARRAY_KEYS:
+            tensors.append(entry["tensor"])
+            values.append(None)
+        else:
+            try:
+                values.append(decode_scalar(kind, tensor))
+            except ValueError as e:
+                raise _bad(source, f"leaf {i} is typed {kind!r}, but {e}.") from None
         if tensor.__class__ is str:
             push(tensor)
         elif tensor.__class__ is list or tensor.__class__ is dict:  # complex; or bad values
             m, c = census(tensor)
             members += m
             colons += c
-    return leaves, members, colons + "".join(strings).count(":")
-
-
-def _decode_value(source: str, i: int, entry: dict[str, Any]) -> Any:
-    try:
-        return decode_scalar(entry["type"], entry["value"])
-    except ValueError as e:
-        raise _bad(source, f"leaf {i} is typed {entry['type']!r}, but {e}.") from None
+    return _Leaves(types, values, paths, tensors), members, colons + "".join(strings).count(":")
 
 
 class _Selection:
@@ -671,8 +808,8 @@ class _Reader:
             for info, _ in wanted:
                 raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
-            small = sorted((info for info, _ in wanted if info.nbytes <= _SMALL),
-                           key=lambda info: info.begin)  # fmt: skip
+            small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
+                           key=_EXTENT)  # fmt: skip
             i = 0
             while i < len(small):
                 first = small[i]
@@ -685,14 +822,20 @@ class _Reader:
                     j += 1
                 scratch = np.empty(small[j - 1].end - first.begin, np.uint8)
                 _read_exact(self.f, start + first.begin, scratch, self.source)
-                for info in small[i:j]:
-                    at = info.begin - first.begin
-                    raws[info.name] = scratch[at : at + info.nbytes].copy()  # its own memory
+                base = first.begin
+                for info in small[i:j]:  # each its own memory
+                    raws[info.name] = scratch[info.begin - base : info.end - base].copy()
                 i = j
         out: list[Any] = []
+        append = out.append
         make = self._make
+        plain = _PLAIN_NUMPY if self.map is None and _LITTLE else {}
         for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
-            out.append(make(info, target, raws.get(info.name)))
+            raw = raws.get(info.name)
+            if raw is not None and target == "numpy" and info.dtype in plain:
+                append(raw.view(plain[info.dtype]).reshape(info.shape))  # (as _make does)
+            else:
+                append(make(info, target, raw))
         return out
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
@@ -836,79 +979,72 @@ def _load_tree(
     paths: PathSelection,
     mmap: bool,
 ) -> Any:
-    entries, document = _parse_ours(source, header.metadata)
+    leaves, document = _parse_ours(source, header.metadata)
     try:
         nodes, spec = loads_spec(document)
     except UnregisteredNameError as e:
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
         raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
-    if len(entries) != spec.num_leaves:
+    types = leaves.types
+    if len(types) != spec.num_leaves:
         raise _bad(
             source,
-            f"its structure has {spec.num_leaves} leaves but its leaf list has {len(entries)}.",
+            f"its structure has {spec.num_leaves} leaves but its leaf list has {len(types)}.",
         )
     try:
         children = child_entries(nodes)
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
         raise _bad(source, f"its dict keys do not decode: {e}") from None
-    stored = [entry["path"] for entry in entries]
     chosen: list[bool] | None = None  # None: every leaf
-    if paths is None and leaf_paths(nodes, children, [len(p) for p in stored]) == stored:
-        pass  # the key paths agree with the structure (the usual case, in one pass)
-    else:
-        chosen = _select(source, nodes, children, stored, paths)
+    stored = leaves.paths
+    key_paths: list[str] = []
+    if stored is not None:  # version 1: the key paths stored are checked against the structure
+        if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
+            chosen = _select(source, nodes, children, stored, paths)
+        key_paths = stored
+    at = [i for i, t in enumerate(types) if t in _ARRAY_TYPES]  # the array leaves
+    if stored is None:  # version 2: the key paths are the structure's (needed with arrays)
+        key_paths = leaf_paths(nodes, children) or [] if at or paths is not None else []
+        if paths is not None:
+            chosen = _select(source, nodes, children, key_paths, paths)
 
+    # Tensor names are the array leaves' key paths, made unique.
+    array_paths = [key_paths[i] for i in at]
+    names = tensor_names(array_paths)
+    written = leaves.tensors
+    if written is not None and written != names:
+        for where, name, got in zip(array_paths, names, written):
+            if got != name:
+                raise _bad(
+                    source,
+                    f"the leaf at {where!r:.200} names the tensor {got!r:.200}; by its "
+                    f"key path it must be {name!r:.200}.",
+                )
     tensors = header.tensors
     targets: dict[str, str] = {}  # type -> target
-    values: list[Any] = []
+    values = leaves.values  # the arrays go in once read
     wanted: list[tuple[TensorInfo, str]] = []
     slots: list[int] = []  # the leaf index of each wanted tensor
-    array_paths: list[str] = []
-    names: list[str] = []
-    missing: dict[str, Any] | None = None  # the first array entry without its tensor
-    for i, entry in enumerate(entries):
-        kind = entry["type"]
-        if kind in SCALAR_TAGS:
-            values.append(_decode_value(source, i, entry))
-            continue
-        values.append(None)  # the array, once read
-        name = entry["tensor"]
-        array_paths.append(entry["path"])
-        names.append(name)
-        info = tensors.get(name)
+    get = tensors.get
+    for i, name in zip(at, names):
+        info = get(name)
         if info is None:
-            if missing is None:
-                missing = entry
-            continue
+            raise _bad(source, f"the leaf at {key_paths[i]!r:.200} has no tensor {name!r:.200}.")
+        kind = types[i]
         target = targets.get(kind)
         if target is None:
             target = targets[kind] = _target_of(kind, to)
         if kind == "numpy-scalar" and info.shape:
             raise _bad(
                 source,
-                f"the numpy scalar at {entry['path']!r:.200} has the shape {list(info.shape)}.",
+                f"the numpy scalar at {key_paths[i]!r:.200} has the shape {list(info.shape)}.",
             )
         if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
             _check_loadable(source, info, target)
         if chosen is None or chosen[i]:
             wanted.append((info, target))
             slots.append(i)
-    # Tensor names are the key paths, made unique (the usual case: they are unique already).
-    if names != array_paths or len(set(names)) != len(names):
-        expected = _unique_names(array_paths)
-        for where, name, written in zip(array_paths, expected, names):
-            if written != name:
-                raise _bad(
-                    source,
-                    f"the leaf at {where!r:.200} names the tensor {written!r:.200}; by its "
-                    f"key path it must be {name!r:.200}.",
-                )
-    if missing is not None:
-        raise _bad(
-            source,
-            f"the leaf at {missing['path']!r:.200} has no tensor {missing['tensor']!r:.200}.",
-        )
     if len(names) != len(tensors):
         extra = sorted(set(tensors) - set(names))
         raise _bad(
@@ -919,7 +1055,7 @@ def _load_tree(
     if wanted:
         arrays = _Reader(f, header, source, mmap).read(wanted)
         for i, (_, target), arr in zip(slots, wanted, arrays):
-            scalar = target == "numpy" and entries[i]["type"] == "numpy-scalar"
+            scalar = target == "numpy" and types[i] == "numpy-scalar"
             values[i] = arr[()] if scalar else arr
     if chosen is not None:
         values = [v if keep else None for v, keep in zip(values, chosen)]

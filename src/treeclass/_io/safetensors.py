@@ -21,8 +21,10 @@ only once complete.
 from __future__ import annotations
 
 import os
+from itertools import chain, repeat
 from math import prod
-from typing import TYPE_CHECKING
+from operator import itemgetter, le, mul
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._core.json import loads_counted, loads_strict, no_duplicates
 from .._errors import FileLoadError, FileSaveError
@@ -50,25 +52,17 @@ _MAX_DIM: Final = 1 << 64
 _INFO_KEYS: Final = frozenset(("dtype", "shape", "data_offsets"))
 _INLINE_RANK: Final = 8  # shapes checked inline: their products stay small
 _INTS: Final = tuple((int,) * r for r in range(_INLINE_RANK + 1))
+_BITS_KEYS: Final = frozenset(SAFETENSORS_BITS)
 
 
-class TensorInfo:
+class TensorInfo(NamedTuple):
     """One tensor of a header: its name, dtype code, shape and byte range in the data."""
-
-    __slots__ = ("begin", "dtype", "end", "name", "shape")
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     begin: int
     end: int
-
-    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], begin: int, end: int) -> None:
-        self.name = name
-        self.dtype = dtype
-        self.shape = shape
-        self.begin = begin
-        self.end = end
 
     @property
     def nbytes(self) -> int:
@@ -248,6 +242,71 @@ def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int
         + "".join(doc).count(":")  # the names; dtype codes have none
     )
     data_size = size - 8 - n
+    tensors = _check_tensors_at_once(doc, data_size)
+    if tensors is None:
+        tensors = _check_tensors(source, doc, data_size)
+    return (
+        Header(dict(zip(map(_NAME, tensors), tensors)), metadata, 8 + n, size),
+        members,
+        string_colons,
+    )
+
+
+_NAME: Final = itemgetter(0)
+_BEGIN: Final = itemgetter(3)
+_END: Final = itemgetter(4)
+_EXTENT: Final = itemgetter(3, 4)
+
+
+def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorInfo] | None:
+    """The tensors of a header whose entries are all usual and right, checked in bulk.
+
+    ``None`` when any entry is not (of rank above 8, or wrong in any way): the caller checks
+    them one by one (:func:`_check_tensors`) for the message. The same checks, at C speed.
+    """
+    infos: list[Any] = list(doc.values())
+    if not infos or set(map(type, infos)) != {dict} or set(map(len, infos)) != {3}:
+        return None
+    get: Any = getattr(dict, "get")  # noqa: B009 (typed Any)
+    dtypes: list[Any] = list(map(get, infos, repeat("dtype")))
+    shapes: list[Any] = list(map(get, infos, repeat("shape")))
+    offsets: list[Any] = list(map(get, infos, repeat("data_offsets")))
+    if (
+        set(map(type, dtypes)) != {str}
+        or not set(dtypes) <= _BITS_KEYS
+        or set(map(type, shapes)) != {list}
+        or max(map(len, shapes)) > _INLINE_RANK
+        or set(map(type, offsets)) != {list}
+        or set(map(len, offsets)) != {2}
+    ):
+        return None
+    dims = list(chain.from_iterable(shapes))
+    if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) >= _MAX_DIM):
+        return None
+    flat = list(chain.from_iterable(offsets))
+    if set(map(type, flat)) != {int}:
+        return None
+    begins = flat[0::2]
+    ends = flat[1::2]
+    if min(begins) < 0 or max(ends) > data_size or not all(map(le, begins, ends)):
+        return None
+    bits = map(SAFETENSORS_BITS.__getitem__, dtypes)
+    if list(map(mul, map(prod, shapes), bits)) != [8 * (e - b) for b, e in zip(begins, ends)]:
+        return None
+    make: Any = getattr(tuple, "__new__")  # noqa: B009 (TensorInfo(*fields), no Python call)
+    dims_of: Any = map(tuple, shapes)  # pyright: ignore[reportUnknownArgumentType]
+    fields: Any = zip(doc, dtypes, dims_of, begins, ends)
+    tensors: list[TensorInfo] = list(map(make, repeat(TensorInfo), fields))
+    tensors.sort(key=_EXTENT)
+    starts = list(map(_BEGIN, tensors))
+    stops = list(map(_END, tensors))
+    if starts[0] != 0 or starts[1:] != stops[:-1] or stops[-1] != data_size:
+        return None  # a gap or an overlap: said by the caller
+    return tensors
+
+
+def _check_tensors(source: str, doc: dict[str, Any], data_size: int) -> list[TensorInfo]:
+    """The tensors of a header, checked one by one, sorted by their place in the data."""
     tensors: list[TensorInfo] = []
     append = tensors.append
     bits_of = SAFETENSORS_BITS.get
@@ -273,7 +332,7 @@ def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int
                     append(TensorInfo(name, dtype, tuple(shape), begin, end))
                     continue
         append(_check_tensor(source, name, info, data_size))
-    tensors.sort(key=_extent)
+    tensors.sort(key=_EXTENT)
     at = 0
     for t in tensors:
         if t.begin != at:
@@ -290,11 +349,7 @@ def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int
             f"its tensors cover {at} bytes but the data section has {data_size} bytes (the "
             "header lies about offsets, or the file has trailing data).",
         )
-    return Header({t.name: t for t in tensors}, metadata, 8 + n, size), members, string_colons
-
-
-def _extent(t: TensorInfo) -> tuple[int, int]:
-    return t.begin, t.end
+    return tensors
 
 
 def write_file(
@@ -314,21 +369,25 @@ def write_file(
         FileSaveError: a name or metadata value cannot be written as UTF-8, or the header
             would exceed what safetensors reads.
     """
-    import json
+    from json.encoder import encode_basestring as text_of  # (C) as json.dumps writes strings
 
     items = sorted(tensors, key=lambda t: (-_RANK[t[1]], t[0]))
-    header: dict[str, Any] = {}  # the tensors' entries
+    # The header's JSON text, written directly: what json.dumps(..., ensure_ascii=False,
+    # separators=(",", ":")) writes of {"__metadata__": metadata, name: entry, ...}.
+    parts: list[str] = []
+    if metadata:
+        pairs = ",".join([f"{text_of(k)}:{text_of(v)}" for k, v in metadata.items()])
+        parts.append(f'"__metadata__":{{{pairs}}}')
     at = 0
     for name, dtype, shape, data in items:
         n = memoryview(data).nbytes
-        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + n]}
+        parts.append(
+            f'{text_of(name)}:{{"dtype":"{dtype}","shape":[{",".join(map(str, shape))}],'
+            f'"data_offsets":[{at},{at + n}]}}'
+        )
         at += n
     try:
-        raw = json.dumps(
-            {"__metadata__": metadata, **header} if metadata else header,
-            ensure_ascii=False,
-            separators=(",", ":"),
-        ).encode("utf-8")
+        raw = f"{{{','.join(parts)}}}".encode()
     except UnicodeEncodeError as e:
         raise FileSaveError(
             f"a key path or metadata string holds {e.object[e.start : e.end]!r}, which is not "

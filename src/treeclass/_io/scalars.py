@@ -27,13 +27,15 @@ from .._core.json import MAX_INT_DIGITS, dumps_canonical
 from .._errors import TreeclassTypeError, brief
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
     from typing import Any, Final
 
 __all__ = [
     "SCALAR_TAGS",
     "SCALAR_TYPES",
+    "ScalarDecodeError",
     "decode_scalar",
+    "decode_scalars",
     "encode_scalar",
     "encode_scalars",
 ]
@@ -96,20 +98,22 @@ def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
     return None if tag is None else (tag, leaf)
 
 
-def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[str, str] | None]:
+def encode_scalars(
+    leaves: Sequence[Any], where: Callable[[int], str]
+) -> list[tuple[str, str] | None]:
     """For each leaf, ``(tag, canonical JSON text of its value)``, or ``None`` (not a scalar).
 
     :func:`encode_scalar` of each leaf with its value as
     :func:`~treeclass._core.json.dumps_canonical` writes it; the usual leaves (finite
-    floats, ints in (-2**53, 2**53), bool) are done inline. ``paths``: the leaves' key
-    paths, for messages.
+    floats, ints in (-2**53, 2**53), bool, str) are done inline. ``where(i)``: leaf ``i``'s
+    key path, for messages (called only for the leaves left to :func:`encode_scalar`).
 
     Raises:
         TreeclassTypeError: as :func:`encode_scalar`.
 
     Example:
         >>> from treeclass._io.scalars import encode_scalars
-        >>> encode_scalars([1.5, "a", None, True], [".x", ".y", ".z", ".t"])
+        >>> encode_scalars([1.5, "a", None, True], [".x", ".y", ".z", ".t"].__getitem__)
         [('float', '1.5'), ('str', '"a"'), None, ('bool', 'true')]
     """
     classes = set(map(type, leaves))
@@ -122,9 +126,11 @@ def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[st
             int not in classes or (min(leaves) > -_SAFE_INT and max(leaves) < _SAFE_INT)
         ):
             return list(zip(map(_TAGS.__getitem__, map(type, leaves)), texts))
+    from json.encoder import encode_basestring_ascii as text_of  # (C) as dumps_canonical
+
     out: list[tuple[str, str] | None] = []
     append = out.append
-    for leaf, path in zip(leaves, paths):
+    for i, leaf in enumerate(leaves):
         cls = leaf.__class__
         if cls is float:
             if leaf - leaf == 0.0:
@@ -137,7 +143,13 @@ def encode_scalars(leaves: Sequence[Any], paths: Sequence[str]) -> list[tuple[st
         elif cls is bool:
             append(("bool", "true" if leaf else "false"))
             continue
-        scalar = encode_scalar(leaf, path or "the root")
+        elif cls is str:
+            append(("str", text_of(leaf)))
+            continue
+        elif cls not in _TAGS:  # not a scalar (an array)
+            append(None)
+            continue
+        scalar = encode_scalar(leaf, where(i) or "the root")
         append(None if scalar is None else (scalar[0], dumps_canonical(scalar[1])))
     return out
 
@@ -190,3 +202,44 @@ def decode_scalar(tag: str, value: Any) -> Any:
     if tag not in SCALAR_TAGS:
         raise ValueError(f"{tag[:40]!r} is not a scalar type ({', '.join(sorted(SCALAR_TAGS))})")
     raise ValueError(f"{brief(value, 40)} is not a {tag}")
+
+
+class ScalarDecodeError(ValueError):
+    """A value :func:`decode_scalars` refused; ``index``: its position in the values."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+def decode_scalars(tags: Sequence[str], values: Sequence[Any]) -> list[Any]:
+    """:func:`decode_scalar` of each ``(tag, value)`` pair; the usual values done inline.
+
+    Raises:
+        ScalarDecodeError: as :func:`decode_scalar`, with the position of the value.
+
+    Example:
+        >>> from treeclass._io.scalars import decode_scalars
+        >>> decode_scalars(["float", "int", "str", "complex"], [1.5, 2, "a", [0.0, "inf"]])
+        [1.5, 2, 'a', infj]
+    """
+    out: list[Any] = []
+    append = out.append
+    for i, (tag, value) in enumerate(zip(tags, values)):
+        cls = value.__class__
+        if tag == "float":
+            if cls is float:
+                append(value)
+                continue
+        elif tag == "int":
+            if cls is int and -_SAFE_INT < value < _SAFE_INT:
+                append(value)
+                continue
+        elif (tag == "str" and cls is str) or (tag == "bool" and cls is bool):
+            append(value)
+            continue
+        try:
+            append(decode_scalar(tag, value))
+        except ValueError as e:
+            raise ScalarDecodeError(str(e), i) from None
+    return out
