@@ -34,6 +34,7 @@ one test instead of the session.
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import json
 import os
 import select
@@ -169,8 +170,11 @@ def _run(
 ) -> Outcome:
     assert "PYTHONPATH" not in (env or {}), "pass the folders to put on the path as path="
     full_env = _environment(path, env)
+    # Only what is installed is preloaded (a run at minimum versions may lack torch): the
+    # script imports the rest itself, or fails as it would in a fresh process.
+    preload = tuple(name for name in preload if importlib.util.find_spec(name) is not None)
     if preload and env is None and memory_cap is None and not _NO_ZYGOTE:
-        return _zygote(tuple(preload)).run(argv, timeout=timeout, cwd=cwd, env=full_env)
+        return _zygote(preload).run(argv, timeout=timeout, cwd=cwd, env=full_env)
 
     def cap() -> None:
         assert memory_cap is not None
