@@ -234,3 +234,43 @@ def test_bad_names(bad: object, match: str) -> None:
 def test_decorating_a_non_class_is_an_error() -> None:
     with pytest.raises(tc.RegistrationTypeError, match="decorates classes"):
         tc.pytree_dataclass(lambda: None)  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize("options", [{}, {"slots": True}, {"kw_only": True}, {"frozen": True}])
+def test_docstring_is_the_one_dataclasses_writes(options: dict[str, bool]) -> None:
+    """Without a docstring, a class gets dataclasses' ``Name(signature)`` (made on first read)."""
+
+    def namespace() -> dict[str, object]:
+        return {
+            "__annotations__": {"a": float, "b": "int | None", "c": list},
+            "b": None,
+            "c": dataclasses.field(default_factory=list),
+            "__module__": __name__,
+        }
+
+    plain = dataclasses.dataclass(**options)(type("Doc", (), namespace()))
+    ours = tc.pytree_dataclass(**options)(type("Doc", (), namespace()))
+    assert ours.__doc__ == plain.__doc__
+    assert vars(ours)["__doc__"] == plain.__doc__  # kept once read
+    assert ours(a=1.0).__doc__ == plain.__doc__
+
+
+def test_docstring_of_a_subclass_and_an_own_docstring() -> None:
+    @tc.pytree_dataclass
+    class Base:
+        x: int = 1
+
+    @tc.pytree_dataclass
+    class Sub(Base):
+        y: int = 2
+
+    @tc.pytree_dataclass
+    class Own:
+        """Mine."""
+
+        x: int = 1
+
+    # (string annotations: this module has ``from __future__ import annotations``)
+    assert Sub(1, 2).__doc__ == "Sub(x: 'int' = 1, y: 'int' = 2)"
+    assert Base.__doc__ == "Base(x: 'int' = 1)"
+    assert Own.__doc__ == "Mine."

@@ -429,6 +429,13 @@ def _start_waiter(framework: Framework) -> None:
     start_new_thread(_waiter, (framework,))
 
 
+def _settled(framework: Framework) -> bool:
+    """Whether ``framework`` is active, or hooked to activate on import (under ``_LOCK``)."""
+    return framework.name in _ACTIVATED or (
+        framework.module in _HOOKED and framework.name not in _WAITING
+    )
+
+
 def retry(registering: str | None = None) -> None:
     """Activate what should be active and is not; called before every registration.
 
@@ -443,15 +450,15 @@ def retry(registering: str | None = None) -> None:
         _retry_incomplete(quiet=True)
     with _LOCK:
         failed = list(_FAILED)
+        # Usually every framework is active or waits for its import (one look for all).
+        todo = [f for f in FRAMEWORKS if not _settled(f)]
     for name in failed:
         framework = framework_named(name)
         if framework is not None and _ready(framework.module):
             activate(framework, raise_errors=True, registering=registering)
-    for framework in FRAMEWORKS:
+    for framework in todo:
         with _LOCK:
-            skip = framework.name in _ACTIVATED or (
-                framework.module in _HOOKED and framework.name not in _WAITING
-            )
+            skip = _settled(framework)
         module = None if skip else sys.modules.get(framework.module)
         if module is None:
             continue

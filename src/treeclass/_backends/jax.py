@@ -197,24 +197,23 @@ def _is_jax_tree_node(cls: type) -> bool:
 
 def _unhashable_reporter(node: NodeType) -> Callable[[Any], None]:
     """Make ``check_aux(aux)``: raise :class:`UnhashableStaticError` naming the field."""
-    statics = node.static_fields
-    label = node.qualname
+    return functools.partial(_report_unhashable, node.static_fields, node.qualname)
 
-    def check_aux(aux: Any) -> None:
-        for field, value in zip(statics, aux):
-            try:
-                hash(value)
-            except TypeError:
-                text = repr(value)
-                if len(text) > 60:
-                    text = text[:57] + "..."
-                raise UnhashableStaticError(
-                    _UNHASHABLE_STATIC.format(
-                        field=field, cls=label, type=type(value).__qualname__, value=text
-                    )
-                ) from None
 
-    return check_aux
+def _report_unhashable(statics: tuple[str, ...], label: str, aux: Any) -> None:
+    """Raise :class:`UnhashableStaticError` for the first unhashable value of ``aux``."""
+    for field, value in zip(statics, aux):
+        try:
+            hash(value)
+        except TypeError:
+            text = repr(value)
+            if len(text) > 60:
+                text = text[:57] + "..."
+            raise UnhashableStaticError(
+                _UNHASHABLE_STATIC.format(
+                    field=field, cls=label, type=type(value).__qualname__, value=text
+                )
+            ) from None
 
 
 def _tree_util_options(node: NodeType) -> tuple[Any, ...]:

@@ -203,11 +203,18 @@ def _cxx_node(cls: type) -> Any:
 
 def _is_opaque(cls: type) -> bool:
     """Whether torch treats ``cls`` as an opaque leaf type (``torch._library.opaque_object``)."""
-    try:
-        from torch._library.opaque_object import is_opaque_type
-    except ImportError:  # pragma: no cover - older or newer torch
-        return False
-    return bool(is_opaque_type(cls))
+    check = _IS_OPAQUE[0]
+    if check is None:
+        try:
+            from torch._library.opaque_object import is_opaque_type
+        except ImportError:  # pragma: no cover - older or newer torch
+            return False
+        check = _IS_OPAQUE[0] = is_opaque_type
+    return bool(check(cls))
+
+
+#: torch's ``is_opaque_type``, once imported (an import statement per class costs a lookup).
+_IS_OPAQUE: list[Callable[[type], bool] | None] = [None]
 
 
 class _Held(NamedTuple):
@@ -244,24 +251,35 @@ def _held(cls: type) -> _Held:
         )
 
 
-#: ``[list, entries indexed, classes in them]``: an index of torch's pending C++ registrations
-#: (a list that grows by one per class registered before ``_cxx_pytree`` is imported), so that
-#: registering many classes does not scan it once per class.
-_PENDING_INDEX: list[Any] = [None, 0, set()]
+#: ``[list, entries indexed, class -> positions of its entries]``: an index of torch's pending
+#: C++ registrations (a list that grows by one per class registered before ``_cxx_pytree`` is
+#: imported), so that registering many classes neither scans it once per class nor once per
+#: lookup of a class in it.
+_PENDING_INDEX: list[Any] = [None, 0, {}]
 
 
 def _pending(cls: type) -> tuple[Any, ...]:
     """The pending C++ registrations of ``cls`` (under :func:`_registry_lock`)."""
     pending = pytree._cxx_pytree_pending_imports
     seen, indexed = _PENDING_INDEX[0], _PENDING_INDEX[1]
-    classes = cast("set[type]", _PENDING_INDEX[2])
-    if seen is not pending or indexed > len(pending):
-        indexed, classes = 0, set[type]()
-    classes.update(p[0][0] for p in pending[indexed:])
-    _PENDING_INDEX[:] = [pending, len(pending), classes]
-    if cls not in classes:
+    positions = cast("dict[type, list[int]]", _PENDING_INDEX[2])
+    size = len(pending)
+    if seen is not pending or indexed > size:
+        indexed, positions = 0, {}
+    if indexed < size:
+        for i in range(indexed, size):
+            positions.setdefault(pending[i][0][0], []).append(i)
+        _PENDING_INDEX[:] = [pending, size, positions]
+    at = positions.get(cls)
+    if at is None:
         return ()
-    return tuple(p for p in pending if p[0][0] is cls)
+    # Each position is checked: the list is torch's (entries taken out in place reset the
+    # index when this module does it, and torch only ever clears it).
+    found = tuple([pending[i] for i in at if i < size and pending[i][0][0] is cls])
+    if len(found) != len(at):  # pragma: no cover - changed in place by someone else
+        _PENDING_INDEX[:] = [None, 0, {}]
+        return tuple([p for p in pending if p[0][0] is cls])
+    return found
 
 
 def _remove(cls: type) -> None:
@@ -276,7 +294,7 @@ def _remove(cls: type) -> None:
         pytree.CONSTANT_NODES.discard(cls)
         pending = pytree._cxx_pytree_pending_imports
         pending[:] = [p for p in pending if p[0][0] is not cls]
-        _PENDING_INDEX[:] = [None, 0, set()]
+        _PENDING_INDEX[:] = [None, 0, {}]
         if _cxx_node(cls) is not None:
             _optree().unregister_pytree_node(cls, namespace=_NAMESPACE)
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import builtins
 import linecache
+import operator
 import os
 import re
 import sys
@@ -78,9 +79,10 @@ class Family:
         return f"<treeclass codegen family {self.tag or 'core'!r}>"
 
 
-#: A family's code for one class, its linecache filename, its functions' code by name, and the
-#: names of the functions that read the key globals (``_k0``, ...).
-_Entry = tuple[CodeType, str, dict[str, CodeType], frozenset[str]]
+#: A family's code for one class, its linecache filename, its functions' code by name, the
+#: names of the functions that read the key globals (``_k0``, ...), and the names of the
+#: family's functions that its functions call by name (the helpers, ``_unflatten_traced``).
+_Entry = tuple[CodeType, str, dict[str, CodeType], frozenset[str], frozenset[str]]
 
 
 class Generated:
@@ -109,7 +111,7 @@ class Generated:
 
         Binding uses its functions' code only; the whole code object is made when asked for.
         """
-        code, filename, _, _ = self._entry(family)
+        code, filename, _, _, _ = self._entry(family)
         return _refile(code, filename)
 
     def _entry(self, family: Family) -> _Entry:
@@ -130,7 +132,11 @@ class Generated:
                     }
                     keyed = frozenset([n for n, c in functions.items() if "_k0" in c.co_names])
                     keyed = _KEYED.setdefault(keyed, keyed)
-                    entry = (code, filename, functions, keyed)
+                    called = frozenset(
+                        [n for c in functions.values() for n in c.co_names if n in functions]
+                    )
+                    called = _KEYED.setdefault(called, called)
+                    entry = (code, filename, functions, keyed, called)
                     self._code[family] = entry
         return entry
 
@@ -180,11 +186,17 @@ class Generated:
         """
         family = CORE if family is None else family
         wanted = family.functions if functions is None else functions
-        _, _, codes, keyed = self._entry(family)
-        ns: dict[str, Any] = self._globals.copy()
-        if keyed and not keyed.isdisjoint(wanted):
-            _keys(key, self.info.data_fields, ns)
-        ns.update(extra)
+        _, _, codes, keyed, called = self._entry(family)
+        keys = bool(keyed) and not keyed.isdisjoint(wanted)
+        ns: dict[str, Any]
+        if keys or extra or called:
+            ns = self._globals.copy()
+            if keys:
+                _keys(key, self.info.data_fields, ns)
+            ns.update(extra)
+        else:
+            # Nothing of the registry's own: the class's globals, shared (never changed).
+            ns = self._globals
         cls = self.info.cls
         qualname = cls.__qualname__
         module = cls.__module__
@@ -196,8 +208,10 @@ class Generated:
                 fn.__qualname__ = f"{qualname}.<treeclass {func}{suffix}>"
                 fn.__module__ = module
                 fn.__doc__ = _doc(func)
-                out[func] = ns[func] = fn
-            elif func.startswith("_"):  # a helper of the functions (_unflatten_traced)
+                out[func] = fn
+                if func in called:
+                    ns[func] = fn
+            elif func in called:  # a helper of the functions (_unflatten_traced)
                 ns[func] = FunctionType(code, ns)
         return out
 
@@ -437,11 +451,18 @@ def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
 def _rename(code: CodeType, names: dict[str, str], filename: str) -> CodeType:
     """``code`` (and the code it holds) with its placeholders named and ``filename``."""
     return code.replace(
-        co_names=tuple([names.get(n, n) for n in code.co_names]),
-        co_varnames=tuple([names.get(n, n) for n in code.co_varnames]),
-        co_consts=tuple([_renamed(c, names, filename) for c in code.co_consts]),
+        co_names=_same(code.co_names, [names.get(n, n) for n in code.co_names]),
+        co_varnames=_same(code.co_varnames, [names.get(n, n) for n in code.co_varnames]),
+        co_consts=_same(code.co_consts, [_renamed(c, names, filename) for c in code.co_consts]),
         co_filename=filename,
     )
+
+
+def _same(old: tuple[Any, ...], new: list[Any]) -> tuple[Any, ...]:
+    """``new`` as a tuple: ``old`` itself when every item is the same object (nothing named)."""
+    if all(map(operator.is_, old, new)):
+        return old
+    return tuple(new)
 
 
 def _varint(value: int, out: bytearray) -> None:
@@ -552,7 +573,7 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
 
 def release(generated: Generated) -> None:
     """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
-    for _, filename, _, _ in generated._code.values():
+    for _, filename, *_ in generated._code.values():
         linecache.cache.pop(filename, None)
 
 

@@ -452,21 +452,39 @@ def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
     out: list[FieldInfo] = []
     for f in dataclasses.fields(cls):
         metadata = f.metadata
-        default = f.default
+        default: Any = MISSING if f.default is missing else f.default
         factory = f.default_factory
-        kw_only = f.kw_only
-        out.append(
-            FieldInfo(
-                f.name,
-                static=_is_static_metadata(metadata) if metadata else False,
-                default=MISSING if default is missing else default,
-                default_factory=MISSING if factory is missing else factory,
-                init=f.init,
-                kw_only=bool(kw_only) if kw_only is not missing else False,
-                aliases=_metadata_aliases(metadata, cls, f.name) if metadata else (),
-            )
+        kw_only = bool(f.kw_only) if f.kw_only is not missing else False
+        static = _is_static_metadata(metadata) if metadata else False
+        aliases = _metadata_aliases(metadata, cls, f.name) if metadata else ()
+        key: tuple[Any, ...] | None = None
+        if factory is missing and type(default) in _SHARED_DEFAULTS:
+            # Classes share fields like ``loss: Optional[Any] = None`` (never changed).
+            key = (f.name, static, f.init, kw_only, aliases, cast(object, type(default)), default)
+            known = _SHARED_FIELDS.get(key)
+            if known is not None:
+                out.append(known)
+                continue
+        info = FieldInfo(
+            f.name,
+            static=static,
+            default=default,
+            default_factory=MISSING if factory is missing else factory,
+            init=f.init,
+            kw_only=kw_only,
+            aliases=aliases,
         )
+        if key is not None and len(_SHARED_FIELDS) < _SHARED_FIELDS_MAX:
+            info = _SHARED_FIELDS.setdefault(key, info)
+        out.append(info)
     return tuple(out)
+
+
+#: Default values whose fields are kept once (immutable, equal only to themselves by type).
+_SHARED_DEFAULTS: Final = frozenset([type(None), bool, int, str, _Missing])
+#: ``(name, static, init, kw_only, aliases, type of default, default) -> field``.
+_SHARED_FIELDS: dict[tuple[Any, ...], FieldInfo] = {}
+_SHARED_FIELDS_MAX: Final = 4096
 
 
 def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
