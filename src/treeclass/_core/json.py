@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
+
+_T = TypeVar("_T")
 
 __all__ = [
     "MAX_INT_DIGITS",
@@ -174,6 +176,42 @@ def no_duplicates(colons: int | None, members: int, string_colons: int) -> bool:
     duplicate key makes its object one member shorter than the text wrote.
     """
     return colons is None or colons == members + string_colons
+
+
+def loads_checked(
+    text: str,
+    check: Callable[[Any], tuple[_T, int, int]],
+    refuse: Callable[[ValueError], Exception],
+) -> _T:
+    """Parse JSON ``text`` at C speed and check it; a duplicate key is refused as when strict.
+
+    The one way every reader of treeclass's documents parses them: :func:`loads_counted`,
+    then ``check(value)`` (the reader's own checks, returning its result with the members
+    and string colons it counted, see :func:`no_duplicates`). When a duplicate key was
+    dropped (or the check failed on a value that may have had one), the text is parsed
+    again by :func:`loads_strict`, which names the key, and checked as it says.
+
+    Args:
+        text: the JSON text.
+        check: the reader's checks of the parsed value; raises its own ``ValueError``.
+        refuse: the reader's error for text that is not strict JSON (the parser's error).
+    """
+    try:
+        doc, colons = loads_counted(text)
+    except ValueError as e:
+        raise refuse(e) from None
+    try:
+        result, members, string_colons = check(doc)
+        if no_duplicates(colons, members, string_colons):
+            return result
+    except ValueError:
+        if colons is None:
+            raise
+    try:
+        doc = loads_strict(text)
+    except ValueError as e:
+        raise refuse(e) from None
+    return check(doc)[0]  # the check's error again, if it raised
 
 
 def census(value: Any) -> tuple[int, int]:

@@ -34,7 +34,7 @@ import sys
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
-from .._core.json import census, loads_counted, loads_strict, no_duplicates
+from .._core.json import census, loads_checked
 from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
@@ -533,24 +533,12 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
             "upgrade treeclass if this file came from one).",
         )
     text = metadata[_FILE_KEY]
-    try:
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
-    try:
-        leaves, members, string_colons = _check_leaf_list(source, doc)
-        if no_duplicates(colons, members, string_colons):
-            return leaves, metadata[_SPEC_KEY]
-    except FileLoadError:
-        if colons is None:
-            raise
-    # A duplicate key was dropped (the check may have failed on the value that was kept):
-    # the strict parser names it.
-    try:
-        doc = loads_strict(text)
-    except ValueError as e:
-        raise _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200}).") from None
-    return _check_leaf_list(source, doc)[0], metadata[_SPEC_KEY]  # the error again, if any
+    leaves = loads_checked(
+        text,
+        lambda doc: _check_leaf_list(source, doc),
+        lambda e: _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200})."),
+    )
+    return leaves, metadata[_SPEC_KEY]
 
 
 def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:

@@ -26,7 +26,7 @@ from math import prod
 from operator import itemgetter, le, mul
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._core.json import loads_counted, loads_strict, no_duplicates
+from .._core.json import loads_checked
 from .._errors import FileLoadError, FileSaveError
 from .dtypes import SAFETENSORS_BITS
 
@@ -202,24 +202,11 @@ def read_header(f: BinaryIO, source: str) -> Header:
     del raw
     if not text.startswith("{"):
         raise _bad(source, "its header does not start with '{'.")
-    try:
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise _bad(source, f"its header is not valid JSON ({e!s:.200}).") from None
-    try:
-        header, members, string_colons = _check_header(source, doc, size, n)
-        if no_duplicates(colons, members, string_colons):
-            return header
-    except FileLoadError:
-        if colons is None:
-            raise
-    # A duplicate key was dropped (the check may have failed on the value that was kept):
-    # the strict parser names it.
-    try:
-        doc = loads_strict(text)
-    except ValueError as e:
-        raise _bad(source, f"its header is not valid JSON ({e!s:.200}).") from None
-    return _check_header(source, doc, size, n)[0]  # the check's error again, if it raised
+    return loads_checked(
+        text,
+        lambda doc: _check_header(source, doc, size, n),
+        lambda e: _bad(source, f"its header is not valid JSON ({e!s:.200})."),
+    )
 
 
 def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int, int]:

@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
-from .._core.json import census, dumps_canonical, loads_counted, loads_strict, no_duplicates
+from .._core.json import (
+    census,
+    dumps_canonical,
+    loads_checked,
+    loads_counted,
+    loads_strict,
+    no_duplicates,
+)
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
 from .._core.state import Layout, cannot_fill
@@ -395,26 +402,14 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
         raise TreespecLoadError(
             f"treespec_loads() takes the document as str or bytes, got {type(text).__name__}."
         )
-    try:
-        if not isinstance(text, str):
-            text = bytes(text).decode("utf-8")  # a UnicodeDecodeError is a ValueError
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
-    try:
-        nodes, members, string_colons = _check_document(doc)
-        if no_duplicates(colons, members, string_colons):
-            return nodes
-    except TreespecLoadError:
-        if colons is None:
-            raise
-    # A duplicate key was dropped (or the check failed on a value that had one): the strict
-    # parser says which; then the document is checked as it says.
-    try:
-        doc = loads_strict(text)
-    except ValueError as e:
-        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
-    return _check_document(doc)[0]  # pragma: no cover - the strict parser raised
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
+    return loads_checked(
+        text, _check_document, lambda e: _bad(f"the text is not valid JSON ({e!s:.200}).")
+    )
 
 
 def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
