@@ -219,6 +219,14 @@ def test_every_dtype_of_the_table_round_trips_through_orbax(tmp_path: Path, row:
         with pytest.raises(tc.TreeclassTypeError, match=f"dtype {name}, which treeclass.orbax"):
             tco.save_args({"a": arr})
         return
+    ts = pytest.importorskip("tensorstore")
+    try:
+        ts.dtype(name)
+    except ValueError:  # a tensorstore older than the dtype (brought by an older orbax)
+        with pytest.raises(tc.TreeclassTypeError, match=f"dtype {name}, which the installed"):
+            tco.save(tmp_path / "ckpt", {"a": arr})
+        assert not (tmp_path / "ckpt").exists()
+        return
     tco.save(tmp_path / "ckpt", {"a": arr, "s": arr[0, 0]})
     got = tco.restore(tmp_path / "ckpt")
     assert type(got["a"]) is np.ndarray

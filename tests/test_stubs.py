@@ -25,6 +25,7 @@ CASES = {
     "optree": ["optree"],
     "flax": ["flax.serialization"],
     "orbax.checkpoint": ["orbax.checkpoint"],
+    "tensorstore": ["tensorstore"],
 }
 
 

@@ -67,6 +67,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from collections.abc import Generator, Mapping
@@ -170,6 +171,30 @@ def _dtype_name(leaf: Any) -> str | None:
     return name if name in ORBAX_DTYPES else None
 
 
+@functools.cache
+def _tensorstore_holds(dtype: str) -> bool:
+    """Whether the installed tensorstore has ``dtype``.
+
+    float4 and float8_e8m0 are newer than the tensorstore some orbax-checkpoint releases bring.
+    """
+    import tensorstore as ts
+
+    try:
+        ts.dtype(dtype)
+    except ValueError:
+        return False
+    return True
+
+
+def _version(distribution: str) -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:  # pragma: no cover - orbax needs both
+        return "(unknown version)"
+
+
 def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[str, Any]:
     """The JSON description of one leaf; arrays with elements go into ``arrays``."""
     scalar = encode_scalar(leaf, path)
@@ -190,6 +215,13 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
     if dtype is None:
         shown: str = str(leaf.dtype)
         raise TreeclassTypeError(_UNSUPPORTED_DTYPE.format(path=path, dtype=shown))
+    if not _tensorstore_holds(dtype):
+        raise TreeclassTypeError(
+            f"the array at {path} has dtype {dtype}, which the installed tensorstore "
+            f"{_version('tensorstore')} (orbax-checkpoint {_version('orbax-checkpoint')}'s "
+            "array store) cannot write; upgrade them (pip install -U 'stable-pytrees[orbax]' "
+            "tensorstore) or save with treeclass.save."
+        )
     shape: list[int] = [int(n) for n in leaf.shape]
     key: str | None = None
     if math.prod(shape) > 0:  # orbax refuses arrays without elements; their shape is enough
