@@ -31,7 +31,6 @@ leaves, and imported only then. jax and torch are imported only to make their ar
 from __future__ import annotations
 
 import sys
-from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from .._core.json import census, loads_checked
@@ -49,7 +48,7 @@ from .._errors import (
 from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
-from .safetensors import Header, TensorInfo, read_header, write_file
+from .safetensors import EXTENT, Header, TensorInfo, read_header, write_file
 from .scalars import (
     SCALAR_TAGS,
     ScalarDecodeError,
@@ -88,7 +87,7 @@ _FILE_KEY: Final = "treeclass.file"
 _SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
-_EXTENT: Final = itemgetter(3, 4)  # a TensorInfo's (begin, end)
+#: The leaf types stored as tensors (each one tensor); the others go into ``"values"``.
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
 _ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
 _NO_KEYS: Final[frozenset[str]] = frozenset()
@@ -109,13 +108,9 @@ _KIND_LETTERS: Final = {
 }
 #: Version 2's leaf type of each letter of ``"kinds"``.
 LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
-_LETTER_KINDS: Final = LEAF_KINDS
-_LETTER_SET: Final = frozenset(_LETTER_KINDS)
+_LETTER_SET: Final = frozenset(LEAF_KINDS)
 #: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
-ARRAY_LETTERS: Final = frozenset(
-    _KIND_LETTERS[k] for k in ("numpy", "numpy-scalar", "jax", "torch")
-)
-_ARRAY_LETTERS: Final = ARRAY_LETTERS
+ARRAY_LETTERS: Final = frozenset(_KIND_LETTERS[k] for k in _ARRAY_TYPES)
 # A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
 _PLAIN_FORMATS: Final = {
     "pt": "torch",
@@ -482,11 +477,6 @@ def _check_options(to: object, paths: object, mmap: object = False) -> None:
             )
 
 
-def _open_header(f: BufferedReader, source: str) -> Header:
-
-    return read_header(f, source)
-
-
 def _bad(source: str, message: str) -> FileLoadError:
     return FileLoadError(f"{source} is not a loadable treeclass file: {message}")
 
@@ -569,19 +559,19 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
         raise _bad(source, '"values" is not a list.')
     letters = set(kinds)
     if not letters <= _LETTER_SET:
-        bad = next(c for c in kinds if c not in _LETTER_KINDS)
+        bad = next(c for c in kinds if c not in LEAF_KINDS)
         raise _bad(
             source,
             f'leaf {kinds.index(bad)} has the unknown kind {bad!r:.20} (in "kinds": one of '
-            f"{''.join(_LETTER_KINDS)!r} per leaf).",
+            f"{''.join(LEAF_KINDS)!r} per leaf).",
         )
-    types = list(map(_LETTER_KINDS.__getitem__, kinds))
+    types = list(map(LEAF_KINDS.__getitem__, kinds))
     out: list[Any]
-    if letters <= _ARRAY_LETTERS:
+    if letters <= ARRAY_LETTERS:
         out = [None] * len(kinds)
         at: list[int] = []
     else:
-        at = [i for i, c in enumerate(kinds) if c not in _ARRAY_LETTERS]
+        at = [i for i, c in enumerate(kinds) if c not in ARRAY_LETTERS]
         out = [None] * len(kinds) if len(at) != len(kinds) else []
     if len(at) != len(values):
         raise _bad(
@@ -797,7 +787,7 @@ class _Reader:
                 raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
             small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
-                           key=_EXTENT)  # fmt: skip
+                           key=EXTENT)  # fmt: skip
             i = 0
             while i < len(small):
                 first = small[i]
@@ -1146,7 +1136,7 @@ def load(
     _check_options(to, paths, mmap)
     source = repr(str(path))
     with open(path, "rb") as f:
-        header = _open_header(f, source)
+        header = read_header(f, source)
         if _is_ours(header.metadata):
             return _load_tree(f, header, source, to, paths, mmap)
         return _load_plain(f, header, source, to, paths, mmap)
@@ -1170,7 +1160,7 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     """
     source = repr(str(path))
     with open(path, "rb") as f:
-        header = _open_header(f, source)
+        header = read_header(f, source)
     return {k: v for k, v in header.metadata.items() if not k.startswith(_RESERVED)}
 
 

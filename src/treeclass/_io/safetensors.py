@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 __all__ = [
+    "EXTENT",
     "MAX_HEADER_BYTES",
     "Header",
     "TensorInfo",
@@ -242,7 +243,8 @@ def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int
 _NAME: Final = itemgetter(0)
 _BEGIN: Final = itemgetter(3)
 _END: Final = itemgetter(4)
-_EXTENT: Final = itemgetter(3, 4)
+#: A :class:`TensorInfo`'s ``(begin, end)``: the sort key of a file's tensors by offset.
+EXTENT: Final = itemgetter(3, 4)
 
 
 def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorInfo] | None:
@@ -284,7 +286,7 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     dims_of: Any = map(tuple, shapes)  # pyright: ignore[reportUnknownArgumentType]
     fields: Any = zip(doc, dtypes, dims_of, begins, ends)
     tensors: list[TensorInfo] = list(map(make, repeat(TensorInfo), fields))
-    tensors.sort(key=_EXTENT)
+    tensors.sort(key=EXTENT)
     starts = list(map(_BEGIN, tensors))
     stops = list(map(_END, tensors))
     if starts[0] != 0 or starts[1:] != stops[:-1] or stops[-1] != data_size:
@@ -319,7 +321,7 @@ def _check_tensors(source: str, doc: dict[str, Any], data_size: int) -> list[Ten
                     append(TensorInfo(name, dtype, tuple(shape), begin, end))
                     continue
         append(_check_tensor(source, name, info, data_size))
-    tensors.sort(key=_EXTENT)
+    tensors.sort(key=EXTENT)
     at = 0
     for t in tensors:
         if t.begin != at:
