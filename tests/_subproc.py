@@ -34,6 +34,7 @@ one test instead of the session.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib.util
 import json
 import os
@@ -284,11 +285,15 @@ class _Zygote:
             assert self._proc.stdin is not None
             self._proc.stdin.write(f"{base.with_suffix('.json')}\n".encode())
             self._proc.stdin.flush()
-            pid = self._answer(None)
-            assert pid is not None
+            pid = self._answer(60)  # the server answers a fork at once
+            if pid is None or pid <= 0:
+                raise RuntimeError(f"the zygote gave no child's pid (got {pid!r})")
             code = self._answer(timeout)
             if code is None:  # the hang guard: kill it, as subprocess.run does
-                os.kill(pid, signal.SIGKILL)
+                # The child is not reaped (its pid not reused) until the server's waitpid,
+                # which then writes its exit code: always read, so answers stay in step.
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
                 self._answer(None)
             outcome = Outcome(
                 code,

@@ -171,6 +171,8 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     generic = nt.flatten_into
     if info is None or nt.generated is None or generic is None:
         return
+    if "_generic" in generic.__globals__:  # another thread shaped it meanwhile: not twice
+        return
     fields = info.data_fields
     if len(children) != len(fields):  # pragma: no cover - a class's fast path gives them all
         return
