@@ -9,7 +9,9 @@ a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.Fil
 or, where speed matters (treespec documents, file headers and leaf lists), with
 :func:`loads_counted`, which refuses the same texts except duplicate keys, and a count that
 finds those (:func:`no_duplicates`); a text that fails the count is parsed by
-:func:`loads_strict`, which names the key.
+:func:`loads_strict`, which names the key. A reader that walks a text of a fixed layout
+itself (canonical treespec documents) parses its parts with :func:`strict_scanner`, the
+strict parser at an offset.
 """
 
 from __future__ import annotations

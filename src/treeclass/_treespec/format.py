@@ -417,8 +417,11 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
     """:func:`nodes_to_spec` of :func:`loads_nodes`, in fewer passes: the node list and spec.
 
     What :func:`treeclass.treespec_loads` and :func:`treeclass.load` read documents with:
-    the same checks and errors as the two functions, but the duplicate-key check is made
-    while the states are loaded (each distinct state counted once), not by the parser.
+    the same checks and errors as the two functions. A document in canonical form is read
+    by walking its text, each distinct node text parsed once (:func:`_loads_canonical`; in
+    its node list, nodes of one text are one list: read only); any other is parsed whole,
+    the duplicate-key check made while the states are loaded (each distinct state counted
+    once), not by the parser.
 
     Raises:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
