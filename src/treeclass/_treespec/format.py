@@ -584,7 +584,7 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
         with anything unusual (an error, a node that needs a plan), which the general path
         reads and names.
     """
-    if not text.startswith(_HEAD):
+    if text.__class__ is not str or not text.startswith(_HEAD):  # (a subclass: the general way)
         return None
     scan = strict_scanner()
     try:
