@@ -234,3 +234,44 @@ def test_documents_built_against_the_walk_load_or_are_refused(kind: str, n: int)
         assert out["leaves"] == n
     else:
         assert "claims 10000000 children" in out["refused"]
+
+
+# --- to="torch": repeated subtrees made once ----------------------------------------------------
+
+
+def _torch_trees() -> list[Any]:
+    from strategies import AttrsNode, FrozenSlots, KeepNone, Pair, Plain
+
+    return [
+        [Cell(i) for i in range(20)],
+        [Plain(1.0, None, "t"), Plain(2.0, 3.0, "t"), Plain(4.0, 5.0, "t"), Plain(6.0)] * 3,
+        [KeepNone(1.0, 0.5), KeepNone(2.0, 3.0), KeepNone(4.0, 5.0)],
+        {"a": [Pair(1, 2), Pair(3, 4)], "b": (AttrsNode(1, 2), AttrsNode(3, 4, "x"))},
+        [FrozenSlots(1.0), FrozenSlots(2.0)],
+        [{"b": 1, "w": 2}, {"b": 3, "w": 4}, ({"b": 5, "w": 6}, [(), ()])],
+        [collections.OrderedDict(z=1, y=2)] * 3 + [collections.defaultdict(list, {"k": 1})] * 2,
+        [[Cell(1), Cell(2)], [Cell(3), [Cell(4), (Cell(5),)]]],
+        [(1, 2)],
+    ]
+
+
+def test_to_torch_makes_each_repeated_subtree_once_and_equals_torchs_own_structure() -> None:
+    tp = pytest.importorskip("torch.utils._pytree")
+    for tree in _torch_trees():
+        text = tc.treespec_dumps(tc.tree_structure(tree))
+        loaded = tc.treespec_loads(text, to="torch")
+        leaves, expected = tp.tree_flatten(tree)
+        assert loaded == expected, tree
+        assert loaded.num_leaves == expected.num_leaves and loaded.num_nodes == expected.num_nodes
+        assert tp.tree_unflatten(leaves, loaded) == tree
+    shared = tc.treespec_loads(tc.treespec_dumps(tc.tree_structure([Cell(1), Cell(2)])), to="torch")
+    assert shared.child(0) is shared.child(1)  # one spec for the two subtrees of one text
+
+
+def test_to_torch_of_a_document_that_needs_a_plan_or_is_not_canonical() -> None:
+    tp = pytest.importorskip("torch.utils._pytree")
+    tree = [Cell(i) for i in range(5)]
+    text = json.dumps(json.loads(tc.treespec_dumps(tc.tree_structure(tree))), indent=1)
+    loaded = tc.treespec_loads(text, to="torch")  # the general path: nothing shared
+    assert loaded == tp.tree_structure(tree)
+    assert loaded.child(0) is not loaded.child(1)
