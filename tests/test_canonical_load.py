@@ -275,3 +275,22 @@ def test_to_torch_of_a_document_that_needs_a_plan_or_is_not_canonical() -> None:
     loaded = tc.treespec_loads(text, to="torch")  # the general path: nothing shared
     assert loaded == tp.tree_structure(tree)
     assert loaded.child(0) is not loaded.child(1)
+
+
+# --- treeclass.torch.treespec_loads: contexts read once per text ------------------------------
+
+
+def test_torch_text_with_repeated_contexts_loads_as_torchs_own_loader_loads_it() -> None:
+    tp = pytest.importorskip("torch.utils._pytree")
+    tct = pytest.importorskip("treeclass.torch")
+    tree = [Cell(0), Cell(1), Cell(2, tag="b"), {"b": 1, "w": 2}, {"b": 3, "w": 4}, (5, [6])]
+    text = tp.treespec_dumps(tp.tree_structure(tree))
+    loaded = tct.treespec_loads(text)
+    assert loaded == tp.treespec_loads.__wrapped__(text) == tp.tree_structure(tree)
+    dicts = [loaded.child(3).context, loaded.child(4).context]
+    assert dicts == [["b", "w"], ["b", "w"]] and dicts[0] is not dicts[1]  # lists: not shared
+    with pytest.raises(tc.TreespecLoadError, match=r"child 4 of child 1 of the root .* 3"):
+        tct.treespec_loads(
+            tp.treespec_dumps(tp.tree_structure([Cell(0), [1, 2, 3, 4, {"b": 1, "w": 2}]]))
+            .replace('[\\"b\\", \\"w\\"]', '[\\"b\\", \\"w\\", \\"x\\"]')
+        )

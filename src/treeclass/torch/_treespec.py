@@ -27,7 +27,7 @@ and ``SUPPORTED_SERIALIZED_TYPES`` -- the maps torch's own loader reads.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import torch.utils._pytree as pytree
 
@@ -298,6 +298,44 @@ def _not_a_treespec(problem: str) -> TreespecLoadError:
     )
 
 
+#: A node's position while walking: ``None`` (the root) or ``(parent's position, index)``.
+_Where: TypeAlias = "tuple[Any, int] | None"
+_LEAF_ORDER: Final = (None, None, 0)
+_SCALARS: Final = frozenset((str, int, float, bool, type(None)))
+
+
+def _where(at: _Where) -> str:
+    """The words for a position: ``child 2 of child 0 of the root`` (at most 300 characters)."""
+    path: list[int] = []
+    while at is not None:
+        at, i = at
+        path.append(i)
+    text = "the root"
+    for i in reversed(path):
+        text = f"child {i} of {text}"[:300]
+    return text
+
+
+def _kept(value: Any) -> Any:
+    """``value`` if nodes may share it, a copy of it if it is a list of string keys, else None.
+
+    Shared: a type, ``None``, or a tuple of JSON scalars and such tuples (what treeclass's
+    classes and torch's namedtuples and sequences have); nothing mutable is shared.
+    """
+    if value is None or value.__class__ is type:
+        return value
+    if value.__class__ is list:
+        return value.copy() if all(k.__class__ is str for k in value) else None
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v.__class__ is tuple:
+            stack.extend(v)
+        elif v.__class__ not in _SCALARS:
+            return None
+    return value
+
+
 def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
     """Build a torch ``TreeSpec`` from ``treespec_dumps`` text, safely (see the module docs).
 
@@ -322,40 +360,63 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
             f"treespec protocol {_brief(protocol, 30)} is not one this release reads "
             f"({', '.join(map(str, PROTOCOLS))})."
         )
-    # Pre-order walk collecting (node, number of children); then build bottom-up.
+    # Pre-order walk collecting (node, number of children); then build bottom-up. A node's
+    # position is kept as (parent's position, index) and put into words only for an error.
     order: list[tuple[Any, Any, int]] = []
-    stack: list[tuple[Any, str, int]] = [(root, "the root", 0)]
+    stack: list[tuple[Any, _Where, int]] = [(root, None, 0)]
+    # (name, context text, arity) -> (type, context, copy): a context read before, when it
+    # is immutable (shared by the nodes that have it) or a list of keys (copied for each).
+    known: dict[tuple[str, str, int], tuple[Any, Any, bool]] = {}
     while stack:
-        node, where, depth = stack.pop()
+        node, at, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise TreespecLoadError(
                 f"the treespec nests deeper than {MAX_DEPTH} levels; torch's pytree functions "
                 "recurse once per level (its own treespec_dumps cannot write such a spec), so "
                 "treeclass does not load it."
             )
-        if node.__class__ is not dict or frozenset(node) != _KEYS:
+        if node.__class__ is not dict or node.keys() != _KEYS:
             raise _not_a_treespec(
-                f"{where} must be an object with the keys {sorted(_KEYS)!r}, got {_brief(node, 80)}"
+                f"{_where(at)} must be an object with the keys {sorted(_KEYS)!r}, got "
+                f"{_brief(node, 80)}"
             )
         children = node["children_spec"]
         if children.__class__ is not list:
-            raise _not_a_treespec(f'"children_spec" of {where} must be a list')
+            raise _not_a_treespec(f'"children_spec" of {_where(at)} must be a list')
         name = node["type"]
         k = len(children)
         if name is None:
             if node["context"] is not None or k:
-                raise _not_a_treespec(f"{where} is a leaf (type null) with a context or children")
-            order.append((None, None, 0))
+                raise _not_a_treespec(
+                    f"{_where(at)} is a leaf (type null) with a context or children"
+                )
+            order.append(_LEAF_ORDER)
             continue
         if name.__class__ is not str:
-            raise _not_a_treespec(f'"type" of {where} must be a string or null')
-        order.append((*_resolve(name, node["context"], where, k), k))
+            raise _not_a_treespec(f'"type" of {_where(at)} must be a string or null')
+        context = node["context"]
+        if context.__class__ is str:
+            key = (name, context, k)
+            hit = known.get(key)
+            if hit is None:
+                typ, value = _resolve(name, context, _where(at), k)
+                kept = _kept(value)
+                if kept is not None:
+                    known[key] = (typ, kept, kept.__class__ is list)
+            else:
+                typ, value, copy = hit
+                if copy:
+                    value = value.copy()
+        else:
+            typ, value = _resolve(name, context, _where(at), k)
+        order.append((typ, value, k))
         for i in range(k - 1, -1, -1):
-            stack.append((children[i], f"child {i} of {where}"[:300], depth + 1))
+            stack.append((children[i], (at, i), depth + 1))
+    leaf = _leaf()
     built: list[pytree.TreeSpec] = []
     for typ, context, k in reversed(order):
         if typ is None:
-            built.append(_leaf())
+            built.append(leaf)
             continue
         kids = built[len(built) - k :] if k else []
         if k:
