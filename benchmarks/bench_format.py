@@ -8,7 +8,8 @@ that, like treeclass's state, records the field names and the static values.
 
 Also ``treespec_loads`` against ``pickle.loads`` of torch's ``TreeSpec`` of the same tree
 (CPU time, alternating runs, median ratio with p10-p90), and ``treespec_loads(to="torch")``
-(the same document loaded as torch's ``TreeSpec``) against the same ``pickle.loads``.
+(the same document loaded as torch's ``TreeSpec``) and ``treeclass.torch.treespec_loads`` of
+torch's own ``treespec_dumps`` text of that spec against the same ``pickle.loads``.
 
 Targets: at most 0.2x PyTorch (issue 3); at most 1.0x ``pickle.loads`` (issue 18).
 Run: ``python benchmarks/bench_format.py``.
@@ -130,6 +131,12 @@ def against_pickle(text: str) -> None:
         lambda: tc.treespec_loads(text, to="torch"), lambda: pickle.loads(data), number=20
     )
     print(show('treespec_loads(to="torch") vs that pickle.loads', to_torch))
+    # torch's own JSON of that spec, read by treeclass.torch.treespec_loads (no target).
+    import treeclass.torch as tct
+
+    torch_text = pt.treespec_dumps(tc.treespec_loads(text, to="torch"))
+    reader = paired(lambda: tct.treespec_loads(torch_text), lambda: pickle.loads(data), number=20)
+    print(show("treeclass.torch.treespec_loads vs that pickle.loads", reader))
 
 
 def evolution(plain_loads: float) -> None:

@@ -294,3 +294,27 @@ def test_torch_text_with_repeated_contexts_loads_as_torchs_own_loader_loads_it()
     assert tampered != text
     with pytest.raises(tc.TreespecLoadError, match=r"child 4 of child 1 of the root .* 3"):
         tct.treespec_loads(tampered)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('{"type": "builtins.dict"', '{"type": "builtins.dict", "type": "builtins.dict"'),
+        ('"children_spec": []}', '"children_spec": [], "children_spec": []}'),
+        ('"default_factory_name": "list"', '"default_factory_name": "list", "x:y": 1, "x:y": 2'),
+        ('"context": "null"', '"context": "null", "context": "{\\"a:b\\": 1}"'),
+        ('\\"n\\":1', '\\"n\\":1,\\"n\\":1'),  # inside a context's own JSON
+    ],
+)
+def test_torch_text_with_a_duplicate_key_is_refused(old: str, new: str) -> None:
+    tp = pytest.importorskip("torch.utils._pytree")
+    tct = pytest.importorskip("treeclass.torch")
+    tree = [{"b": 1}, collections.defaultdict(list, {"k": 1}), Cell(2, tag="a:b")]
+    text = tp.treespec_dumps(tp.tree_structure(tree))
+    tct.treespec_loads(text)
+    tampered = text.replace(old, new, 1)
+    assert tampered != text
+    with pytest.raises(tc.TreespecLoadError, match="appears twice"):
+        tct.treespec_loads(tampered)
+    with pytest.raises(tc.TreespecLoadError, match="appears twice"):
+        tct.treespec_loads(tampered.encode())
