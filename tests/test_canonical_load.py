@@ -289,6 +289,8 @@ def test_torch_text_with_repeated_contexts_loads_as_torchs_own_loader_loads_it()
     assert loaded == tp.treespec_loads.__wrapped__(text) == tp.tree_structure(tree)
     dicts = [loaded.child(3).context, loaded.child(4).context]
     assert dicts == [["b", "w"], ["b", "w"]] and dicts[0] is not dicts[1]  # lists: not shared
+    assert loaded.child(0) is loaded.child(1)  # one frozen spec for nodes of one context text
+    assert loaded.child(3) is not loaded.child(4)
     text = tp.treespec_dumps(tp.tree_structure([Cell(0), [1, 2, 3, 4, {"b": 1, "w": 2}]]))
     tampered = text.replace('[\\"b\\", \\"w\\"]', '[\\"b\\", \\"w\\", \\"x\\"]')
     assert tampered != text

@@ -319,7 +319,7 @@ def _where(at: _Where) -> str:
 
 
 def _kept(value: Any) -> Any:
-    """``value`` if nodes may share it, a copy of it if it is a list of string keys, else None.
+    """``value`` if nodes may share it, a copy if it is a list of string keys, else _NOT_KEPT.
 
     Shared: a type, ``None``, or a tuple of JSON scalars and such tuples (what treeclass's
     classes and torch's namedtuples and sequences have); nothing mutable is shared.
@@ -327,15 +327,20 @@ def _kept(value: Any) -> Any:
     if value is None or value.__class__ is type:
         return value
     if value.__class__ is list:
-        return value.copy() if all(k.__class__ is str for k in value) else None
+        return value.copy() if all(k.__class__ is str for k in value) else _NOT_KEPT
     stack = [value]
     while stack:
         v = stack.pop()
         if v.__class__ is tuple:
             stack.extend(v)
         elif v.__class__ not in _SCALARS:
-            return None
+            return _NOT_KEPT
     return value
+
+
+_NOT_KEPT: Final = object()
+#: A leaf as torch's treespec_dumps writes it.
+_LEAF_NODE: Final[dict[str, Any]] = {"type": None, "context": None, "children_spec": []}
 
 
 def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
@@ -378,11 +383,14 @@ def _build(doc: Any) -> tuple[pytree.TreeSpec, int, int]:
         )
     # Pre-order walk collecting (node, number of children); then build bottom-up. A node's
     # position is kept as (parent's position, index) and put into words only for an error.
-    order: list[tuple[Any, Any, int]] = []
+    leaf = _leaf()
+    order: list[tuple[Any, Any, int]] = []  # (type, context, k), or (None, a spec made, 0)
     stack: list[tuple[Any, _Where, int]] = [(root, None, 0)]
-    # (name, context text, arity) -> (type, context, copy): a context read before, when it
-    # is immutable (shared by the nodes that have it) or a list of keys (copied for each).
-    known: dict[tuple[str, Any, int], tuple[Any, Any, bool]] = {}
+    # (name, context text, arity) -> [type, context, copy, spec]: a context read before,
+    # when it is immutable (shared by the nodes that have it, with the spec of such a node
+    # whose children are all leaves: torch's specs are frozen values) or a list of keys
+    # (copied for each node).
+    known: dict[tuple[str, Any, int], list[Any]] = {}
     members = 0  # of the node objects and the objects in contexts
     colons = 0  # in the names and contexts
     while stack:
@@ -412,7 +420,7 @@ def _build(doc: Any) -> tuple[pytree.TreeSpec, int, int]:
             members += m
             colons += c
         if name is None:
-            if node["context"] is not None or k:
+            if context is not None or k:
                 raise _not_a_treespec(
                     f"{_where(at)} is a leaf (type null) with a context or children"
                 )
@@ -421,28 +429,39 @@ def _build(doc: Any) -> tuple[pytree.TreeSpec, int, int]:
         if name.__class__ is not str:
             raise _not_a_treespec(f'"type" of {_where(at)} must be a string or null')
         colons += name.count(":")
+        memo = None
         if context.__class__ is str:
             key = (name, context, k)
-            hit = known.get(key)
-            if hit is None:
+            memo = known.get(key)
+            if memo is None:
                 typ, value = _resolve(name, context, _where(at), k)
                 kept = _kept(value)
-                if kept is not None:
-                    known[key] = (typ, kept, kept.__class__ is list)
+                if kept is not _NOT_KEPT:
+                    memo = known[key] = [typ, kept, kept.__class__ is list, None]
             else:
-                typ, value, copy = hit
-                if copy:
+                typ, value = memo[0], memo[1]
+                if memo[2]:
                     value = value.copy()
         else:
             typ, value = _resolve(name, context, _where(at), k)
+        # Children all leaves (each exactly {"type": null, ...}): made here, not walked.
+        if k and depth < MAX_DEPTH and children.count(_LEAF_NODE) == k:
+            members += 3 * k
+            if memo is not None and not memo[2]:
+                spec = memo[3]
+                if spec is None:
+                    spec = memo[3] = pytree.TreeSpec(typ, value, [leaf] * k)
+            else:
+                spec = pytree.TreeSpec(typ, value, [leaf] * k)
+            order.append((None, spec, 0))
+            continue
         order.append((typ, value, k))
         for i in range(k - 1, -1, -1):
             stack.append((children[i], (at, i), depth + 1))
-    leaf = _leaf()
     built: list[pytree.TreeSpec] = []
     for typ, context, k in reversed(order):
         if typ is None:
-            built.append(leaf)
+            built.append(context if context is not None else leaf)
             continue
         kids = built[len(built) - k :] if k else []
         if k:
