@@ -7,7 +7,9 @@ The PyTorch class is registered by hand with ``register_pytree_node`` and a dump
 that, like treeclass's state, records the field names and the static values.
 
 Also ``treespec_loads`` against ``pickle.loads`` of torch's ``TreeSpec`` of the same tree
-(CPU time, alternating runs, median ratio with p10-p90).
+(CPU time, alternating runs, median ratio with p10-p90), and ``treespec_loads(to="torch")``
+(the same document loaded as torch's ``TreeSpec``) and ``treeclass.torch.treespec_loads`` of
+torch's own ``treespec_dumps`` text of that spec against the same ``pickle.loads``.
 
 Targets: at most 0.2x PyTorch (issue 3); at most 1.0x ``pickle.loads`` (issue 18).
 Run: ``python benchmarks/bench_format.py``.
@@ -124,6 +126,17 @@ def against_pickle(text: str) -> None:
     assert pickle.loads(data).num_leaves == tspec.num_leaves
     timing = paired(lambda: tc.treespec_loads(text), lambda: pickle.loads(data), number=20)
     print(show(f"treespec_loads vs pickle.loads of torch's TreeSpec ({len(data)} B)", timing, 1.0))
+    # The same document loaded as torch's TreeSpec itself (no target).
+    to_torch = paired(
+        lambda: tc.treespec_loads(text, to="torch"), lambda: pickle.loads(data), number=20
+    )
+    print(show('treespec_loads(to="torch") vs that pickle.loads', to_torch))
+    # torch's own JSON of that spec, read by treeclass.torch.treespec_loads (no target).
+    import treeclass.torch as tct
+
+    torch_text = pt.treespec_dumps(tc.treespec_loads(text, to="torch"))
+    reader = paired(lambda: tct.treespec_loads(torch_text), lambda: pickle.loads(data), number=20)
+    print(show("treeclass.torch.treespec_loads vs that pickle.loads", reader))
 
 
 def evolution(plain_loads: float) -> None:

@@ -28,6 +28,7 @@ checked on in ``docs/contributing.md``.
 from __future__ import annotations
 
 import collections
+import operator
 import threading
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, cast
@@ -58,7 +59,7 @@ from .._errors import (
     install_hint,
 )
 from .._pickle import rebuild_registered
-from .._treespec.convert import leaf_count_error, nodes_of, skeleton
+from .._treespec.convert import LEAF, leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, state_from_bytes
 from .activation import complete
 
@@ -777,6 +778,12 @@ allow_pickled_instances(True)  # on by default: docs/torch.md, "torch.load(weigh
 _NONE_NODE: Final = (type(None), None, (), True)
 
 
+def _children(t: Any) -> list[Any]:
+    """The child specs of a torch ``TreeSpec``."""
+    # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
+    return t.children() if callable(getattr(t, "children", None)) else t.children_specs  # type: ignore[no-any-return]
+
+
 def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     if t is _NONE_FIELD:
         return _NONE_NODE
@@ -786,8 +793,7 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     context = t.context
     if cls is _NAMEDTUPLE:  # torch's type for every namedtuple; the context is the class
         cls = context
-    # torch 2.13 deprecates ``children_specs`` for ``children()``; older releases lack it.
-    children = t.children() if callable(getattr(t, "children", None)) else t.children_specs
+    children = _children(t)
     k = len(children)
     converted = _from_none_form(cls, context, children)
     if converted is not None:
@@ -870,7 +876,93 @@ def spec_from_spec(spec: TreeSpec) -> Any:
             "of the tree before flattening (None fields of a treeclass class registered "
             "with return_none_fields=False, the default, are no leaves in torch)."
         )
-    treespec = pytree.tree_structure(skeleton(spec))
+    treespec = _with_shared_subtrees(spec)
+    if treespec is None:
+        treespec = pytree.tree_structure(skeleton(spec))
     if treespec.num_leaves != spec.num_leaves:
         raise leaf_count_error("torch", spec, treespec.num_leaves, _is_node)
     return treespec
+
+
+_NONE_TYPE: Final = type(None)
+
+
+class _Subtree:
+    """A leaf of a skeleton standing for a subtree whose torch spec is made already."""
+
+    __slots__ = ("spec",)
+
+    def __init__(self, spec: Any) -> None:
+        self.spec = spec
+
+
+def _with_shared_subtrees(spec: TreeSpec) -> Any:
+    """The torch spec of ``spec``, made once per repeated subtree; ``None`` if none repeats.
+
+    A subtree is a node whose children are all leaves; it repeats when one entry of
+    ``spec`` stands for several of them (the loader gives the nodes of one document text one
+    entry). torch makes the spec of such a subtree once (``tree_structure`` of its
+    skeleton); the rest of the tree is flattened by torch with a placeholder leaf in its
+    place, and the placeholders are then replaced by that spec (torch's specs are frozen
+    values, shared as torch shares its leaf spec). A ``None`` node stays in the tree: a
+    parent's torch context depends on it.
+    """
+    entries = spec._entries
+    counts: dict[int, int] = {}
+    for e in entries:
+        if e is not None and e[3] and e[0].type is not _NONE_TYPE:
+            counts[id(e)] = counts.get(id(e), 0) + 1
+    if not counts or max(counts.values()) < 2:
+        return None
+    reduced: list[Any] = []
+    leaves: list[Any] = []  # the reduced tree's leaves: LEAF, or a _Subtree
+    made: dict[int, _Subtree] = {}
+    for e in entries:
+        if e is None:
+            reduced.append(None)
+            leaves.append(LEAF)
+        elif counts.get(id(e), 0) > 1:
+            sub = made.get(id(e))
+            if sub is None:
+                one = TreeSpec._make((e,), e[2])
+                sub = made[id(e)] = _Subtree(pytree.tree_structure(skeleton(one)))
+            reduced.append(None)
+            leaves.append(sub)
+        else:
+            reduced.append(e)
+            if e[3]:
+                leaves.extend([LEAF] * e[2])
+    skeleton_tree = TreeSpec._make(tuple(reduced), len(leaves)).unflatten(leaves)
+    found, treespec = pytree.tree_flatten(skeleton_tree)
+    return _graft(treespec, found)
+
+
+def _graft(treespec: Any, found: list[Any]) -> Any:
+    """``treespec`` with the leaves that flattened from a ``_Subtree`` replaced by its spec.
+
+    Iterative (a tree as deep as torch flattens); a node whose children are all unchanged
+    is kept, others are made again with torch's ``TreeSpec(type, context, children)``. A
+    torch spec is a leaf when its ``type`` is ``None``.
+    """
+    if treespec.type is None:
+        leaf = found[0]
+        return leaf.spec if leaf.__class__ is _Subtree else treespec
+    at = 0
+    stack: list[tuple[Any, list[Any], list[Any]]] = [(treespec, _children(treespec), [])]
+    while True:
+        node, children, grafted = stack[-1]
+        if len(grafted) < len(children):
+            child = children[len(grafted)]
+            if child.type is None:
+                leaf = found[at]
+                at += 1
+                grafted.append(leaf.spec if leaf.__class__ is _Subtree else child)
+            else:
+                stack.append((child, _children(child), []))
+            continue
+        stack.pop()
+        if not all(map(operator.is_, grafted, children)):
+            node = pytree.TreeSpec(node.type, node.context, grafted)
+        if not stack:
+            return node
+        stack[-1][2].append(node)

@@ -9,7 +9,9 @@ a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.Fil
 or, where speed matters (treespec documents, file headers and leaf lists), with
 :func:`loads_counted`, which refuses the same texts except duplicate keys, and a count that
 finds those (:func:`no_duplicates`); a text that fails the count is parsed by
-:func:`loads_strict`, which names the key.
+:func:`loads_strict`, which names the key. A reader that walks a text of a fixed layout
+itself (canonical treespec documents) parses its parts with :func:`strict_scanner`, the
+strict parser at an offset.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ __all__ = [
     "loads_counted",
     "loads_strict",
     "no_duplicates",
+    "strict_scanner",
 ]
 
 #: Longest integer literal accepted (CPython's own default ``int`` <-> ``str`` limit).
@@ -34,6 +37,8 @@ MAX_INT_DIGITS: Final = 4300
 
 _encode: Callable[[Any], str] | None = None
 _decode: Callable[[str], Any] | None = None
+_scan: Callable[[str, int], tuple[Any, int]] | None = None
+_scan_fast: Callable[[str, int], tuple[Any, int]] | None = None
 _decode_fast: Callable[[str], Any] | None = None
 
 
@@ -86,6 +91,26 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+def _strict() -> None:
+    """Make the strict decoder (on first use: ``json`` is imported only when needed)."""
+    global _decode, _scan, _scan_fast
+    import json
+
+    decoder = json.JSONDecoder(
+        parse_float=_parse_float,
+        parse_int=_parse_int,
+        parse_constant=_reject_constant,
+        object_pairs_hook=_object,
+    )
+    _decode = decoder.decode
+    _scan = decoder.raw_decode
+    # Integers parsed by the C scanner: Python refuses literals of more than its own limit
+    # on digits itself (used where that limit is on and at most MAX_INT_DIGITS).
+    _scan_fast = json.JSONDecoder(
+        parse_float=_parse_float, parse_constant=_reject_constant, object_pairs_hook=_object
+    ).raw_decode
+
+
 def loads_strict(data: str | bytes | bytearray) -> Any:
     """Parse strict JSON (UTF-8 if bytes); any problem is a ``ValueError`` saying what.
 
@@ -98,16 +123,9 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
         ...
         ValueError: the object key 'a' appears twice
     """
-    global _decode
     if _decode is None:
-        import json
-
-        _decode = json.JSONDecoder(
-            parse_float=_parse_float,
-            parse_int=_parse_int,
-            parse_constant=_reject_constant,
-            object_pairs_hook=_object,
-        ).decode
+        _strict()
+        assert _decode is not None
     if isinstance(data, (bytes, bytearray)):
         data = bytes(data).decode("utf-8")  # a UnicodeDecodeError is a ValueError
     elif not isinstance(data, str):
@@ -116,6 +134,31 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
         return _decode(str(data))
     except RecursionError:
         raise ValueError("it nests too deeply") from None
+
+
+def strict_scanner() -> Callable[[str, int], tuple[Any, int]]:
+    """A function ``scan(text, pos)``: the JSON value that starts at ``text[pos]`` and its end.
+
+    For a reader that walks a document of a fixed layout itself. The value is parsed as
+    :func:`loads_strict` parses it, and exactly as it would be parsed as an element of the
+    whole text (no whitespace is skipped before it); what follows it is not looked at.
+    ``scan`` (the public ``json.JSONDecoder.raw_decode`` of a strict decoder) returns
+    ``(value, end)``, ``text[pos:end]`` being the value's text, and raises ``ValueError``
+    (``RecursionError`` when it nests too deeply) if no strict JSON value starts at
+    ``pos``. Get a scanner for each text: which one is fastest depends on Python's limit on
+    integer digits, which may change.
+
+    Example:
+        >>> from treeclass._core.json import strict_scanner
+        >>> strict_scanner()('[1,{"a":[2]},3]', 3)
+        ({'a': [2]}, 12)
+    """
+    if _scan is None or _scan_fast is None:
+        _strict()
+        assert _scan is not None and _scan_fast is not None
+    # (Python 3.10 before 3.10.7 has no limit: 0, the hook.)
+    limit = getattr(sys, "get_int_max_str_digits", int)()
+    return _scan_fast if 0 < limit <= MAX_INT_DIGITS else _scan
 
 
 def loads_counted(text: str) -> tuple[Any, int | None]:

@@ -24,6 +24,7 @@ from .._core.json import (
     loads_counted,
     loads_strict,
     no_duplicates,
+    strict_scanner,
 )
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
@@ -416,8 +417,11 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
     """:func:`nodes_to_spec` of :func:`loads_nodes`, in fewer passes: the node list and spec.
 
     What :func:`treeclass.treespec_loads` and :func:`treeclass.load` read documents with:
-    the same checks and errors as the two functions, but the duplicate-key check is made
-    while the states are loaded (each distinct state counted once), not by the parser.
+    the same checks and errors as the two functions. A document in canonical form is read
+    by walking its text, each distinct node text parsed once (:func:`_loads_canonical`; in
+    its node list, nodes of one text are one list: read only); any other is parsed whole,
+    the duplicate-key check made while the states are loaded (each distinct state counted
+    once), not by the parser.
 
     Raises:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
@@ -426,6 +430,9 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
     if not isinstance(text, str):
         nodes = loads_nodes(text)  # bytes (or a wrong type): the general path
         return nodes, nodes_to_spec(nodes)
+    done = _loads_canonical(text)
+    if done is not None:
+        return done
     try:
         doc, colons = loads_counted(text)
     except ValueError as e:
@@ -452,6 +459,223 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
             return found, spec
     nodes = loads_nodes(text)
     return nodes, nodes_to_spec(nodes)
+
+
+# The canonical text around the node list (dumps_nodes writes sorted keys, no spaces).
+_HEAD: Final = '{"format":"' + FORMAT_ID + '","leaves":'
+_NODES_KEY: Final = ',"nodes":['
+_TAIL: Final = '],"version":' + str(FORMAT_VERSION) + "}"
+#: ``",null" * k``: the text of ``k`` leaf children after their node.
+_NULL_RUNS: Final = tuple(",null" * k for k in range(65))
+_LEAF_RUNS: Final = tuple((None,) * k for k in range(65))
+#: State classes whose text gives auxdata that nodes may share: values of one text are the
+#: same value, and their auxdata holds nothing mutable (see :func:`_shareable`).
+_TEXT_SCALARS: Final = frozenset((str, int, bool, float, type(None)))
+
+
+class _Seen:
+    """A node text read in a document, with what it loads as."""
+
+    __slots__ = ("entry", "item", "k", "leafy", "nt", "shared", "size", "text")
+
+    def __init__(self, text: str, item: list[Any], nt: NodeType, aux: Any) -> None:
+        k: int = item[2]
+        self.text = text
+        self.size = len(text)
+        self.item = item
+        self.k = k
+        self.nt = nt
+        #: Whether other nodes of its text may share its auxdata (worked out on first use).
+        self.shared: bool | None = None
+        self.entry = (nt, aux, k, False)
+        self.leafy = (nt, aux, k, True)
+
+    def load(self) -> bool:
+        """Load the state again, for another node of the same text: a new auxdata."""
+        try:
+            aux, plan = self.nt.load_state(self.item[1])
+        except TreespecLoadError:
+            return False
+        expect = self.nt.arity_of(aux)
+        if plan is not None or (expect is not None and expect != self.k):
+            return False
+        self.entry = (self.nt, aux, self.k, False)
+        self.leafy = (self.nt, aux, self.k, True)
+        return True
+
+
+def _shareable(state: Any) -> bool:
+    """Whether equal state text may give one auxdata to every node that has it.
+
+    A ``null`` state, a list of string keys, and a class's state whose static values are
+    JSON scalars: their auxdata is a tuple of those values (immutable), and one text is one
+    value (floats included, unlike :func:`_plain_state`, which compares values, not text).
+    """
+    cls = state.__class__
+    if state is None:
+        return True
+    if cls is list:
+        return all(k.__class__ is str for k in state)
+    if cls is not dict:
+        return False
+    static = state.get("static")
+    return static.__class__ is dict and _TEXT_SCALARS.issuperset(map(type, static.values()))
+
+
+def _null_run(text: str, pos: int, k: int) -> bool:
+    """Whether ``text[pos:]`` starts with ``k`` leaves (``,null`` each).
+
+    A long run is compared in blocks of 64, stopping at the first block that differs: the
+    work is at most about the length of the run that is there (each run is asked about by
+    the one node before it, which keeps a walk linear whatever arities a document claims).
+    """
+    if k <= 64:
+        return text.startswith(_NULL_RUNS[k], pos)
+    if len(text) - pos < 5 * k:
+        return False
+    block = _NULL_RUNS[64]
+    while k > 64:
+        if not text.startswith(block, pos):
+            return False
+        pos += 320
+        k -= 64
+    return text.startswith(_NULL_RUNS[k], pos)
+
+
+def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int) -> _Seen | None:
+    """The node whose text starts at ``text[pos]``, parsed strictly and loaded, or ``None``."""
+    try:
+        item, end = scan(text, pos)
+    except (ValueError, RecursionError):
+        return None
+    if item.__class__ is not list or len(item) != 3:
+        return None
+    name, state, k = item
+    if name.__class__ is not str or k.__class__ is not int or k < 0:
+        return None
+    nt = node_for_name(name)
+    if nt is None:
+        return None
+    try:
+        aux, plan = nt.load_state(state)
+    except TreespecLoadError:
+        return None
+    expect = nt.arity_of(aux)
+    if plan is not None or (expect is not None and expect != k):
+        return None
+    return _Seen(text[pos:end], item, nt, aux)
+
+
+def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
+    """:func:`loads_spec` of a document in the canonical form :func:`dumps_nodes` writes.
+
+    Walks the text itself: the ``nodes`` are read element by element, and a node whose text
+    is the text of a node read before in the same document (each instance of a class with
+    the same static values, each dict with the same keys, ...) is not parsed again: one
+    text is one value, so it loads as that node did. A new node text is parsed by the
+    strict parser (:func:`treeclass._core.json.strict_scanner`, which refuses duplicate keys)
+    and loaded. Every character of the text is either compared with a text parsed before or
+    parsed; work stays linear (each node is compared with at most a few texts read before
+    with the same name, and a comparison stops where they differ, inside the node).
+
+    Returns:
+        ``(nodes, spec)`` as :func:`loads_spec` gives them (in ``nodes``, nodes of one text
+        are one list: the list is read only); ``None`` for a text in any other form, or
+        with anything unusual (an error, a node that needs a plan), which the general path
+        reads and names.
+    """
+    if text.__class__ is not str or not text.startswith(_HEAD):  # (a subclass: the general way)
+        return None
+    scan = strict_scanner()
+    try:
+        declared, pos = scan(text, len(_HEAD))
+    except (ValueError, RecursionError):
+        return None
+    if declared.__class__ is not int or not text.startswith(_NODES_KEY, pos):
+        return None
+    pos += len(_NODES_KEY)
+    startswith = text.startswith
+    find = text.find
+    known: dict[str, list[_Seen]] = {}  # by the text of a name: the nodes read with it
+    last: _Seen | None = None
+    nodes: list[Node] = []
+    entries: list[Any] = []
+    append = entries.append
+    need = 1
+    leaves = 0
+    hits = misses = 0
+    try:
+        while True:
+            if startswith("null", pos):
+                nodes.append(None)
+                append(None)
+                leaves += 1
+                need -= 1
+                pos += 4
+            else:
+                seen = last
+                same = None
+                key = ""
+                # Most nodes so far new: a document of distinct nodes is read without
+                # comparing each node with the nodes kept (only with the last one).
+                keeping = misses <= 16 or hits >= misses
+                if seen is not None and not startswith(seen.text, pos):
+                    seen = None
+                if seen is None and keeping:
+                    end = find('"', pos + 2)  # the name's text ends there (or at a \")
+                    if end < 0:
+                        return None
+                    key = text[pos + 2 : end]
+                    same = known.get(key)
+                    if same is not None:
+                        for s in same:
+                            if startswith(s.text, pos):
+                                seen = s
+                                break
+                if seen is None:
+                    seen = _read_node(scan, text, pos)
+                    if seen is None:
+                        return None
+                    misses += 1
+                    last = seen
+                    if keeping:
+                        if same is None:
+                            known[key] = [seen]
+                        elif len(same) < 4:
+                            same.append(seen)
+                        else:
+                            same[misses % 4] = seen
+                else:
+                    hits += 1
+                    last = seen
+                    shared = seen.shared
+                    if shared is None:
+                        shared = seen.shared = _shareable(seen.item[1])
+                    if not shared and not seen.load():
+                        return None
+                pos += seen.size
+                k = seen.k
+                if startswith(_NULL_RUNS[k], pos) if k <= 64 else _null_run(text, pos, k):
+                    nodes.append(seen.item)
+                    nodes += _LEAF_RUNS[k] if k <= 64 else [None] * k
+                    append(seen.leafy)
+                    pos += 5 * k
+                    leaves += k
+                    need -= 1
+                else:
+                    nodes.append(seen.item)
+                    append(seen.entry)
+                    need += k - 1
+            if not need:
+                break
+            if text[pos] != ",":
+                return None
+            pos += 1
+    except IndexError:  # the text ended inside the node list
+        return None
+    if leaves != declared or not startswith(_TAIL, pos) or pos + len(_TAIL) != len(text):
+        return None
+    return nodes, TreeSpec._make(tuple(entries), leaves)
 
 
 def _differ(a: Any, b: Any) -> bool:

@@ -78,7 +78,9 @@ def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
     registered with torch's pytree in this process (treeclass registers its classes under
     their ``name=``) and torch's built-in containers. A ``defaultdict`` factory must be a
     built-in type (``list``, ``dict``, ``int``, ...); an enum in a context, which torch writes
-    by module path, is refused. Unlike torch's, the result is not cached.
+    by module path, is refused. Unlike torch's, the result is not cached; nodes of one type
+    and one immutable context whose children are all leaves may share one (frozen) ``TreeSpec``
+    object, as all of torch's leaves share one.
 
     Args:
         serialized: the JSON text (``str``, or UTF-8 ``bytes``).

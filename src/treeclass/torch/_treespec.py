@@ -8,7 +8,9 @@ object in a context (``enum_object_hook``), and lets ``AssertionError``, ``KeyEr
 JSON without any of that:
 
 - the text is parsed strictly (no duplicate object keys, no ``NaN``, no oversized numbers; nesting
-  is bounded by the parser, which turns a too-deep document into an error);
+  is bounded by the parser, which turns a too-deep document into an error): at C speed, a
+  duplicate key found by count as in treeclass's own documents
+  (:func:`treeclass._core.json.loads_checked`), the contexts' JSON by the strict parser;
 - a node type is resolved only among the names registered in this process with torch's pytree
   (``serialized_type_name``, which is how treeclass registers its classes) and torch's built-in
   containers; nothing is imported and no module path is looked up;
@@ -27,11 +29,11 @@ and ``SUPPORTED_SERIALIZED_TYPES`` -- the maps torch's own loader reads.
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import torch.utils._pytree as pytree
 
-from .._core.json import MAX_INT_DIGITS, loads_strict
+from .._core.json import MAX_INT_DIGITS, census, loads_checked, loads_strict
 from .._core.registry import registered_node
 from .._errors import TreespecLoadError, UnregisteredNameError
 
@@ -298,6 +300,49 @@ def _not_a_treespec(problem: str) -> TreespecLoadError:
     )
 
 
+#: A node's position while walking: ``None`` (the root) or ``(parent's position, index)``.
+_Where: TypeAlias = "tuple[Any, int] | None"
+_LEAF_ORDER: Final = (None, None, 0)
+_SCALARS: Final = frozenset((str, int, float, bool, type(None)))
+
+
+def _where(at: _Where) -> str:
+    """The words for a position: ``child 2 of child 0 of the root`` (at most 300 characters)."""
+    path: list[int] = []
+    while at is not None:
+        at, i = at
+        path.append(i)
+    text = "the root"
+    for i in reversed(path):
+        text = f"child {i} of {text}"[:300]
+    return text
+
+
+def _kept(value: Any) -> Any:
+    """``value`` if nodes may share it, a copy if it is a list of string keys, else _NOT_KEPT.
+
+    Shared: a type, ``None``, or a tuple of JSON scalars and such tuples (what treeclass's
+    classes and torch's namedtuples and sequences have); nothing mutable is shared.
+    """
+    if value is None or value.__class__ is type:
+        return value
+    if value.__class__ is list:
+        return value.copy() if all(k.__class__ is str for k in value) else _NOT_KEPT
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v.__class__ is tuple:
+            stack.extend(v)
+        elif v.__class__ not in _SCALARS:
+            return _NOT_KEPT
+    return value
+
+
+_NOT_KEPT: Final = object()
+#: A leaf as torch's treespec_dumps writes it.
+_LEAF_NODE: Final[dict[str, Any]] = {"type": None, "context": None, "children_spec": []}
+
+
 def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
     """Build a torch ``TreeSpec`` from ``treespec_dumps`` text, safely (see the module docs).
 
@@ -310,10 +355,24 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
             f"treespec_loads() takes the JSON text torch's treespec_dumps wrote, got "
             f"{type(text).__name__}."
         )
-    try:
-        doc = parse_json(text, "the text")
-    except TreespecLoadError as e:
-        raise _not_a_treespec(str(e)) from None
+    if not isinstance(text, str):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise _not_json(e) from None
+    # Parsed at C speed; the walk counts what finds a dropped duplicate key (loads_checked).
+    return loads_checked(text, _build, _not_json)
+
+
+def _not_json(e: ValueError) -> TreespecLoadError:
+    return _not_a_treespec(f"the text is not valid JSON ({str(e)[:200]}).")
+
+
+def _build(doc: Any) -> tuple[pytree.TreeSpec, int, int]:
+    """The spec of a parsed document, with the members of its objects and ``:`` of its strings.
+
+    The counts are what :func:`treeclass._core.json.no_duplicates` compares with the text.
+    """
     if doc.__class__ is not list or len(doc) != 2:
         raise _not_a_treespec(f"it is [protocol, spec], got {_brief(doc, 60)}")
     protocol, root = doc
@@ -322,44 +381,91 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
             f"treespec protocol {_brief(protocol, 30)} is not one this release reads "
             f"({', '.join(map(str, PROTOCOLS))})."
         )
-    # Pre-order walk collecting (node, number of children); then build bottom-up.
-    order: list[tuple[Any, Any, int]] = []
-    stack: list[tuple[Any, str, int]] = [(root, "the root", 0)]
+    # Pre-order walk collecting (node, number of children); then build bottom-up. A node's
+    # position is kept as (parent's position, index) and put into words only for an error.
+    leaf = _leaf()
+    order: list[tuple[Any, Any, int]] = []  # (type, context, k), or (None, a spec made, 0)
+    stack: list[tuple[Any, _Where, int]] = [(root, None, 0)]
+    # (name, context text, arity) -> [type, context, copy, spec]: a context read before,
+    # when it is immutable (shared by the nodes that have it, with the spec of such a node
+    # whose children are all leaves: torch's specs are frozen values) or a list of keys
+    # (copied for each node).
+    known: dict[tuple[str, Any, int], list[Any]] = {}
+    members = 0  # of the node objects and the objects in contexts
+    colons = 0  # in the names and contexts
     while stack:
-        node, where, depth = stack.pop()
+        node, at, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise TreespecLoadError(
                 f"the treespec nests deeper than {MAX_DEPTH} levels; torch's pytree functions "
                 "recurse once per level (its own treespec_dumps cannot write such a spec), so "
                 "treeclass does not load it."
             )
-        if node.__class__ is not dict or frozenset(node) != _KEYS:
+        if node.__class__ is not dict or node.keys() != _KEYS:
             raise _not_a_treespec(
-                f"{where} must be an object with the keys {sorted(_KEYS)!r}, got {_brief(node, 80)}"
+                f"{_where(at)} must be an object with the keys {sorted(_KEYS)!r}, got "
+                f"{_brief(node, 80)}"
             )
         children = node["children_spec"]
         if children.__class__ is not list:
-            raise _not_a_treespec(f'"children_spec" of {where} must be a list')
+            raise _not_a_treespec(f'"children_spec" of {_where(at)} must be a list')
         name = node["type"]
         k = len(children)
+        members += 3
+        context = node["context"]
+        if context.__class__ is str:
+            colons += context.count(":")
+        elif context is not None:
+            m, c = census(context)
+            members += m
+            colons += c
         if name is None:
-            if node["context"] is not None or k:
-                raise _not_a_treespec(f"{where} is a leaf (type null) with a context or children")
-            order.append((None, None, 0))
+            if context is not None or k:
+                raise _not_a_treespec(
+                    f"{_where(at)} is a leaf (type null) with a context or children"
+                )
+            order.append(_LEAF_ORDER)
             continue
         if name.__class__ is not str:
-            raise _not_a_treespec(f'"type" of {where} must be a string or null')
-        order.append((*_resolve(name, node["context"], where, k), k))
+            raise _not_a_treespec(f'"type" of {_where(at)} must be a string or null')
+        colons += name.count(":")
+        memo = None
+        if context.__class__ is str:
+            key = (name, context, k)
+            memo = known.get(key)
+            if memo is None:
+                typ, value = _resolve(name, context, _where(at), k)
+                kept = _kept(value)
+                if kept is not _NOT_KEPT:
+                    memo = known[key] = [typ, kept, kept.__class__ is list, None]
+            else:
+                typ, value = memo[0], memo[1]
+                if memo[2]:
+                    value = value.copy()
+        else:
+            typ, value = _resolve(name, context, _where(at), k)
+        # Children all leaves (each exactly {"type": null, ...}): made here, not walked.
+        if k and depth < MAX_DEPTH and children.count(_LEAF_NODE) == k:
+            members += 3 * k
+            if memo is not None and not memo[2]:
+                spec = memo[3]
+                if spec is None:
+                    spec = memo[3] = pytree.TreeSpec(typ, value, [leaf] * k)
+            else:
+                spec = pytree.TreeSpec(typ, value, [leaf] * k)
+            order.append((None, spec, 0))
+            continue
+        order.append((typ, value, k))
         for i in range(k - 1, -1, -1):
-            stack.append((children[i], f"child {i} of {where}"[:300], depth + 1))
+            stack.append((children[i], (at, i), depth + 1))
     built: list[pytree.TreeSpec] = []
     for typ, context, k in reversed(order):
         if typ is None:
-            built.append(_leaf())
+            built.append(context if context is not None else leaf)
             continue
         kids = built[len(built) - k :] if k else []
         if k:
             del built[len(built) - k :]
             kids.reverse()
         built.append(pytree.TreeSpec(typ, context, kids))
-    return built[0]
+    return built[0], members, colons
