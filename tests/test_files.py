@@ -863,6 +863,38 @@ def test_small_tensors_read_in_runs_each_hold_only_their_own_bytes(tmp_path: Pat
     assert got["t005"].tolist() == tree["t005"].tolist()
 
 
+def test_small_tensors_of_one_dtype_and_shape_are_copied_out_each_its_own(
+    tmp_path: Path,
+) -> None:
+    # Runs of tensors of one dtype and shape are copied out as the rows of one array: each
+    # row must still be its own writable, aligned array, of the right shape, in leaf order.
+    tree: dict[str, Any] = {f"a{i:03d}": np.full((2, 3), i, np.float32) for i in range(40)}
+    tree |= {f"b{i:03d}": np.full(5, i, np.int16) for i in range(30)}
+    tree |= {"c0": np.float64(2.5), "c1": np.array(7.0), "c2": np.array(True), "n": 3}
+    tree |= {f"d{i}": np.zeros((0, 4), np.float32) for i in range(3)}  # empty: no bytes
+    path = tmp_path / "rows.safetensors"
+    tc.save(path, tree)
+    got = tc.load(path)
+    assert sorted(got) == sorted(tree)
+    for k, v in tree.items():
+        if k == "n":
+            assert got[k] == 3
+            continue
+        assert type(got[k]) is type(v), k
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and got[k].tolist() == v.tolist()
+        if isinstance(v, np.ndarray) and v.nbytes:
+            assert got[k].base is None or got[k].base.nbytes == v.nbytes, k  # its own bytes
+            assert got[k].flags.writeable and got[k].flags.aligned
+    got["a000"][:] = 99
+    assert got["a001"].tolist() == tree["a001"].tolist()
+    ts = tc.load(path, to="torch")
+    assert [ts[f"a{i:03d}"][0, 0].item() for i in range(40)] == list(range(40))
+    assert ts["b029"].tolist() == [29] * 5 and tuple(ts["d2"].shape) == (0, 4)
+    some = tc.load(path, paths=["['a003']", "['b007']", "['c1']"])
+    assert some["a003"].tolist() == tree["a003"].tolist() and some["b007"].tolist() == [7] * 5
+    assert some["c1"].shape == () and some["a004"] is None and some["b008"] is None
+
+
 def _tensor_offset(path: Path, name: str) -> int:
     with open(path, "rb") as f:
         header = read_header(f, "x")

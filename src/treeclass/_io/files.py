@@ -31,6 +31,9 @@ leaves, and imported only then. jax and torch are imported only to make their ar
 from __future__ import annotations
 
 import sys
+from bisect import bisect_right
+from itertools import chain, compress, count, groupby
+from operator import itemgetter, ne, sub
 from typing import TYPE_CHECKING
 
 from .._core.json import census, loads_checked
@@ -742,6 +745,12 @@ def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
 _SMALL: Final = 64 * 1024
 #: The largest run: the extra memory a load holds at once.
 _RUN: Final = 1024 * 1024
+_NAME: Final = itemgetter(0)
+_BEGIN: Final = itemgetter(3)
+_END: Final = itemgetter(4)
+_DTYPE: Final = itemgetter(1)
+_SHAPE: Final = itemgetter(2)
+_CODE_SHAPE: Final = itemgetter(1, 2)  # a TensorInfo's dtype code and shape
 
 
 class _Reader:
@@ -779,42 +788,77 @@ class _Reader:
         Small tensors' bytes are read first, in runs in file order; the arrays are then made
         in ``wanted``'s order (so warnings come in leaf order).
         """
-        np = self.np
         start = self.header.data_start
-        raws: dict[str, Any] = {}
+        raws: dict[str, Any] = {}  # name -> its bytes (np.uint8), or its plain numpy array
         if self.map is not None:
             for info, _ in wanted:
                 raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
-            small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
-                           key=EXTENT)  # fmt: skip
-            i = 0
-            while i < len(small):
-                first = small[i]
-                j = i + 1
-                while (
-                    j < len(small)
-                    and small[j].begin == small[j - 1].end
-                    and small[j].end - first.begin <= _RUN
-                ):
-                    j += 1
-                scratch = np.empty(small[j - 1].end - first.begin, np.uint8)
-                _read_exact(self.f, start + first.begin, scratch, self.source)
-                base = first.begin
-                for info in small[i:j]:  # each its own memory
-                    raws[info.name] = scratch[info.begin - base : info.end - base].copy()
-                i = j
+            every = self.header.tensors.values()  # in file order
+            if len(wanted) == len(every) and max(map(sub, map(_END, every), map(_BEGIN, every))) <= _SMALL:
+                small = list(every)  # (the usual file of small tensors, all loaded)
+            else:
+                small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
+                               key=EXTENT)  # fmt: skip
+            self._read_small(small, raws)
+        typed = self.map is None and _LITTLE  # raws of plain dtypes are their arrays
+        if typed and len(raws) == len(wanted):  # all small; plain numpy ones are made already
+            infos = list(map(_NAME, wanted))
+            if {t for _, t in wanted} == {"numpy"} and set(map(_DTYPE, infos)) <= _PLAIN_NUMPY.keys():
+                return list(map(raws.__getitem__, map(_NAME, infos)))
         out: list[Any] = []
         append = out.append
         make = self._make
-        plain = _PLAIN_NUMPY if self.map is None and _LITTLE else {}
         for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
             raw = raws.get(info.name)
-            if raw is not None and target == "numpy" and info.dtype in plain:
-                append(raw.view(plain[info.dtype]).reshape(info.shape))  # (as _make does)
-            else:
-                append(make(info, target, raw))
+            if raw is not None and typed and info.dtype in _PLAIN_NUMPY:
+                if target == "numpy":
+                    append(raw)
+                    continue
+                raw = raw.reshape(-1).view(self.np.uint8)
+            append(make(info, target, raw))
         return out
+
+    def _read_small(self, small: list[TensorInfo], raws: dict[str, Any]) -> None:
+        """Read the bytes of ``small`` (sorted by place) in runs, each tensor its own memory.
+
+        On a little-endian machine a tensor of a dtype numpy has (:data:`_PLAIN_NUMPY`)
+        becomes its numpy array at once: the tensors of one dtype and shape next to each
+        other in a run are viewed as the rows of one array and copied out row by row (each
+        row its own array, at C speed); any other tensor's bytes are copied out as
+        ``np.uint8``.
+        """
+        np = self.np
+        uint8 = np.uint8
+        begins = list(map(_BEGIN, small))
+        ends = list(map(_END, small))
+        # Where a tensor does not start where the one before it ends (found at C speed).
+        gaps = [*compress(count(1), map(ne, begins[1:], ends)), len(small)]
+        i = 0
+        for gap in gaps:
+            while i < gap:  # a run: next to each other, at most _RUN bytes (or one tensor)
+                base = begins[i]
+                j = max(i + 1, bisect_right(ends, base + _RUN, i, gap))
+                self._read_run(small[i:j], np.empty(ends[j - 1] - base, uint8), raws)
+                i = j
+
+    def _read_run(self, run: list[TensorInfo], scratch: Any, raws: dict[str, Any]) -> None:
+        """Read ``run`` (tensors next to each other) into ``scratch``, then copy them out."""
+        np = self.np
+        copy = np.ndarray.copy
+        base = run[0].begin
+        _read_exact(self.f, self.header.data_start + base, scratch, self.source)
+        for (code, shape), group in groupby(run, _CODE_SHAPE):
+            same = list(group)
+            dtype = _PLAIN_NUMPY.get(code) if _LITTLE else None
+            if dtype is None or len(same) == 1 or not shape:  # (rows of 0-d: scalars)
+                for info in same:
+                    raw = scratch[info.begin - base : info.end - base].copy()
+                    raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
+                continue
+            at = same[0].begin - base
+            rows = scratch[at : same[-1].end - base].view(dtype).reshape((len(same), *shape))
+            raws.update(zip(map(_NAME, same), map(copy, rows)))
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
@@ -822,10 +866,6 @@ class _Reader:
         Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
         new array.
         """
-        if raw is not None and target == "numpy" and self.map is None and _LITTLE:
-            dtype = _PLAIN_NUMPY.get(info.dtype)
-            if dtype is not None:  # the usual small array: its own copy of its bytes, viewed
-                return raw.view(dtype).reshape(info.shape)
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]
@@ -1000,29 +1040,24 @@ def _load_tree(
                     f"key path it must be {name!r:.200}.",
                 )
     tensors = header.tensors
-    targets: dict[str, str] = {}  # type -> target
     values = leaves.values  # the arrays go in once read
-    wanted: list[tuple[TensorInfo, str]] = []
-    slots: list[int] = []  # the leaf index of each wanted tensor
-    get = tensors.get
-    for i, name in zip(at, names):
-        info = get(name)
-        if info is None:
-            raise _bad(source, f"the leaf at {key_paths[i]!r:.200} has no tensor {name!r:.200}.")
-        kind = types[i]
-        target = targets.get(kind)
-        if target is None:
-            target = targets[kind] = _target_of(kind, to)
-        if kind == "numpy-scalar" and info.shape:
-            raise _bad(
-                source,
-                f"the numpy scalar at {key_paths[i]!r:.200} has the shape {list(info.shape)}.",
-            )
-        if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
-            _check_loadable(source, info, target)
-        if chosen is None or chosen[i]:
-            wanted.append((info, target))
-            slots.append(i)
+    kinds = list(map(types.__getitem__, at))
+    targets = {kind: _target_of(kind, to) for kind in set(kinds)}  # type -> target
+    infos: list[Any] = list(map(tensors.get, names))
+    if (
+        None in infos
+        or "numpy-scalar" in targets
+        or not set(map(_DTYPE, infos)) <= _PLAIN_DTYPES
+        or any(map(_MAX_SHAPE_DIM.__lt__, chain.from_iterable(map(_SHAPE, infos))))
+    ):  # anything unusual: checked one leaf at a time, for the message
+        for i, name, info in zip(at, names, infos):
+            _check_array_leaf(source, key_paths[i], name, info, types[i], targets[types[i]])
+    if chosen is None:
+        wanted = list(zip(infos, map(targets.__getitem__, kinds)))
+        slots = at  # the leaf index of each wanted tensor
+    else:
+        wanted = [(info, targets[types[i]]) for i, info in zip(at, infos) if chosen[i]]
+        slots = [i for i in at if chosen[i]]
     if len(names) != len(tensors):
         extra = sorted(set(tensors) - set(names))
         raise _bad(
@@ -1032,12 +1067,30 @@ def _load_tree(
         )
     if wanted:
         arrays = _Reader(f, header, source, mmap).read(wanted)
-        for i, (_, target), arr in zip(slots, wanted, arrays):
-            scalar = target == "numpy" and types[i] == "numpy-scalar"
-            values[i] = arr[()] if scalar else arr
+        if "numpy-scalar" in targets:
+            for i, (_, target), arr in zip(slots, wanted, arrays):
+                scalar = target == "numpy" and types[i] == "numpy-scalar"
+                values[i] = arr[()] if scalar else arr
+        else:
+            for i, arr in zip(slots, arrays):
+                values[i] = arr
     if chosen is not None:
         values = [v if keep else None for v, keep in zip(values, chosen)]
     return spec.unflatten(values)
+
+
+def _check_array_leaf(
+    source: str, where: str, name: str, info: TensorInfo | None, kind: str, target: str
+) -> None:
+    """That the array leaf at ``where`` has its tensor ``name``, and that it loads."""
+    if info is None:
+        raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
+    if kind == "numpy-scalar" and info.shape:
+        raise _bad(
+            source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}."
+        )
+    if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
+        _check_loadable(source, info, target)
 
 
 def _select(

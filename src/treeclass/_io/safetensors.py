@@ -260,9 +260,12 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     dtypes: list[Any] = list(map(get, infos, repeat("dtype")))
     shapes: list[Any] = list(map(get, infos, repeat("shape")))
     offsets: list[Any] = list(map(get, infos, repeat("data_offsets")))
+    try:
+        known = set(dtypes) <= _BITS_KEYS  # (only a str equals a str; a list is unhashable)
+    except TypeError:
+        return None
     if (
-        set(map(type, dtypes)) != {str}
-        or not set(dtypes) <= _BITS_KEYS
+        not known
         or set(map(type, shapes)) != {list}
         or max(map(len, shapes)) > _INLINE_RANK
         or set(map(type, offsets)) != {list}
@@ -270,10 +273,10 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     ):
         return None
     dims = list(chain.from_iterable(shapes))
-    if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) >= _MAX_DIM):
-        return None
     flat = list(chain.from_iterable(offsets))
-    if set(map(type, flat)) != {int}:
+    if set(map(type, chain(dims, flat))) != {int}:
+        return None
+    if dims and (min(dims) < 0 or max(dims) >= _MAX_DIM):
         return None
     begins = flat[0::2]
     ends = flat[1::2]
@@ -286,6 +289,8 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     dims_of: Any = map(tuple, shapes)  # pyright: ignore[reportUnknownArgumentType]
     fields: Any = zip(doc, dtypes, dims_of, begins, ends)
     tensors: list[TensorInfo] = list(map(make, repeat(TensorInfo), fields))
+    if begins[0] == 0 and begins[1:] == ends[:-1] and ends[-1] == data_size:
+        return tensors  # in file order already, tiling the data (as files are written)
     tensors.sort(key=EXTENT)
     starts = list(map(_BEGIN, tensors))
     stops = list(map(_END, tensors))
