@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["child_entries", "leaf_paths", "walk"]
 
 _DICTS: Final = frozenset((DICT, ORDERED_DICT))
+_NONE_AT_ALL: Final[list[str]] = []  # the entries of every node without children (read only)
 _SEQUENCES: Final = frozenset((TUPLE, LIST))
 
 
@@ -89,17 +90,29 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
         TreeclassError: with ``strict``, a dict key could not be decoded.
     """
     out: list[list[str] | None] = []
+    append = out.append
     pending: list[tuple[int, list[Any]]] = []
     last: dict[str, tuple[list[str], list[str]]] = {}  # per class: its last fields, entries
+    positions: dict[int, list[str]] = {}  # arity -> "[0]", "[1]"... (tuples, lists)
     for i, item in enumerate(nodes):
         if item is None:
-            out.append(None)
+            append(None)
             continue
         name, state, arity = item
+        if not arity:
+            append(_NONE_AT_ALL)
+            continue
+        memo = last.get(name)  # (only classes' names: their children are their fields)
+        if memo is not None and state.__class__ is dict:
+            if memo[0] == state.get("data", state.get("fields")):  # as the class's last node
+                append(memo[1])
+                continue
         keys = _dict_keys(name, state)
         entries: list[str] | None = None
         if name in _SEQUENCES:
-            entries = [f"[{j}]" for j in range(arity)]
+            entries = positions.get(arity)
+            if entries is None:
+                entries = positions[arity] = [f"[{j}]" for j in range(arity)]
         elif keys is not None:
             if (
                 keys.__class__ is list
@@ -116,19 +129,17 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                     entries = []  # filled in below
         elif state.__class__ is dict:
             fields = state.get("data", state.get("fields"))
-            memo = last.get(name)
-            if memo is not None and memo[0] == fields:  # as the class's last node: shared
-                entries = memo[1]
-            elif (
+            if (
                 fields.__class__ is list
                 and len(fields) == arity
                 and all(f.__class__ is str for f in fields)
             ):
                 entries = [f".{f}" for f in fields]
-                last[name] = (fields, entries)
+                if name != DEFAULT_DICT:  # (a class: later nodes with these fields share them)
+                    last[name] = (fields, entries)
         if entries is None:
             entries = [f"[{j}]" for j in range(arity)]
-        out.append(entries)
+        append(entries)
     if pending:
         try:
             decoded = _decode_batch(pending)
@@ -199,6 +210,9 @@ def leaf_paths(
     # Open nodes: [child entries, next child, path length, path (built on first need)];
     # first, one above the root whose only child (the root) has the key "".
     frames: list[list[Any]] = [[[""], 0, 0, ""]]
+    # Per list of child entries (by identity: nodes of one class share theirs), the last
+    # children seen under it (leaves and nodes without children) and their leaves' keys.
+    spans: dict[int, tuple[list[list[str] | None], list[str]]] = {}
     i = 0
     j = 0
     while frames:
@@ -227,21 +241,19 @@ def leaf_paths(
         if not k:
             continue
         length = top[2] + len(key)
-        if nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k):
-            # Children all leaves: their paths in one go.
-            if lengths is not None and [length + len(e) for e in grand] != lengths[j : j + k]:
-                return None
-            path = top[3]
-            if path is None:
-                path = top[3] = "".join(parts)
-            path += key
-            out.extend([path + e for e in grand] if path else grand)
-            i += k
-            j += k
-            continue
-        if k <= 16 and (span := entries[i : i + k]).count(None) + span.count([]) == k:
-            # Children leaves or nodes without children (None): the leaves' paths in one go.
-            keys = [e for e, x in zip(grand, span) if x is None]
+        keys: list[str] | None = None  # the leaves' keys, when the children are all ends
+        if k <= 16:
+            span = entries[i : i + k]
+            known = spans.get(id(grand))  # the last node with these child entries
+            if known is not None and known[0] == span:
+                keys = known[1]
+            elif span.count(None) + span.count([]) == k:
+                # Children leaves or nodes without children: the leaves' paths in one go.
+                keys = [e for e, x in zip(grand, span) if x is None]
+                spans[id(grand)] = (span, keys)
+        elif all_leaves(nodes, i, k):
+            keys = grand
+        if keys is not None:
             if (
                 lengths is not None
                 and [length + len(e) for e in keys] != lengths[j : j + len(keys)]
@@ -251,7 +263,7 @@ def leaf_paths(
             if path is None:
                 path = top[3] = "".join(parts)
             path += key
-            out.extend([path + e for e in keys])
+            out.extend(map(path.__add__, keys))
             j += len(keys)
             i += k
             continue
