@@ -745,10 +745,12 @@ def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
 _SMALL: Final = 64 * 1024
 #: The largest run: the extra memory a load holds at once.
 _RUN: Final = 1024 * 1024
-_NAME: Final = itemgetter(0)
+_NAME: Final[Callable[[TensorInfo], str]] = itemgetter(0)
 _BEGIN: Final = itemgetter(3)
 _END: Final = itemgetter(4)
 _DTYPE: Final = itemgetter(1)
+_INFO: Final = itemgetter(0)  # of a wanted tensor, (info, target)
+_TARGET: Final = itemgetter(1)
 _SHAPE: Final = itemgetter(2)
 _CODE_SHAPE: Final = itemgetter(1, 2)  # a TensorInfo's dtype code and shape
 
@@ -795,7 +797,8 @@ class _Reader:
                 raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
             every = self.header.tensors.values()  # in file order
-            if len(wanted) == len(every) and max(map(sub, map(_END, every), map(_BEGIN, every))) <= _SMALL:
+            sizes = map(sub, map(_END, every), map(_BEGIN, every))
+            if len(wanted) == len(every) and max(sizes) <= _SMALL:
                 small = list(every)  # (the usual file of small tensors, all loaded)
             else:
                 small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
@@ -803,8 +806,9 @@ class _Reader:
             self._read_small(small, raws)
         typed = self.map is None and _LITTLE  # raws of plain dtypes are their arrays
         if typed and len(raws) == len(wanted):  # all small; plain numpy ones are made already
-            infos = list(map(_NAME, wanted))
-            if {t for _, t in wanted} == {"numpy"} and set(map(_DTYPE, infos)) <= _PLAIN_NUMPY.keys():
+            infos = list(map(_INFO, wanted))
+            targets = set(map(_TARGET, wanted))
+            if targets == {"numpy"} and set(map(_DTYPE, infos)) <= _PLAIN_NUMPY.keys():
                 return list(map(raws.__getitem__, map(_NAME, infos)))
         out: list[Any] = []
         append = out.append
@@ -845,7 +849,7 @@ class _Reader:
     def _read_run(self, run: list[TensorInfo], scratch: Any, raws: dict[str, Any]) -> None:
         """Read ``run`` (tensors next to each other) into ``scratch``, then copy them out."""
         np = self.np
-        copy = np.ndarray.copy
+        copy: Callable[[Any], Any] = np.ndarray.copy
         base = run[0].begin
         _read_exact(self.f, self.header.data_start + base, scratch, self.source)
         for (code, shape), group in groupby(run, _CODE_SHAPE):
@@ -1086,9 +1090,7 @@ def _check_array_leaf(
     if info is None:
         raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
     if kind == "numpy-scalar" and info.shape:
-        raise _bad(
-            source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}."
-        )
+        raise _bad(source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}.")
     if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
         _check_loadable(source, info, target)
 

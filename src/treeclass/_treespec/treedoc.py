@@ -103,10 +103,13 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
             append(_NONE_AT_ALL)
             continue
         memo = last.get(name)  # (only classes' names: their children are their fields)
-        if memo is not None and state.__class__ is dict:
-            if memo[0] == state.get("data", state.get("fields")):  # as the class's last node
-                append(memo[1])
-                continue
+        if (
+            memo is not None
+            and state.__class__ is dict
+            and memo[0] == state.get("data", state.get("fields"))  # as the class's last node
+        ):
+            append(memo[1])
+            continue
         keys = _dict_keys(name, state)
         entries: list[str] | None = None
         if name in _SEQUENCES:
@@ -212,7 +215,7 @@ def leaf_paths(
     frames: list[list[Any]] = [[[""], 0, 0, ""]]
     # Per list of child entries (by identity: nodes of one class share theirs), the last
     # children seen under it (leaves and nodes without children) and their leaves' keys.
-    spans: dict[int, tuple[list[list[str] | None], list[str]]] = {}
+    spans: dict[int, tuple[Sequence[list[str] | None], list[str]]] = {}
     i = 0
     j = 0
     while frames:
