@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import sys
 from bisect import bisect_right
-from itertools import chain, compress, count, groupby
-from operator import itemgetter, ne, sub
+from itertools import chain, compress, count, groupby, repeat
+from operator import attrgetter, is_, itemgetter, ne, sub
 from typing import TYPE_CHECKING
 
 from .._core.json import census, loads_checked
@@ -114,6 +114,7 @@ LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 _LETTER_SET: Final = frozenset(LEAF_KINDS)
 #: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
 ARRAY_LETTERS: Final = frozenset(_KIND_LETTERS[k] for k in _ARRAY_TYPES)
+_SCALAR_LETTERS: Final = _LETTER_SET - ARRAY_LETTERS
 # A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
 _PLAIN_FORMATS: Final = {
     "pt": "torch",
@@ -168,6 +169,11 @@ def _np_dtype(name: str) -> Any:
         raise MissingDependencyError(
             f"numpy arrays of dtype {name} need the ml_dtypes package ({e}); {_EXTRA_HINT}."
         ) from e
+
+
+_C_CONTIGUOUS: Final[Callable[[Any], bool]] = attrgetter("flags.c_contiguous")
+_DTYPE_OF: Final[Callable[[Any], Any]] = attrgetter("dtype")
+_SHAPE_OF: Final[Callable[[Any], tuple[int, ...]]] = attrgetter("shape")
 
 
 def _code_of(dtype: Any) -> str | None:
@@ -249,6 +255,47 @@ def _numpy_payload(np: Any, arr: Any, where: str) -> tuple[str, list[int], Any]:
             )
         flat = flat[0::2] | (flat[1::2] << 4)  # element 2i in the low nibble (as torch packs)
     return code, shape, flat
+
+
+def _payload(np: Any, kind: str, leaf: Any, where: str) -> tuple[str, Sequence[int], Any]:
+    """``(dtype code, header shape, its bytes as a buffer)`` of an array leaf of ``kind``."""
+    if kind == "torch":
+        return _torch_payload(leaf, where)
+    if kind == "jax":
+        try:
+            host = np.asarray(leaf)
+        except Exception as e:
+            raise TreeclassTypeError(
+                f"the JAX array at {where} could not be copied to the host ({e}); save "
+                "concrete arrays, not traced values."
+            ) from e
+        return _numpy_payload(np, host, where)
+    return _numpy_payload(np, leaf, where)
+
+
+def _usual_numpy_tensors(
+    np: Any, names: list[str], arrays: list[Any], kinds: list[str]
+) -> list[tuple[str, str, Sequence[int], Any]] | None:
+    """``(name, code, shape, data)`` of each array, when all are usual numpy arrays; else None.
+
+    Usual: ``np.ndarray`` itself, C-contiguous, of a builtin little-endian (or native) dtype
+    safetensors holds other than float4; each is then written as it is, as
+    :func:`_numpy_payload` writes it (checked in bulk here).
+    """
+    if not arrays or set(kinds) != {"numpy"} or set(map(type, arrays)) != {np.ndarray}:
+        return None
+    if not all(map(_C_CONTIGUOUS, arrays)):
+        return None
+    codes: dict[Any, str] = {}
+    for dtype in set(map(_DTYPE_OF, arrays)):
+        code = _code_of(dtype)
+        if code is None or code == "F4" or dtype.isbuiltin != 1:
+            return None
+        if dtype.byteorder not in _NATIVE_ORDERS:
+            return None
+        codes[dtype] = code
+    dtype_codes = map(codes.__getitem__, map(_DTYPE_OF, arrays))
+    return list(zip(names, dtype_codes, map(_SHAPE_OF, arrays), arrays))
 
 
 def _torch_payload(leaf: Any, where: str) -> tuple[str, list[int], Any]:
@@ -396,56 +443,42 @@ def save(
         return key_paths[i]
 
     # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
-    kinds: list[str] = []
-    values: list[str] = []  # canonical JSON texts of the scalar leaves' values
-    arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
     encoded = encode_scalars(flat, path_of)
-    if None not in encoded:  # scalars only: every leaf in one go
-        kinds = [_KIND_LETTERS[s[0]] for s in encoded if s is not None]  # (always)
-        values = [s[1] for s in encoded if s is not None]
-        encoded = []
-    seen: dict[type, str | None] = {}  # leaf class -> its kind, this save
-    for i, (leaf, scalar) in enumerate(zip(flat, encoded)):
-        if scalar is not None:
-            kinds.append(_KIND_LETTERS[scalar[0]])
-            values.append(scalar[1])
-            continue
-        cls = leaf.__class__
-        array_kind = seen[cls] if cls in seen else seen.setdefault(cls, _leaf_kind(leaf))
-        if array_kind is None:
-            raise TreeclassTypeError(
-                f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
-                f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
-                "and Python bool, int, float, complex and str leaves. If it is an object "
-                "holding arrays (a model, an equinox.Module), register its class with a name "
-                "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
-                "convert any other value to one of those leaves, or keep it out of the tree."
-            )
-        kinds.append(_KIND_LETTERS[array_kind])
-        arrays.append((i, array_kind, leaf))
-    names = tensor_names([path_of(i) for i, _, _ in arrays])
-    tensors: list[tuple[str, str, list[int], Any]] = []
+    values = [s[1] for s in encoded if s is not None]  # canonical JSON texts of the scalars
+    tags: list[Any] = [None if s is None else s[0] for s in encoded]  # (arrays: below)
+    at = list(compress(count(), map(is_, encoded, repeat(None))))  # the other leaves' indices
+    arrays = list(map(flat.__getitem__, at))
+    classes: dict[type, Any] = dict(zip(map(type, arrays), arrays))  # a leaf of each class
+    seen: dict[type, Any] = {cls: _leaf_kind(leaf) for cls, leaf in classes.items()}
+    if None in seen.values():
+        i = next(i for i in at if seen[type(flat[i])] is None)
+        leaf = flat[i]
+        raise TreeclassTypeError(
+            f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
+            f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
+            "and Python bool, int, float, complex and str leaves. If it is an object "
+            "holding arrays (a model, an equinox.Module), register its class with a name "
+            "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
+            "convert any other value to one of those leaves, or keep it out of the tree."
+        )
+    array_kinds: list[str] = list(map(seen.__getitem__, map(type, arrays)))
+    for i, kind in zip(at, array_kinds):
+        tags[i] = kind
+    kinds = "".join(map(_KIND_LETTERS.__getitem__, tags))
+    if at:
+        path_of(0)  # (every leaf's key path, at once)
+    names = tensor_names(list(map(key_paths.__getitem__, at)))
     np: Any = _numpy() if arrays else None
-    for name, (i, kind, leaf) in zip(names, arrays):
-        where = key_paths[i] or "the root"
-        if kind == "torch":
-            code, shape, data = _torch_payload(leaf, where)
-        elif kind == "jax":
-            try:
-                host = np.asarray(leaf)
-            except Exception as e:
-                raise TreeclassTypeError(
-                    f"the JAX array at {where} could not be copied to the host ({e}); save "
-                    "concrete arrays, not traced values."
-                ) from e
-            code, shape, data = _numpy_payload(np, host, where)
-        else:
-            code, shape, data = _numpy_payload(np, leaf, where)
-        tensors.append((name, code, shape, data))
+    tensors = _usual_numpy_tensors(np, names, arrays, array_kinds)
+    if tensors is None:
+        tensors = [
+            (name, *_payload(np, kind, leaf, key_paths[i] or "the root"))
+            for name, i, kind, leaf in zip(names, at, array_kinds, arrays)
+        ]
 
     # Canonical JSON (sorted keys, compact, ASCII), written directly.
     ours = (
-        f'{{"format":"{FILE_FORMAT}","kinds":"{"".join(kinds)}",'
+        f'{{"format":"{FILE_FORMAT}","kinds":"{kinds}",'
         f'"values":[{",".join(values)}],"version":{FILE_VERSION}}}'
     )
 
@@ -574,7 +607,7 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
         out = [None] * len(kinds)
         at: list[int] = []
     else:
-        at = [i for i, c in enumerate(kinds) if c not in ARRAY_LETTERS]
+        at = list(compress(count(), map(_SCALAR_LETTERS.__contains__, kinds)))
         out = [None] * len(kinds) if len(at) != len(kinds) else []
     if len(at) != len(values):
         raise _bad(
@@ -1025,14 +1058,14 @@ def _load_tree(
         if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
             chosen = _select(source, nodes, children, stored, paths)
         key_paths = stored
-    at = [i for i, t in enumerate(types) if t in _ARRAY_TYPES]  # the array leaves
+    at = list(compress(count(), map(_ARRAY_TYPES.__contains__, types)))  # the array leaves
     if stored is None:  # version 2: the key paths are the structure's (needed with arrays)
         key_paths = leaf_paths(nodes, children) or [] if at or paths is not None else []
         if paths is not None:
             chosen = _select(source, nodes, children, key_paths, paths)
 
     # Tensor names are the array leaves' key paths, made unique.
-    array_paths = [key_paths[i] for i in at]
+    array_paths = list(map(key_paths.__getitem__, at))
     names = tensor_names(array_paths)
     written = leaves.tensors
     if written is not None and written != names:
