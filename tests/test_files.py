@@ -29,6 +29,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import treeclass as tc  # noqa: E402
 import treeclass._io.files as files_module  # noqa: E402
+import treeclass._io.safetensors as safetensors_module  # noqa: E402
 from treeclass._io.safetensors import read_header  # noqa: E402
 
 # --- classes ----------------------------------------------------------------------------------
@@ -594,7 +595,11 @@ def test_save_replaces_a_file_atomically(tmp_path: Path, monkeypatch: pytest.Mon
         raise Boom
 
     monkeypatch.setattr(files_module, "_numpy_payload", failing)
-    with pytest.raises(Boom):
+    with pytest.raises(Boom):  # before writing (an unusual array: its own payload)
+        tc.save(path, {"v": np.ones(4)[::2]})
+    assert tc.load(path) == {"v": 1}
+    monkeypatch.setattr(safetensors_module, "_write_all", failing)
+    with pytest.raises(Boom):  # while writing the temporary file
         tc.save(path, {"v": np.ones(1)})
     assert tc.load(path) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["t.safetensors"]
