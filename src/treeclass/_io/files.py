@@ -19,8 +19,9 @@ Loading never unpickles and never imports: classes are looked up by registered n
 :func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
 any tensor is read, then the structure, the leaf list and the tensors are checked against each
 other; only the bytes of the selected leaves are read: large tensors straight into a new array
-of the target framework, small ones in runs (one read each) then copied into their own arrays,
-or, with ``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
+of the target framework, small ones (up to 64 KiB) in runs of up to 1 MiB (one read each),
+numpy arrays then views of their run's buffer (other frameworks' copied out of it), or, with
+``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
 :class:`~treeclass.FileLoadError` (or, for a name that is not registered,
 :class:`~treeclass.UnregisteredNameError`).
 
@@ -773,10 +774,11 @@ def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
         got += n
 
 
-#: Tensors up to this size are read in runs (one read for many), then copied to their own
-#: arrays; larger ones are read straight into theirs.
+#: Tensors up to this size are read in runs (one read for many): loaded to numpy, views of
+#: their run (each run its own buffer, shared by its arrays only); else copied out of it.
+#: Larger ones are read straight into their arrays.
 _SMALL: Final = 64 * 1024
-#: The largest run: the extra memory a load holds at once.
+#: The largest run: the most memory one small numpy array can keep alive (its run's).
 _RUN: Final = 1024 * 1024
 _NAME: Final[Callable[[TensorInfo], str]] = itemgetter(0)
 _BEGIN: Final = itemgetter(3)
@@ -852,19 +854,12 @@ class _Reader:
                 if target == "numpy":
                     append(raw)
                     continue
-                raw = raw.reshape(-1).view(self.np.uint8)
+                raw = raw.reshape(-1).view(self.np.uint8).copy()  # (torch's own storage)
             append(make(info, target, raw))
         return out
 
     def _read_small(self, small: list[TensorInfo], raws: dict[str, Any]) -> None:
-        """Read the bytes of ``small`` (sorted by place) in runs, each tensor its own memory.
-
-        On a little-endian machine a tensor of a dtype numpy has (:data:`_PLAIN_NUMPY`)
-        becomes its numpy array at once: the tensors of one dtype and shape next to each
-        other in a run are viewed as the rows of one array and copied out row by row (each
-        row its own array, at C speed); any other tensor's bytes are copied out as
-        ``np.uint8``.
-        """
+        """Read the bytes of ``small`` (sorted by place) in runs (:meth:`_read_run`)."""
         np = self.np
         uint8 = np.uint8
         begins = list(map(_BEGIN, small))
@@ -880,22 +875,31 @@ class _Reader:
                 i = j
 
     def _read_run(self, run: list[TensorInfo], scratch: Any, raws: dict[str, Any]) -> None:
-        """Read ``run`` (tensors next to each other) into ``scratch``, then copy them out."""
-        np = self.np
-        copy: Callable[[Any], Any] = np.ndarray.copy
+        """Read ``run`` (tensors next to each other) into ``scratch``, then split it up.
+
+        On a little-endian machine a tensor of a dtype numpy has (:data:`_PLAIN_NUMPY`) at an
+        offset aligned for it becomes its numpy array at once, a view of ``scratch`` (the
+        tensors of one dtype and shape next to each other are the rows of one array, split at
+        C speed); any other tensor's bytes are copied out as ``np.uint8``.
+        """
         base = run[0].begin
         _read_exact(self.f, self.header.data_start + base, scratch, self.source)
         for (code, shape), group in groupby(run, _CODE_SHAPE):
             same = list(group)
             dtype = _PLAIN_NUMPY.get(code) if _LITTLE else None
-            if dtype is None or len(same) == 1 or not shape:  # (rows of 0-d: scalars)
-                for info in same:
-                    raw = scratch[info.begin - base : info.end - base].copy()
-                    raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
-                continue
             at = same[0].begin - base
-            rows = scratch[at : same[-1].end - base].view(dtype).reshape((len(same), *shape))
-            raws.update(zip(map(_NAME, same), map(copy, rows)))
+            if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
+                if shape and len(same) > 1:  # (the rows of a 1-d array would be scalars)
+                    rows = scratch[at : same[-1].end - base].view(dtype)
+                    raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
+                    continue
+                for info in same:
+                    raw = scratch[info.begin - base : info.end - base]
+                    raws[info.name] = raw.view(dtype).reshape(shape)
+                continue
+            for info in same:
+                raw = scratch[info.begin - base : info.end - base].copy()
+                raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
@@ -1204,7 +1208,10 @@ def load(
             without ``mmap``.
 
     Returns:
-        The tree.
+        The tree. Its numpy arrays are writable and never overlap; small ones (up to 64 KiB,
+        read together) are views of one buffer of up to 1 MiB shared with their neighbours in
+        the file, which stays alive as long as any of them does: ``.copy()`` one to keep only
+        its own bytes. torch and JAX arrays hold their own memory (without ``mmap``).
 
     Raises:
         UnregisteredNameError: the file names a class that is not registered here.
