@@ -94,9 +94,16 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
     pending: list[tuple[int, list[Any]]] = []
     last: dict[str, tuple[list[str], list[str]]] = {}  # per class: its last fields, entries
     positions: dict[int, list[str]] = {}  # arity -> "[0]", "[1]"... (tuples, lists)
+    # Per node object met before (by identity, alive in nodes: node lists may repeat one
+    # object for equal nodes), its entries.
+    met: dict[int, list[str]] = {}
     for i, item in enumerate(nodes):
         if item is None:
             append(None)
+            continue
+        found = met.get(id(item))
+        if found is not None:
+            append(found)
             continue
         name, state, arity = item
         if not arity:
@@ -142,6 +149,8 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                     last[name] = (fields, entries)
         if entries is None:
             entries = [f"[{j}]" for j in range(arity)]
+        elif not pending or pending[-1][0] != i:  # (a pending node's entries come below)
+            met[id(item)] = entries
         append(entries)
     if pending:
         try:
