@@ -18,6 +18,8 @@ time stays linear in the size of what is compared.
 
 from __future__ import annotations
 
+from itertools import chain, cycle, repeat
+from operator import add
 from typing import TYPE_CHECKING
 
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
@@ -26,7 +28,7 @@ from .._errors import TreeclassError
 from .format import all_leaves, nodes_to_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from typing import Any, Final
 
 __all__ = ["child_entries", "leaf_paths", "walk"]
@@ -265,6 +267,21 @@ def leaf_paths(
                 spans[id(grand)] = (span, keys)
         elif all_leaves(nodes, i, k):
             keys = grand
+        elif lengths is None and (alike := _alike_children(entries, i, k)) is not None:
+            # Children alike (a dict of one class's nodes...): every leaf's path at once.
+            path = top[3]
+            if path is None:
+                path = top[3] = "".join(parts)
+            path += key
+            ends, size = alike  # (the keys of the leaves under each child)
+            times: Any = repeat  # (repeat(path, n) for each child's path)
+            each: Iterable[str] = chain.from_iterable(
+                map(times, map(path.__add__, grand), repeat(len(ends)))
+            )
+            out.extend(map(add, each, cycle(ends)))
+            j += k * len(ends)
+            i += k * size
+            continue
         if keys is not None:
             if (
                 lengths is not None
@@ -282,6 +299,31 @@ def leaf_paths(
         parts.append(key)
         frames.append([grand, 0, length, None])
     return out
+
+
+def _alike_children(
+    entries: Sequence[list[str] | None], i: int, k: int
+) -> tuple[list[str], int] | None:
+    """The leaves' keys and size of the ``k`` subtrees from ``entries[i]``, when alike.
+
+    Alike: each has the child entries of the first (equal lists), and children that are
+    leaves or nodes without children, as the first's are. ``None`` otherwise (after work
+    linear in what was looked at).
+    """
+    first = entries[i]
+    if not first or len(first) > 16:
+        return None
+    span = entries[i + 1 : i + 1 + len(first)]
+    if span.count(None) + span.count([]) != len(first):
+        return None
+    size = 1 + len(first)
+    end = i + size * k
+    if end > len(entries) or entries[i:end:size].count(first) != k:
+        return None
+    for p, x in enumerate(span, 1):
+        if entries[i + p : end : size].count(x) != k:
+            return None
+    return [e for e, x in zip(first, span) if x is None], size
 
 
 def current_child_entries(
