@@ -18,8 +18,8 @@ time stays linear in the size of what is compared.
 
 from __future__ import annotations
 
-from itertools import chain, cycle, repeat
-from operator import add
+from itertools import chain, compress, count, cycle, repeat
+from operator import add, is_not
 from typing import TYPE_CHECKING
 
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
@@ -91,25 +91,22 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
     Raises:
         TreeclassError: with ``strict``, a dict key could not be decoded.
     """
-    out: list[list[str] | None] = []
-    append = out.append
+    out: list[list[str] | None] = [None] * len(nodes)  # (leaves: None)
     pending: list[tuple[int, list[Any]]] = []
     last: dict[str, tuple[list[str], list[str]]] = {}  # per class: its last fields, entries
     positions: dict[int, list[str]] = {}  # arity -> "[0]", "[1]"... (tuples, lists)
     # Per node object met before (by identity, alive in nodes: node lists may repeat one
     # object for equal nodes), its entries.
     met: dict[int, list[str]] = {}
-    for i, item in enumerate(nodes):
-        if item is None:
-            append(None)
-            continue
+    for i in compress(count(), map(is_not, nodes, repeat(None))):  # the nodes (not leaves)
+        item = nodes[i]
         found = met.get(id(item))
         if found is not None:
-            append(found)
+            out[i] = found
             continue
         name, state, arity = item
         if not arity:
-            append(_NONE_AT_ALL)
+            out[i] = _NONE_AT_ALL
             continue
         memo = last.get(name)  # (only classes' names: their children are their fields)
         if (
@@ -117,7 +114,7 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
             and state.__class__ is dict
             and memo[0] == state.get("data", state.get("fields"))  # as the class's last node
         ):
-            append(memo[1])
+            out[i] = memo[1]
             continue
         keys = _dict_keys(name, state)
         entries: list[str] | None = None
@@ -153,7 +150,7 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
             entries = [f"[{j}]" for j in range(arity)]
         elif not pending or pending[-1][0] != i:  # (a pending node's entries come below)
             met[id(item)] = entries
-        append(entries)
+        out[i] = entries
     if pending:
         try:
             decoded = _decode_batch(pending)
