@@ -446,8 +446,12 @@ def save(
     # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
     encoded = encode_scalars(flat, path_of)
     values = [s[1] for s in encoded if s is not None]  # canonical JSON texts of the scalars
-    tags: list[Any] = [None if s is None else s[0] for s in encoded]  # (arrays: below)
-    at = list(compress(count(), map(is_, encoded, repeat(None))))  # the other leaves' indices
+    if len(values) == len(encoded):  # scalars only: every leaf in one go
+        at: list[int] = []
+        tags: list[Any] = [s[0] for s in encoded if s is not None]  # (always)
+    else:
+        at = list(compress(count(), map(is_, encoded, repeat(None))))  # the other leaves
+        tags = [None if s is None else s[0] for s in encoded]  # (arrays: below)
     arrays = list(map(flat.__getitem__, at))
     classes: dict[type, Any] = dict(zip(map(type, arrays), arrays))  # a leaf of each class
     seen: dict[type, Any] = {cls: _leaf_kind(leaf) for cls, leaf in classes.items()}

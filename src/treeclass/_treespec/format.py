@@ -392,18 +392,21 @@ def dumps_nodes(nodes: Sequence[Node]) -> str:
     A node object that appears many times (:func:`spec_to_nodes` repeats equal nodes) is
     encoded once; the text is the same as encoding the whole document in one go.
     """
-    distinct = dict(zip(map(id, nodes), nodes))  # (nodes holds them: ids stay unique)
-    if len(distinct) * 4 <= len(nodes):
-        texts = {i: "null" if n is None else dumps_canonical(n) for i, n in distinct.items()}
-        listed = ",".join(map(texts.__getitem__, map(id, nodes)))
-        return (
-            f'{{"format":"{FORMAT_ID}","leaves":{nodes.count(None)},"nodes":[{listed}],'
-            f'"version":{FORMAT_VERSION}}}'
-        )
+    leaves = nodes.count(None)
+    inner = len(nodes) - leaves  # the nodes that are not leaves
+    if inner >= 16:
+        distinct = dict(zip(map(id, nodes), nodes))  # (nodes holds them: ids stay unique)
+        if (len(distinct) - 1) * 4 <= inner:
+            texts = {i: "null" if n is None else dumps_canonical(n) for i, n in distinct.items()}
+            listed = ",".join(map(texts.__getitem__, map(id, nodes)))
+            return (
+                f'{{"format":"{FORMAT_ID}","leaves":{leaves},"nodes":[{listed}],'
+                f'"version":{FORMAT_VERSION}}}'
+            )
     return dumps_canonical(
         {
             "format": FORMAT_ID,
-            "leaves": nodes.count(None),
+            "leaves": leaves,
             "nodes": nodes,
             "version": FORMAT_VERSION,
         }
