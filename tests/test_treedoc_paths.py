@@ -134,3 +134,25 @@ def test_a_dataclass_field_named_like_a_path_stays_distinct() -> None:
 
     tree = alike(20, lambda i: Pair(Plain(i), i))
     assert computed(tree) == expected(tree)
+
+
+@tc.pytree_dataclass(name="tests.treedoc.Flag")
+class Flag:
+    v: Any
+    flag: Any = tc.field(static=True, default=None)
+
+
+def test_equal_nodes_written_once_keep_their_statics_exact() -> None:
+    # Equal auxdata of one class is one node object in the document's node list (written
+    # once): True and 1, 0.0 and -0.0 are equal but not the same static value.
+    flags = [True, 1, 1, True, 1.0, 0.0, -0.0, 0.0, "1", None, 2**40, 2**40]
+    tree = [Flag(i, f) for i, f in enumerate(flags * 3)]
+    doc = tc.treespec_dumps(tc.tree_structure(tree))
+    leaves = tc.tree_leaves(tree)
+    back = tc.treespec_loads(doc).unflatten(leaves)
+    got = [f.flag for f in back]
+    assert [type(g) for g in got] == [type(f) for f in flags * 3]
+    assert [repr(g) for g in got] == [repr(f) for f in flags * 3]  # -0.0 stays -0.0
+    _, spec = tc.tree_flatten(tree)
+    nodes = spec_to_nodes(spec)
+    assert nodes[3] is nodes[5] and nodes[1] is not nodes[3]  # 1, 1 (one node); True, 1 (two)

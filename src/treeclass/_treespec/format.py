@@ -100,8 +100,9 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         UnserializableStaticError: a static value has no JSON form.
     """
     # Per node type: its name, getstate, the last auxdata, that auxdata's value classes (when
-    # a tuple of JSON scalars but floats, see _plain_state: equal is then the same) and node.
-    # A node equal to the last of its type is that node again (dumps_nodes writes it once).
+    # a tuple of JSON scalars but floats, see _plain_state: equal is then the same; compared
+    # first, so == runs on such values only) and its node. A node equal to the last of its
+    # type is that node again (dumps_nodes writes it once).
     cache: dict[NodeType, list[Any]] = {}
     out: list[Node] = []
     append = out.append
@@ -123,7 +124,7 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
             or node[2] != k
             or not (
                 aux is h[2]
-                or (aux.__class__ is tuple and aux == h[2] and tuple(map(type, aux)) == h[3])
+                or (aux.__class__ is tuple and tuple(map(type, aux)) == h[3] and aux == h[2])
             )
         ):
             node = h[4] = (h[0], h[1](aux), k)
