@@ -21,7 +21,8 @@ the median of the per-round ratios with its p10-p90, against the target of issue
    with ``safetensors.safe_open(...).get_tensor`` / ``load_file`` beside it. Target: memory
    proportional to what is selected. The 1 GiB file is deleted at the end.
 
-Run: ``python benchmarks/bench_files.py`` (``--quick``: fewer rounds, and no 1 GiB part).
+Run: ``python benchmarks/bench_files.py`` (``--quick``: fewer rounds, and no 1 GiB part;
+``--first``: the first line only, 1,000 x 1 KiB numpy round trips, 7 rounds with ``--quick``).
 """
 
 from __future__ import annotations
@@ -101,17 +102,24 @@ def cpu(ours: Callable[[], Any], theirs: Callable[[], Any], number: int, repeat:
     return paired_times(ours, theirs, number=number, repeat=repeat, clock=time.process_time)
 
 
-def round_trips(folder: Path, quick: bool) -> None:
+def round_trips(folder: Path, quick: bool, first: bool = False) -> None:
     workloads = [
         ("1000 x 1 KiB", 500, 256, 10, 21, 1.5),
         ("64 x 256 KiB (16 MiB)", 32, 65536, 2, 15, 1.0),
     ]
-    for label, n, elems, number, repeat, target in workloads:
-        compare(folder, label, n, elems, number, 7 if quick else repeat, target)
+    for label, n, elems, number, repeat, target in workloads[:1] if first else workloads:
+        compare(folder, label, n, elems, number, 7 if quick else repeat, target, first)
 
 
 def compare(
-    folder: Path, label: str, n: int, elems: int, number: int, repeat: int, target: float
+    folder: Path,
+    label: str,
+    n: int,
+    elems: int,
+    number: int,
+    repeat: int,
+    target: float,
+    numpy_only: bool = False,
 ) -> None:
     tree = make_tree(n, elems)
     tensors = flat(tree)
@@ -128,6 +136,8 @@ def compare(
     print(f"\nworkload {label}: {len(tensors)} tensors, {2 * n} python leaves")
     print(line("numpy: tc.save+load vs safetensors.numpy", cpu(ours, theirs, number, repeat),
                target))  # fmt: skip
+    if numpy_only:
+        return
     try:
         import safetensors.torch as st_torch
         import torch
@@ -319,6 +329,9 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]}; numpy {np.__version__}")
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         quick = "--quick" in sys.argv
+        if "--first" in sys.argv:
+            round_trips(Path(tmp), quick, first=True)
+            return
         round_trips(Path(tmp), quick)
         scalars(Path(tmp), quick)
         mmap_load(Path(tmp), quick)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import importlib.util
+import itertools
 import json
 import math
 import struct
@@ -29,6 +30,7 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 
 import treeclass as tc  # noqa: E402
 import treeclass._io.files as files_module  # noqa: E402
+import treeclass._io.safetensors as safetensors_module  # noqa: E402
 from treeclass._io.safetensors import read_header  # noqa: E402
 
 # --- classes ----------------------------------------------------------------------------------
@@ -594,7 +596,11 @@ def test_save_replaces_a_file_atomically(tmp_path: Path, monkeypatch: pytest.Mon
         raise Boom
 
     monkeypatch.setattr(files_module, "_numpy_payload", failing)
-    with pytest.raises(Boom):
+    with pytest.raises(Boom):  # before writing (an unusual array: its own payload)
+        tc.save(path, {"v": np.ones(4)[::2]})
+    assert tc.load(path) == {"v": 1}
+    monkeypatch.setattr(safetensors_module, "_write_all", failing)
+    with pytest.raises(Boom):  # while writing the temporary file
         tc.save(path, {"v": np.ones(1)})
     assert tc.load(path) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["t.safetensors"]
@@ -847,20 +853,92 @@ def test_load_never_imports_or_unpickles(tmp_path: Path, monkeypatch: pytest.Mon
 # --- small tensors in runs, mmap=True -----------------------------------------------------------
 
 
-def test_small_tensors_read_in_runs_each_hold_only_their_own_bytes(tmp_path: Path) -> None:
+def _run_buffer(arr: Any) -> Any:
+    while arr.base is not None:
+        arr = arr.base
+    return arr
+
+
+def test_small_tensors_read_in_runs_share_only_their_run(tmp_path: Path) -> None:
     tree = {f"t{i:03d}": np.full(3 + i % 5, i, np.float32) for i in range(300)}
-    tree["odd"] = np.arange(7, dtype=np.int8)  # 7 bytes: the next tensors start unaligned
+    tree["odd"] = np.arange(7, dtype=np.int8)  # 7 bytes (last in the file: written by dtype)
     tree["z"] = np.arange(3, dtype=np.float64)
+    tree["big"] = np.zeros(20_000, np.float64)  # over 64 KiB: read into its own array
     path = tmp_path / "small.safetensors"
     tc.save(path, tree)
     got = tc.load(path)
     for k, v in tree.items():
         assert got[k].dtype == v.dtype and got[k].tolist() == v.tolist()
-        base = got[k] if got[k].base is None else got[k].base
-        assert base.nbytes == v.nbytes  # not a view of a buffer shared with other leaves
         assert got[k].flags.writeable and got[k].flags.aligned
+        assert _run_buffer(got[k]).nbytes <= 1 << 20  # at most its run's buffer stays alive
+    assert got["big"].base is None
+    arrays = list(got.values())
+    for a, b in itertools.pairwise(arrays):
+        assert not np.shares_memory(a, b)  # views of one buffer, never of the same bytes
     got["t000"][:] = 99
     assert got["t005"].tolist() == tree["t005"].tolist()
+    assert got["t001"].tolist() == tree["t001"].tolist()
+    # Selected leaves: their runs hold only the selected tensors' bytes.
+    some = tc.load(path, paths=["['t010']", "['t200']"])
+    assert _run_buffer(some["t010"]).nbytes == tree["t010"].nbytes
+    assert _run_buffer(some["t200"]).nbytes == tree["t200"].nbytes
+
+
+def test_small_tensors_of_one_dtype_and_shape_are_the_rows_of_one_array(
+    tmp_path: Path,
+) -> None:
+    # Runs of tensors of one dtype and shape are split as the rows of one array: each row
+    # must be a writable, aligned array of its own bytes, of the right shape, in leaf order.
+    tree: dict[str, Any] = {f"a{i:03d}": np.full((2, 3), i, np.float32) for i in range(40)}
+    tree |= {f"b{i:03d}": np.full(5, i, np.int16) for i in range(30)}
+    tree |= {"c0": np.float64(2.5), "c1": np.array(7.0), "c2": np.array(True), "n": 3}
+    tree |= {f"d{i}": np.zeros((0, 4), np.float32) for i in range(3)}  # empty: no bytes
+    path = tmp_path / "rows.safetensors"
+    tc.save(path, tree)
+    got = tc.load(path)
+    assert sorted(got) == sorted(tree)
+    for k, v in tree.items():
+        if k == "n":
+            assert got[k] == 3
+            continue
+        assert type(got[k]) is type(v), k
+        assert got[k].dtype == v.dtype and got[k].shape == v.shape and got[k].tolist() == v.tolist()
+        if isinstance(v, np.ndarray) and v.nbytes:
+            assert got[k].flags.writeable and got[k].flags.aligned
+            assert got[k].flags.c_contiguous and got[k].strides == v.strides
+    for i in range(39):
+        assert not np.shares_memory(got[f"a{i:03d}"], got[f"a{i + 1:03d}"])
+    got["a000"][:] = 99
+    assert got["a001"].tolist() == tree["a001"].tolist()
+    ts = tc.load(path, to="torch")
+    assert [ts[f"a{i:03d}"][0, 0].item() for i in range(40)] == list(range(40))
+    assert ts["a005"].untyped_storage().nbytes() == 24  # torch tensors: their own storage
+    assert ts["b029"].tolist() == [29] * 5 and tuple(ts["d2"].shape) == (0, 4)
+    some = tc.load(path, paths=["['a003']", "['b007']", "['c1']"])
+    assert some["a003"].tolist() == tree["a003"].tolist() and some["b007"].tolist() == [7] * 5
+    assert some["c1"].shape == () and some["a004"] is None and some["b008"] is None
+
+
+def test_small_tensors_at_unaligned_offsets_are_copied_aligned(tmp_path: Path) -> None:
+    # Another writer may put tensors at offsets not aligned to their item size.
+    values = [np.array([i, -i], np.float32) for i in range(4)]
+    header: dict[str, Any] = {"a": {"dtype": "I8", "shape": [3], "data_offsets": [0, 3]}}
+    for i in range(4):
+        header[f"b{i}"] = {"dtype": "F32", "shape": [2], "data_offsets": [3 + 8 * i, 11 + 8 * i]}
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    data = bytes([1, 2, 3]) + b"".join(v.tobytes() for v in values)
+    path = tmp_path / "unaligned.safetensors"
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+    got = tc.load(path)
+    assert got["a"].tolist() == [1, 2, 3]
+    for i, v in enumerate(values):
+        assert got[f"b{i}"].tolist() == v.tolist()
+        assert got[f"b{i}"].flags.aligned and got[f"b{i}"].flags.writeable
+    got["b0"][:] = 7
+    assert got["b1"].tolist() == values[1].tolist()
+    ts = tc.load(path, to="torch")
+    assert [ts[f"b{i}"].tolist() for i in range(4)] == [v.tolist() for v in values]
 
 
 def _tensor_offset(path: Path, name: str) -> int:

@@ -19,8 +19,9 @@ Loading never unpickles and never imports: classes are looked up by registered n
 :func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
 any tensor is read, then the structure, the leaf list and the tensors are checked against each
 other; only the bytes of the selected leaves are read: large tensors straight into a new array
-of the target framework, small ones in runs (one read each) then copied into their own arrays,
-or, with ``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
+of the target framework, small ones (up to 64 KiB) in runs of up to 1 MiB (one read each),
+numpy arrays then views of their run's buffer (other frameworks' copied out of it), or, with
+``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
 :class:`~treeclass.FileLoadError` (or, for a name that is not registered,
 :class:`~treeclass.UnregisteredNameError`).
 
@@ -31,6 +32,9 @@ leaves, and imported only then. jax and torch are imported only to make their ar
 from __future__ import annotations
 
 import sys
+from bisect import bisect_right
+from itertools import chain, compress, count, groupby, repeat
+from operator import attrgetter, is_, itemgetter, ne, sub
 from typing import TYPE_CHECKING
 
 from .._core.json import census, loads_checked
@@ -111,6 +115,7 @@ LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 _LETTER_SET: Final = frozenset(LEAF_KINDS)
 #: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
 ARRAY_LETTERS: Final = frozenset(_KIND_LETTERS[k] for k in _ARRAY_TYPES)
+_SCALAR_LETTERS: Final = _LETTER_SET - ARRAY_LETTERS
 # A plain safetensors file's "format" metadata (Hugging Face's convention) -> framework.
 _PLAIN_FORMATS: Final = {
     "pt": "torch",
@@ -165,6 +170,11 @@ def _np_dtype(name: str) -> Any:
         raise MissingDependencyError(
             f"numpy arrays of dtype {name} need the ml_dtypes package ({e}); {_EXTRA_HINT}."
         ) from e
+
+
+_C_CONTIGUOUS: Final[Callable[[Any], bool]] = attrgetter("flags.c_contiguous")
+_DTYPE_OF: Final[Callable[[Any], Any]] = attrgetter("dtype")
+_SHAPE_OF: Final[Callable[[Any], tuple[int, ...]]] = attrgetter("shape")
 
 
 def _code_of(dtype: Any) -> str | None:
@@ -246,6 +256,47 @@ def _numpy_payload(np: Any, arr: Any, where: str) -> tuple[str, list[int], Any]:
             )
         flat = flat[0::2] | (flat[1::2] << 4)  # element 2i in the low nibble (as torch packs)
     return code, shape, flat
+
+
+def _payload(np: Any, kind: str, leaf: Any, where: str) -> tuple[str, Sequence[int], Any]:
+    """``(dtype code, header shape, its bytes as a buffer)`` of an array leaf of ``kind``."""
+    if kind == "torch":
+        return _torch_payload(leaf, where)
+    if kind == "jax":
+        try:
+            host = np.asarray(leaf)
+        except Exception as e:
+            raise TreeclassTypeError(
+                f"the JAX array at {where} could not be copied to the host ({e}); save "
+                "concrete arrays, not traced values."
+            ) from e
+        return _numpy_payload(np, host, where)
+    return _numpy_payload(np, leaf, where)
+
+
+def _usual_numpy_tensors(
+    np: Any, names: list[str], arrays: list[Any], kinds: list[str]
+) -> list[tuple[str, str, Sequence[int], Any]] | None:
+    """``(name, code, shape, data)`` of each array, when all are usual numpy arrays; else None.
+
+    Usual: ``np.ndarray`` itself, C-contiguous, of a builtin little-endian (or native) dtype
+    safetensors holds other than float4; each is then written as it is, as
+    :func:`_numpy_payload` writes it (checked in bulk here).
+    """
+    if not arrays or set(kinds) != {"numpy"} or set(map(type, arrays)) != {np.ndarray}:
+        return None
+    if not all(map(_C_CONTIGUOUS, arrays)):
+        return None
+    codes: dict[Any, str] = {}
+    for dtype in set(map(_DTYPE_OF, arrays)):
+        code = _code_of(dtype)
+        if code is None or code == "F4" or dtype.isbuiltin != 1:
+            return None
+        if dtype.byteorder not in _NATIVE_ORDERS:
+            return None
+        codes[dtype] = code
+    dtype_codes = map(codes.__getitem__, map(_DTYPE_OF, arrays))
+    return list(zip(names, dtype_codes, map(_SHAPE_OF, arrays), arrays))
 
 
 def _torch_payload(leaf: Any, where: str) -> tuple[str, list[int], Any]:
@@ -393,56 +444,46 @@ def save(
         return key_paths[i]
 
     # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
-    kinds: list[str] = []
-    values: list[str] = []  # canonical JSON texts of the scalar leaves' values
-    arrays: list[tuple[int, str, Any]] = []  # (leaf index, kind, leaf)
     encoded = encode_scalars(flat, path_of)
-    if None not in encoded:  # scalars only: every leaf in one go
-        kinds = [_KIND_LETTERS[s[0]] for s in encoded if s is not None]  # (always)
-        values = [s[1] for s in encoded if s is not None]
-        encoded = []
-    seen: dict[type, str | None] = {}  # leaf class -> its kind, this save
-    for i, (leaf, scalar) in enumerate(zip(flat, encoded)):
-        if scalar is not None:
-            kinds.append(_KIND_LETTERS[scalar[0]])
-            values.append(scalar[1])
-            continue
-        cls = leaf.__class__
-        array_kind = seen[cls] if cls in seen else seen.setdefault(cls, _leaf_kind(leaf))
-        if array_kind is None:
-            raise TreeclassTypeError(
-                f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
-                f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
-                "and Python bool, int, float, complex and str leaves. If it is an object "
-                "holding arrays (a model, an equinox.Module), register its class with a name "
-                "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
-                "convert any other value to one of those leaves, or keep it out of the tree."
-            )
-        kinds.append(_KIND_LETTERS[array_kind])
-        arrays.append((i, array_kind, leaf))
-    names = tensor_names([path_of(i) for i, _, _ in arrays])
-    tensors: list[tuple[str, str, list[int], Any]] = []
+    values = [s[1] for s in encoded if s is not None]  # canonical JSON texts of the scalars
+    if len(values) == len(encoded):  # scalars only: every leaf in one go
+        at: list[int] = []
+        tags: list[Any] = [s[0] for s in encoded if s is not None]  # (always)
+    else:
+        at = list(compress(count(), map(is_, encoded, repeat(None))))  # the other leaves
+        tags = [None if s is None else s[0] for s in encoded]  # (arrays: below)
+    arrays = list(map(flat.__getitem__, at))
+    classes: dict[type, Any] = dict(zip(map(type, arrays), arrays))  # a leaf of each class
+    seen: dict[type, Any] = {cls: _leaf_kind(leaf) for cls, leaf in classes.items()}
+    if None in seen.values():
+        i = next(i for i in at if seen[type(flat[i])] is None)
+        leaf = flat[i]
+        raise TreeclassTypeError(
+            f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
+            f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
+            "and Python bool, int, float, complex and str leaves. If it is an object "
+            "holding arrays (a model, an equinox.Module), register its class with a name "
+            "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
+            "convert any other value to one of those leaves, or keep it out of the tree."
+        )
+    array_kinds: list[str] = list(map(seen.__getitem__, map(type, arrays)))
+    for i, kind in zip(at, array_kinds):
+        tags[i] = kind
+    kinds = "".join(map(_KIND_LETTERS.__getitem__, tags))
+    if at:
+        path_of(0)  # (every leaf's key path, at once)
+    names = tensor_names(list(map(key_paths.__getitem__, at)))
     np: Any = _numpy() if arrays else None
-    for name, (i, kind, leaf) in zip(names, arrays):
-        where = key_paths[i] or "the root"
-        if kind == "torch":
-            code, shape, data = _torch_payload(leaf, where)
-        elif kind == "jax":
-            try:
-                host = np.asarray(leaf)
-            except Exception as e:
-                raise TreeclassTypeError(
-                    f"the JAX array at {where} could not be copied to the host ({e}); save "
-                    "concrete arrays, not traced values."
-                ) from e
-            code, shape, data = _numpy_payload(np, host, where)
-        else:
-            code, shape, data = _numpy_payload(np, leaf, where)
-        tensors.append((name, code, shape, data))
+    tensors = _usual_numpy_tensors(np, names, arrays, array_kinds)
+    if tensors is None:
+        tensors = [
+            (name, *_payload(np, kind, leaf, key_paths[i] or "the root"))
+            for name, i, kind, leaf in zip(names, at, array_kinds, arrays)
+        ]
 
     # Canonical JSON (sorted keys, compact, ASCII), written directly.
     ours = (
-        f'{{"format":"{FILE_FORMAT}","kinds":"{"".join(kinds)}",'
+        f'{{"format":"{FILE_FORMAT}","kinds":"{kinds}",'
         f'"values":[{",".join(values)}],"version":{FILE_VERSION}}}'
     )
 
@@ -571,7 +612,7 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
         out = [None] * len(kinds)
         at: list[int] = []
     else:
-        at = [i for i, c in enumerate(kinds) if c not in ARRAY_LETTERS]
+        at = list(compress(count(), map(_SCALAR_LETTERS.__contains__, kinds)))
         out = [None] * len(kinds) if len(at) != len(kinds) else []
     if len(at) != len(values):
         raise _bad(
@@ -737,11 +778,20 @@ def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
         got += n
 
 
-#: Tensors up to this size are read in runs (one read for many), then copied to their own
-#: arrays; larger ones are read straight into theirs.
+#: Tensors up to this size are read in runs (one read for many): loaded to numpy, views of
+#: their run (each run its own buffer, shared by its arrays only); else copied out of it.
+#: Larger ones are read straight into their arrays.
 _SMALL: Final = 64 * 1024
-#: The largest run: the extra memory a load holds at once.
+#: The largest run: the most memory one small numpy array can keep alive (its run's).
 _RUN: Final = 1024 * 1024
+_NAME: Final[Callable[[TensorInfo], str]] = itemgetter(0)
+_BEGIN: Final = itemgetter(3)
+_END: Final = itemgetter(4)
+_DTYPE: Final = itemgetter(1)
+_INFO: Final = itemgetter(0)  # of a wanted tensor, (info, target)
+_TARGET: Final = itemgetter(1)
+_SHAPE: Final = itemgetter(2)
+_CODE_SHAPE: Final = itemgetter(1, 2)  # a TensorInfo's dtype code and shape
 
 
 class _Reader:
@@ -779,42 +829,81 @@ class _Reader:
         Small tensors' bytes are read first, in runs in file order; the arrays are then made
         in ``wanted``'s order (so warnings come in leaf order).
         """
-        np = self.np
         start = self.header.data_start
-        raws: dict[str, Any] = {}
+        raws: dict[str, Any] = {}  # name -> its bytes (np.uint8), or its plain numpy array
         if self.map is not None:
             for info, _ in wanted:
                 raws[info.name] = self.map[start + info.begin : start + info.end]
         else:
-            small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
-                           key=EXTENT)  # fmt: skip
-            i = 0
-            while i < len(small):
-                first = small[i]
-                j = i + 1
-                while (
-                    j < len(small)
-                    and small[j].begin == small[j - 1].end
-                    and small[j].end - first.begin <= _RUN
-                ):
-                    j += 1
-                scratch = np.empty(small[j - 1].end - first.begin, np.uint8)
-                _read_exact(self.f, start + first.begin, scratch, self.source)
-                base = first.begin
-                for info in small[i:j]:  # each its own memory
-                    raws[info.name] = scratch[info.begin - base : info.end - base].copy()
-                i = j
+            every = self.header.tensors.values()  # in file order
+            sizes = map(sub, map(_END, every), map(_BEGIN, every))
+            if len(wanted) == len(every) and max(sizes) <= _SMALL:
+                small = list(every)  # (the usual file of small tensors, all loaded)
+            else:
+                small = sorted([info for info, _ in wanted if info.end - info.begin <= _SMALL],
+                               key=EXTENT)  # fmt: skip
+            self._read_small(small, raws)
+        typed = self.map is None and _LITTLE  # raws of plain dtypes are their arrays
+        if typed and len(raws) == len(wanted):  # all small; plain numpy ones are made already
+            infos = list(map(_INFO, wanted))
+            targets = set(map(_TARGET, wanted))
+            if targets == {"numpy"} and set(map(_DTYPE, infos)) <= _PLAIN_NUMPY.keys():
+                return list(map(raws.__getitem__, map(_NAME, infos)))
         out: list[Any] = []
         append = out.append
         make = self._make
-        plain = _PLAIN_NUMPY if self.map is None and _LITTLE else {}
         for info, target in wanted:  # a loop, not a comprehension: warnings' stacklevel
             raw = raws.get(info.name)
-            if raw is not None and target == "numpy" and info.dtype in plain:
-                append(raw.view(plain[info.dtype]).reshape(info.shape))  # (as _make does)
-            else:
-                append(make(info, target, raw))
+            if raw is not None and typed and info.dtype in _PLAIN_NUMPY:
+                if target == "numpy":
+                    append(raw)
+                    continue
+                raw = raw.reshape(-1).view(self.np.uint8).copy()  # (torch's own storage)
+            append(make(info, target, raw))
         return out
+
+    def _read_small(self, small: list[TensorInfo], raws: dict[str, Any]) -> None:
+        """Read the bytes of ``small`` (sorted by place) in runs (:meth:`_read_run`)."""
+        np = self.np
+        uint8 = np.uint8
+        begins = list(map(_BEGIN, small))
+        ends = list(map(_END, small))
+        # Where a tensor does not start where the one before it ends (found at C speed).
+        gaps = [*compress(count(1), map(ne, begins[1:], ends)), len(small)]
+        i = 0
+        for gap in gaps:
+            while i < gap:  # a run: next to each other, at most _RUN bytes (or one tensor)
+                base = begins[i]
+                j = max(i + 1, bisect_right(ends, base + _RUN, i, gap))
+                self._read_run(small[i:j], np.empty(ends[j - 1] - base, uint8), raws)
+                i = j
+
+    def _read_run(self, run: list[TensorInfo], scratch: Any, raws: dict[str, Any]) -> None:
+        """Read ``run`` (tensors next to each other) into ``scratch``, then split it up.
+
+        On a little-endian machine a tensor of a dtype numpy has (:data:`_PLAIN_NUMPY`) at an
+        offset aligned for it becomes its numpy array at once, a view of ``scratch`` (the
+        tensors of one dtype and shape next to each other are the rows of one array, split at
+        C speed); any other tensor's bytes are copied out as ``np.uint8``.
+        """
+        base = run[0].begin
+        _read_exact(self.f, self.header.data_start + base, scratch, self.source)
+        for (code, shape), group in groupby(run, _CODE_SHAPE):
+            same = list(group)
+            dtype = _PLAIN_NUMPY.get(code) if _LITTLE else None
+            at = same[0].begin - base
+            if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
+                if shape and len(same) > 1:  # (the rows of a 1-d array would be scalars)
+                    rows = scratch[at : same[-1].end - base].view(dtype)
+                    raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
+                    continue
+                for info in same:
+                    raw = scratch[info.begin - base : info.end - base]
+                    raws[info.name] = raw.view(dtype).reshape(shape)
+                continue
+            for info in same:
+                raw = scratch[info.begin - base : info.end - base].copy()
+                raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
@@ -822,10 +911,6 @@ class _Reader:
         Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
         new array.
         """
-        if raw is not None and target == "numpy" and self.map is None and _LITTLE:
-            dtype = _PLAIN_NUMPY.get(info.dtype)
-            if dtype is not None:  # the usual small array: its own copy of its bytes, viewed
-                return raw.view(dtype).reshape(info.shape)
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]
@@ -981,14 +1066,14 @@ def _load_tree(
         if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
             chosen = _select(source, nodes, children, stored, paths)
         key_paths = stored
-    at = [i for i, t in enumerate(types) if t in _ARRAY_TYPES]  # the array leaves
+    at = list(compress(count(), map(_ARRAY_TYPES.__contains__, types)))  # the array leaves
     if stored is None:  # version 2: the key paths are the structure's (needed with arrays)
         key_paths = leaf_paths(nodes, children) or [] if at or paths is not None else []
         if paths is not None:
             chosen = _select(source, nodes, children, key_paths, paths)
 
     # Tensor names are the array leaves' key paths, made unique.
-    array_paths = [key_paths[i] for i in at]
+    array_paths = list(map(key_paths.__getitem__, at))
     names = tensor_names(array_paths)
     written = leaves.tensors
     if written is not None and written != names:
@@ -1000,29 +1085,24 @@ def _load_tree(
                     f"key path it must be {name!r:.200}.",
                 )
     tensors = header.tensors
-    targets: dict[str, str] = {}  # type -> target
     values = leaves.values  # the arrays go in once read
-    wanted: list[tuple[TensorInfo, str]] = []
-    slots: list[int] = []  # the leaf index of each wanted tensor
-    get = tensors.get
-    for i, name in zip(at, names):
-        info = get(name)
-        if info is None:
-            raise _bad(source, f"the leaf at {key_paths[i]!r:.200} has no tensor {name!r:.200}.")
-        kind = types[i]
-        target = targets.get(kind)
-        if target is None:
-            target = targets[kind] = _target_of(kind, to)
-        if kind == "numpy-scalar" and info.shape:
-            raise _bad(
-                source,
-                f"the numpy scalar at {key_paths[i]!r:.200} has the shape {list(info.shape)}.",
-            )
-        if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
-            _check_loadable(source, info, target)
-        if chosen is None or chosen[i]:
-            wanted.append((info, target))
-            slots.append(i)
+    kinds = list(map(types.__getitem__, at))
+    targets = {kind: _target_of(kind, to) for kind in set(kinds)}  # type -> target
+    infos: list[Any] = list(map(tensors.get, names))
+    if (
+        None in infos
+        or "numpy-scalar" in targets
+        or not set(map(_DTYPE, infos)) <= _PLAIN_DTYPES
+        or any(map(_MAX_SHAPE_DIM.__lt__, chain.from_iterable(map(_SHAPE, infos))))
+    ):  # anything unusual: checked one leaf at a time, for the message
+        for i, name, info in zip(at, names, infos):
+            _check_array_leaf(source, key_paths[i], name, info, types[i], targets[types[i]])
+    if chosen is None:
+        wanted = list(zip(infos, map(targets.__getitem__, kinds)))
+        slots = at  # the leaf index of each wanted tensor
+    else:
+        wanted = [(info, targets[types[i]]) for i, info in zip(at, infos) if chosen[i]]
+        slots = [i for i in at if chosen[i]]
     if len(names) != len(tensors):
         extra = sorted(set(tensors) - set(names))
         raise _bad(
@@ -1032,12 +1112,28 @@ def _load_tree(
         )
     if wanted:
         arrays = _Reader(f, header, source, mmap).read(wanted)
-        for i, (_, target), arr in zip(slots, wanted, arrays):
-            scalar = target == "numpy" and types[i] == "numpy-scalar"
-            values[i] = arr[()] if scalar else arr
+        if "numpy-scalar" in targets:
+            for i, (_, target), arr in zip(slots, wanted, arrays):
+                scalar = target == "numpy" and types[i] == "numpy-scalar"
+                values[i] = arr[()] if scalar else arr
+        else:
+            for i, arr in zip(slots, arrays):
+                values[i] = arr
     if chosen is not None:
         values = [v if keep else None for v, keep in zip(values, chosen)]
     return spec.unflatten(values)
+
+
+def _check_array_leaf(
+    source: str, where: str, name: str, info: TensorInfo | None, kind: str, target: str
+) -> None:
+    """That the array leaf at ``where`` has its tensor ``name``, and that it loads."""
+    if info is None:
+        raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
+    if kind == "numpy-scalar" and info.shape:
+        raise _bad(source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}.")
+    if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
+        _check_loadable(source, info, target)
 
 
 def _select(
@@ -1116,7 +1212,10 @@ def load(
             without ``mmap``.
 
     Returns:
-        The tree.
+        The tree. Its numpy arrays are writable and never overlap; small ones (up to 64 KiB,
+        read together) are views of one buffer of up to 1 MiB shared with their neighbours in
+        the file, which stays alive as long as any of them does: ``.copy()`` one to keep only
+        its own bytes. torch and JAX arrays hold their own memory (without ``mmap``).
 
     Raises:
         UnregisteredNameError: the file names a class that is not registered here.

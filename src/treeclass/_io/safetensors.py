@@ -21,9 +21,9 @@ only once complete.
 from __future__ import annotations
 
 import os
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from math import prod
-from operator import itemgetter, le, mul
+from operator import attrgetter, itemgetter, le, mul
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._core.json import loads_checked
@@ -31,7 +31,7 @@ from .._errors import FileLoadError, FileSaveError
 from .dtypes import SAFETENSORS_BITS
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from typing import Any, BinaryIO, Final
 
     from typing_extensions import Buffer
@@ -241,6 +241,10 @@ def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int
 
 
 _NAME: Final = itemgetter(0)
+_CODE: Final = itemgetter(1)  # (a TensorInfo's dtype; write_file's tensors' too)
+_SHAPE: Final[Callable[[Any], Sequence[int]]] = itemgetter(2)
+_DATA: Final = itemgetter(3)  # (write_file's tensors' data)
+_NBYTES: Final[Callable[[memoryview], int]] = attrgetter("nbytes")
 _BEGIN: Final = itemgetter(3)
 _END: Final = itemgetter(4)
 #: A :class:`TensorInfo`'s ``(begin, end)``: the sort key of a file's tensors by offset.
@@ -260,9 +264,12 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     dtypes: list[Any] = list(map(get, infos, repeat("dtype")))
     shapes: list[Any] = list(map(get, infos, repeat("shape")))
     offsets: list[Any] = list(map(get, infos, repeat("data_offsets")))
+    try:
+        known = set(dtypes) <= _BITS_KEYS  # (only a str equals a str; a list is unhashable)
+    except TypeError:
+        return None
     if (
-        set(map(type, dtypes)) != {str}
-        or not set(dtypes) <= _BITS_KEYS
+        not known
         or set(map(type, shapes)) != {list}
         or max(map(len, shapes)) > _INLINE_RANK
         or set(map(type, offsets)) != {list}
@@ -270,10 +277,10 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     ):
         return None
     dims = list(chain.from_iterable(shapes))
-    if dims and (set(map(type, dims)) != {int} or min(dims) < 0 or max(dims) >= _MAX_DIM):
-        return None
     flat = list(chain.from_iterable(offsets))
-    if set(map(type, flat)) != {int}:
+    if set(map(type, chain(dims, flat))) != {int}:
+        return None
+    if dims and (min(dims) < 0 or max(dims) >= _MAX_DIM):
         return None
     begins = flat[0::2]
     ends = flat[1::2]
@@ -286,6 +293,8 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
     dims_of: Any = map(tuple, shapes)  # pyright: ignore[reportUnknownArgumentType]
     fields: Any = zip(doc, dtypes, dims_of, begins, ends)
     tensors: list[TensorInfo] = list(map(make, repeat(TensorInfo), fields))
+    if begins[0] == 0 and begins[1:] == ends[:-1] and ends[-1] == data_size:
+        return tensors  # in file order already, tiling the data (as files are written)
     tensors.sort(key=EXTENT)
     starts = list(map(_BEGIN, tensors))
     stops = list(map(_END, tensors))
@@ -360,21 +369,38 @@ def write_file(
     """
     from json.encoder import encode_basestring as text_of  # (C) as json.dumps writes strings
 
-    items = sorted(tensors, key=lambda t: (-_RANK[t[1]], t[0]))
+    items = list(tensors)
+    if len(set(map(_CODE, items))) == 1:
+        items.sort(key=_NAME)  # (one dtype: by name alone; names are unique)
+    else:
+        items.sort(key=lambda t: (-_RANK[t[1]], t[0]))
+    view_of: Any = memoryview
+    views: list[memoryview] = list(map(view_of, map(_DATA, items)))
+    offsets = [0, *accumulate(map(_NBYTES, views))]
+    shapes: list[tuple[int, ...]] = list(map(tuple, map(_SHAPE, items)))
+    shape_texts = {shape: ",".join(map(str, shape)) for shape in set(shapes)}
     # The header's JSON text, written directly: what json.dumps(..., ensure_ascii=False,
     # separators=(",", ":")) writes of {"__metadata__": metadata, name: entry, ...}.
     parts: list[str] = []
     if metadata:
         pairs = ",".join([f"{text_of(k)}:{text_of(v)}" for k, v in metadata.items()])
         parts.append(f'"__metadata__":{{{pairs}}}')
-    at = 0
-    for name, dtype, shape, data in items:
-        n = memoryview(data).nbytes
-        parts.append(
-            f'{text_of(name)}:{{"dtype":"{dtype}","shape":[{",".join(map(str, shape))}],'
-            f'"data_offsets":[{at},{at + n}]}}'
+    if items:
+        fields = zip(
+            map(text_of, map(_NAME, items)),
+            map(_CODE, items),
+            map(shape_texts.__getitem__, shapes),
+            offsets,
+            offsets[1:],
         )
-        at += n
+        parts.append(
+            ",".join(
+                [
+                    f'{n}:{{"dtype":"{c}","shape":[{s}],"data_offsets":[{b},{e}]}}'
+                    for n, c, s, b, e in fields
+                ]
+            )
+        )
     try:
         raw = f"{{{','.join(parts)}}}".encode()
     except UnicodeEncodeError as e:
@@ -393,9 +419,7 @@ def write_file(
     tmp = os.path.join(folder, f".{base}.{os.getpid()}.{id(items):x}.tmp")
     try:
         with open(tmp, "wb", buffering=0) as out:
-            buffers: list[Any] = [len(raw).to_bytes(8, "little") + raw]
-            buffers += [_bytes_of(data) for _, _, _, data in items]
-            _write_all(out, buffers)
+            _write_all(out, [memoryview(len(raw).to_bytes(8, "little") + raw), *views])
         os.replace(tmp, target)
     except BaseException:
         import contextlib  # here: importing contextlib costs ~1 ms at ``import treeclass``
@@ -408,16 +432,8 @@ def write_file(
 _IOV_MAX: Final = 1024  # buffers per writev call (POSIX's minimum IOV_MAX is 16; Linux 1024)
 
 
-def _bytes_of(data: Buffer) -> Any:
-    """``data`` as a flat buffer of bytes (what ``writev`` takes)."""
-    view = memoryview(data)
-    if view.ndim == 1 and view.format == "B":
-        return view
-    return view.cast("B") if view.nbytes else b""  # (no cast of a shape with a zero)
-
-
-def _write_all(out: Any, buffers: list[Any]) -> None:
-    """Write ``buffers`` (byte buffers) to the unbuffered file ``out``, in few system calls."""
+def _write_all(out: Any, buffers: list[memoryview]) -> None:
+    """Write ``buffers`` (C-contiguous) to the unbuffered file ``out``, in few system calls."""
     writev = getattr(os, "writev", None)
     if writev is None:  # pragma: no cover - Windows
         for b in buffers:
@@ -432,12 +448,12 @@ def _write_all(out: Any, buffers: list[Any]) -> None:
     while i < len(buffers):
         chunk = buffers[i : i + limit]
         n = writev(fd, chunk)
-        if not n and any(len(b) for b in chunk):  # pragma: no cover - the OS said nothing
+        if not n and any(b.nbytes for b in chunk):  # pragma: no cover - the OS said nothing
             raise OSError("the file system accepted no bytes (writev returned 0)")
         for b in chunk:  # skip what was written; a partial buffer is written again from there
-            size = len(b)
+            size = b.nbytes
             if n < size:
-                buffers[i] = memoryview(b)[n:]
+                buffers[i] = b.cast("B")[n:]  # (size > 0: any shape casts to bytes)
                 break
             n -= size
             i += 1

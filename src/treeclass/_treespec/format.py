@@ -14,7 +14,7 @@ input is a :class:`~treeclass.TreespecLoadError`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, TypeAlias
 
 from .._core.json import (
@@ -100,7 +100,11 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         UnnamedClassError: a node's class (or namedtuple) has no registered name.
         UnserializableStaticError: a static value has no JSON form.
     """
-    cache: dict[NodeType, tuple[str, Callable[[Any], Any]]] = {}
+    # Per node type: its name, getstate, the last auxdata, that auxdata's value classes (when
+    # a tuple of JSON scalars but floats, see _plain_state: equal is then the same; compared
+    # first, so == runs on such values only) and its node. A node equal to the last of its
+    # type is that node again (dumps_nodes writes it once).
+    cache: dict[NodeType, list[Any]] = {}
     out: list[Node] = []
     append = out.append
     for e in spec._entries:
@@ -114,8 +118,21 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
                 name = nt.require_name()
             except UnnamedClassError:  # say at once what every class of the spec needs
                 raise unnamed_error(e[0] for e in spec._entries if e is not None) from None
-            h = cache[nt] = (name, nt.getstate)
-        append((h[0], h[1](aux), k))
+            h = cache[nt] = [name, nt.getstate, _UNSET, None, None]
+        node = h[4]
+        if (
+            node is None
+            or node[2] != k
+            or not (
+                aux is h[2]
+                or (aux.__class__ is tuple and tuple(map(type, aux)) == h[3] and aux == h[2])
+            )
+        ):
+            node = h[4] = (h[0], h[1](aux), k)
+            h[2] = aux
+            plain = aux.__class__ is tuple and _SCALAR_CLASSES.issuperset(map(type, aux))
+            h[3] = tuple(map(type, aux)) if plain else None
+        append(node)
         if leafy and k:
             out.extend([None] * k)
     return out
@@ -372,11 +389,26 @@ _ALL_PRESENT: Final = _AllPresent()
 
 
 def dumps_nodes(nodes: Sequence[Node]) -> str:
-    """The canonical document text of a node list (whatever registry it was made from)."""
+    """The canonical document text of a node list (whatever registry it was made from).
+
+    A node object that appears many times (:func:`spec_to_nodes` repeats equal nodes) is
+    encoded once; the text is the same as encoding the whole document in one go.
+    """
+    leaves = nodes.count(None)
+    inner = len(nodes) - leaves  # the nodes that are not leaves
+    if inner >= 16:
+        distinct = dict(zip(map(id, nodes), nodes))  # (nodes holds them: ids stay unique)
+        if (len(distinct) - 1) * 4 <= inner:
+            texts = {i: "null" if n is None else dumps_canonical(n) for i, n in distinct.items()}
+            listed = ",".join(map(texts.__getitem__, map(id, nodes)))
+            return (
+                f'{{"format":"{FORMAT_ID}","leaves":{leaves},"nodes":[{listed}],'
+                f'"version":{FORMAT_VERSION}}}'
+            )
     return dumps_canonical(
         {
             "format": FORMAT_ID,
-            "leaves": nodes.count(None),
+            "leaves": leaves,
             "nodes": nodes,
             "version": FORMAT_VERSION,
         }

@@ -18,6 +18,8 @@ time stays linear in the size of what is compared.
 
 from __future__ import annotations
 
+from itertools import chain, compress, count, cycle, repeat
+from operator import add, is_not
 from typing import TYPE_CHECKING
 
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
@@ -26,12 +28,13 @@ from .._errors import TreeclassError
 from .format import all_leaves, nodes_to_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
     from typing import Any, Final
 
 __all__ = ["child_entries", "leaf_paths", "walk"]
 
 _DICTS: Final = frozenset((DICT, ORDERED_DICT))
+_NONE_AT_ALL: Final[list[str]] = []  # the entries of every node without children (read only)
 _SEQUENCES: Final = frozenset((TUPLE, LIST))
 
 
@@ -88,18 +91,37 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
     Raises:
         TreeclassError: with ``strict``, a dict key could not be decoded.
     """
-    out: list[list[str] | None] = []
+    out: list[list[str] | None] = [None] * len(nodes)  # (leaves: None)
     pending: list[tuple[int, list[Any]]] = []
     last: dict[str, tuple[list[str], list[str]]] = {}  # per class: its last fields, entries
-    for i, item in enumerate(nodes):
-        if item is None:
-            out.append(None)
+    positions: dict[int, list[str]] = {}  # arity -> "[0]", "[1]"... (tuples, lists)
+    # Per node object met before (by identity, alive in nodes: node lists may repeat one
+    # object for equal nodes), its entries.
+    met: dict[int, list[str]] = {}
+    for i in compress(count(), map(is_not, nodes, repeat(None))):  # the nodes (not leaves)
+        item = nodes[i]
+        found = met.get(id(item))
+        if found is not None:
+            out[i] = found
             continue
         name, state, arity = item
+        if not arity:
+            out[i] = _NONE_AT_ALL
+            continue
+        memo = last.get(name)  # (only classes' names: their children are their fields)
+        if (
+            memo is not None
+            and state.__class__ is dict
+            and memo[0] == state.get("data", state.get("fields"))  # as the class's last node
+        ):
+            out[i] = memo[1]
+            continue
         keys = _dict_keys(name, state)
         entries: list[str] | None = None
         if name in _SEQUENCES:
-            entries = [f"[{j}]" for j in range(arity)]
+            entries = positions.get(arity)
+            if entries is None:
+                entries = positions[arity] = [f"[{j}]" for j in range(arity)]
         elif keys is not None:
             if (
                 keys.__class__ is list
@@ -116,19 +138,19 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                     entries = []  # filled in below
         elif state.__class__ is dict:
             fields = state.get("data", state.get("fields"))
-            memo = last.get(name)
-            if memo is not None and memo[0] == fields:  # as the class's last node: shared
-                entries = memo[1]
-            elif (
+            if (
                 fields.__class__ is list
                 and len(fields) == arity
                 and all(f.__class__ is str for f in fields)
             ):
                 entries = [f".{f}" for f in fields]
-                last[name] = (fields, entries)
+                if name != DEFAULT_DICT:  # (a class: later nodes with these fields share them)
+                    last[name] = (fields, entries)
         if entries is None:
             entries = [f"[{j}]" for j in range(arity)]
-        out.append(entries)
+        elif not pending or pending[-1][0] != i:  # (a pending node's entries come below)
+            met[id(item)] = entries
+        out[i] = entries
     if pending:
         try:
             decoded = _decode_batch(pending)
@@ -199,6 +221,9 @@ def leaf_paths(
     # Open nodes: [child entries, next child, path length, path (built on first need)];
     # first, one above the root whose only child (the root) has the key "".
     frames: list[list[Any]] = [[[""], 0, 0, ""]]
+    # Per list of child entries (by identity: nodes of one class share theirs), the last
+    # children seen under it (leaves and nodes without children) and their leaves' keys.
+    spans: dict[int, tuple[Sequence[list[str] | None], list[str]]] = {}
     i = 0
     j = 0
     while frames:
@@ -227,21 +252,34 @@ def leaf_paths(
         if not k:
             continue
         length = top[2] + len(key)
-        if nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k):
-            # Children all leaves: their paths in one go.
-            if lengths is not None and [length + len(e) for e in grand] != lengths[j : j + k]:
-                return None
+        keys: list[str] | None = None  # the leaves' keys, when the children are all ends
+        if k <= 16:
+            span = entries[i : i + k]
+            known = spans.get(id(grand))  # the last node with these child entries
+            if known is not None and known[0] == span:
+                keys = known[1]
+            elif span.count(None) + span.count([]) == k:
+                # Children leaves or nodes without children: the leaves' paths in one go.
+                keys = [e for e, x in zip(grand, span) if x is None]
+                spans[id(grand)] = (span, keys)
+        elif all_leaves(nodes, i, k):
+            keys = grand
+        elif lengths is None and (alike := _alike_children(entries, i, k)) is not None:
+            # Children alike (a dict of one class's nodes...): every leaf's path at once.
             path = top[3]
             if path is None:
                 path = top[3] = "".join(parts)
             path += key
-            out.extend([path + e for e in grand] if path else grand)
-            i += k
-            j += k
+            ends, size = alike  # (the keys of the leaves under each child)
+            times: Any = repeat  # (repeat(path, n) for each child's path)
+            each: Iterable[str] = chain.from_iterable(
+                map(times, map(path.__add__, grand), repeat(len(ends)))
+            )
+            out.extend(map(add, each, cycle(ends)))
+            j += k * len(ends)
+            i += k * size
             continue
-        if k <= 16 and (span := entries[i : i + k]).count(None) + span.count([]) == k:
-            # Children leaves or nodes without children (None): the leaves' paths in one go.
-            keys = [e for e, x in zip(grand, span) if x is None]
+        if keys is not None:
             if (
                 lengths is not None
                 and [length + len(e) for e in keys] != lengths[j : j + len(keys)]
@@ -251,13 +289,38 @@ def leaf_paths(
             if path is None:
                 path = top[3] = "".join(parts)
             path += key
-            out.extend([path + e for e in keys])
+            out.extend(map(path.__add__, keys))
             j += len(keys)
             i += k
             continue
         parts.append(key)
         frames.append([grand, 0, length, None])
     return out
+
+
+def _alike_children(
+    entries: Sequence[list[str] | None], i: int, k: int
+) -> tuple[list[str], int] | None:
+    """The leaves' keys and size of the ``k`` subtrees from ``entries[i]``, when alike.
+
+    Alike: each has the child entries of the first (equal lists), and children that are
+    leaves or nodes without children, as the first's are. ``None`` otherwise (after work
+    linear in what was looked at).
+    """
+    first = entries[i]
+    if not first or len(first) > 16:
+        return None
+    span = entries[i + 1 : i + 1 + len(first)]
+    if span.count(None) + span.count([]) != len(first):
+        return None
+    size = 1 + len(first)
+    end = i + size * k
+    if end > len(entries) or entries[i:end:size].count(first) != k:
+        return None
+    for p, x in enumerate(span, 1):
+        if entries[i + p : end : size].count(x) != k:
+            return None
+    return [e for e, x in zip(first, span) if x is None], size
 
 
 def current_child_entries(
