@@ -13,7 +13,8 @@ Each harness keeps its own corpus, its own values and its own oracle; what they 
   treeclass error that is a ``ValueError``, accepted (the harness then checks the result), or
   anything else, a failure -- counted (by family where a harness has families) and reported
   (printed with ``-s``, and recorded with ``record_property``);
-- :func:`run_hypothesis`: Hypothesis, derandomized (the same cases on every run).
+- :func:`run_hypothesis`: Hypothesis, derandomized (the same cases on every run);
+- :func:`write_case`: a case written to the file the loader reads.
 
 Every random choice goes through the ``random.Random`` the harness seeds, so the cases of a run
 are the same on every run.
@@ -26,6 +27,7 @@ import json
 import random
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from hypothesis import HealthCheck, given, settings
@@ -398,3 +400,14 @@ def run_hypothesis(
         check(data)
 
     case()
+
+
+def write_case(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as a new file.
+
+    The previous case's file is removed first: ext4 (``auto_da_alloc``) flushes a file that is
+    truncated and written again in place to the disk at once, milliseconds a case, so a few
+    thousand cases spent most of their time waiting for the disk.
+    """
+    path.unlink(missing_ok=True)
+    path.write_bytes(data)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _mutate import write_case
 from _subproc import Outcome, report_in, run_module
 
 import treeclass as tc
@@ -445,7 +446,7 @@ def test_fuzz_the_artifact_readers(
                 data[j : j + 4] = struct.pack("<I", rng.choice((0, 4, 8, 12, 2**31, 2**32 - 4)))
         if not data:
             continue
-        path.write_bytes(bytes(data))
+        write_case(path, bytes(data))
         cases += 1
         try:
             read_artifact(str(path))

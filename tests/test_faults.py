@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from _subproc import run_script
+from _subproc import FRAMEWORKS, run_script
 
 pytest.importorskip("jax")
 pytest.importorskip("torch")
@@ -99,7 +99,9 @@ print(json.dumps(report))
 
 @pytest.mark.parametrize("framework", ["jax", "torch"])
 def test_a_fault_during_a_rerun_leaves_the_previous_state_everywhere(framework: str) -> None:
-    outcome = run_script(_RERUN_FAULT, framework, timeout=TIMEOUT)
+    # jax and torch are imported before treeclass: a process that has them already runs it
+    # as a fresh one does.
+    outcome = run_script(_RERUN_FAULT, framework, timeout=TIMEOUT, preload=FRAMEWORKS)
     report = outcome.report()
     assert report["rerun"] != "succeeded", report
     assert report["after_fault"] == {"treeclass": "old", "torch": "old", "jax.export": "old"}, (

@@ -41,6 +41,7 @@ from _mutate import (
     random_bytes,
     run_hypothesis,
     truncate,
+    write_case,
 )
 from hypothesis import strategies as st
 
@@ -130,7 +131,7 @@ class Checker:
         )
 
     def check(self, data: bytes, *, paths: Any = None, memory: bool = False) -> None:
-        self.path.write_bytes(data)
+        write_case(self.path, data)
         if memory:
             tracemalloc.start()
         loaded, tree = self.tally.attempt(

@@ -30,7 +30,7 @@ ocp = pytest.importorskip("orbax.checkpoint")
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from _subproc import report_in, run_script  # noqa: E402
+from _subproc import FRAMEWORKS, report_in, run_script  # noqa: E402
 
 import treeclass as tc  # noqa: E402
 import treeclass.orbax as tco  # noqa: E402
@@ -449,11 +449,13 @@ _MODELS = textwrap.dedent(
     """
 )
 
+# The fresh-process scripts import jax first (what they check is not import order): a process
+# that has the frameworks already runs them as a fresh one does (_subproc's preload).
 _SAVE = """
 import json, sys
+import jax.numpy as jnp
 import numpy as np
 import models_v1 as m
-import jax.numpy as jnp
 import treeclass.orbax as tco
 
 state = m.State(
@@ -469,6 +471,7 @@ print(json.dumps({"saved": True}))
 
 _RESTORE = """
 import json, sys
+import jax
 import numpy as np
 import renamed_models as m   # the same classes, under another module name
 import treeclass.orbax as tco
@@ -492,6 +495,7 @@ print(json.dumps({
 
 _RESTORE_UNREGISTERED = """
 import json, sys
+import jax
 import treeclass as tc
 import treeclass.orbax as tco
 try:
@@ -504,9 +508,10 @@ except tc.UnregisteredNameError as e:
 @pytest.mark.slow
 def test_restore_in_a_fresh_process_with_renamed_module(tmp_path: pathlib.Path) -> None:
     ckpt = str(tmp_path / "ckpt")
-    assert report_in(tmp_path, _SAVE, ckpt, modules={"models_v1": _MODELS}) == {"saved": True}
+    saved = report_in(tmp_path, _SAVE, ckpt, modules={"models_v1": _MODELS}, preload=FRAMEWORKS)
+    assert saved == {"saved": True}
     (tmp_path / "models_v1.py").rename(tmp_path / "renamed_models.py")
-    got = report_in(tmp_path, _RESTORE, ckpt)
+    got = report_in(tmp_path, _RESTORE, ckpt, preload=FRAMEWORKS)
     assert got == {
         "types": ["State", "Params", "Pair"],
         "module": "renamed_models",
@@ -526,11 +531,11 @@ def test_unregistered_names_are_reported_before_any_array_is_read(
     tmp_path: pathlib.Path,
 ) -> None:
     ckpt = tmp_path / "ckpt"
-    report_in(tmp_path, _SAVE, str(ckpt), modules={"models_v1": _MODELS})
+    report_in(tmp_path, _SAVE, str(ckpt), modules={"models_v1": _MODELS}, preload=FRAMEWORKS)
     os.remove(tmp_path / "models_v1.py")
     # No array can be read any more: the error must come from the structure alone.
     shutil.rmtree(ckpt / tco.ARRAYS_ITEM)
-    got = report_in(tmp_path, _RESTORE_UNREGISTERED, str(ckpt))
+    got = report_in(tmp_path, _RESTORE_UNREGISTERED, str(ckpt), preload=FRAMEWORKS)
     assert got["imported_v1"] is False
     message = got["error"]
     for name in ("tests.orbax_fresh.State", "tests.orbax_fresh.Params", "tests.orbax_fresh.Pair"):

@@ -16,7 +16,7 @@ random timing instead):
 Afterwards every backend of an imported framework must be active, the class a node there, and
 nothing may have raised or warned. The same holds when treeclass is imported from inside the
 framework's own import, in the same thread. A second import in another thread waits for the
-activation (last test: that race is not paused, so it runs a few times). ``benchmarks/races.py``
+activation (last test: that race is not paused, so it runs twice). ``benchmarks/races.py``
 runs these races many times, with random timings too.
 """
 
@@ -28,9 +28,10 @@ from _subproc import run_script
 pytestmark = [pytest.mark.slow]
 
 # The paused races fail on every run of the unfixed code: one run each (benchmarks/races.py
-# repeats them). The unpaused second-import race runs SECOND_IMPORT_RUNS times.
+# repeats them). The unpaused second-import race runs SECOND_IMPORT_RUNS times: it caught an
+# activation run just after the import (the finder taken out) in 18 of 18 runs (6 a framework).
 RUNS = 1
-SECOND_IMPORT_RUNS = 3
+SECOND_IMPORT_RUNS = 2
 TIMEOUT = 180.0
 
 _RACE = """
@@ -196,8 +197,11 @@ def test_activation_survives_treeclass_imported_inside_the_framework_import(
 # A second thread imports the framework the moment the first thread's import looks finished:
 # that import must not return before every treeclass class is a node there (the finder keeps
 # the module "initializing" until the activation is done, so the second import waits for it).
+# The second thread looks between two sleep(0)s: it gives up the GIL after each look, so the
+# import runs at full speed (a spinning look took every other switch interval, doubling the
+# import's time) and is still interrupted for a look every switch interval.
 _SECOND_IMPORT = """
-import json, sys, threading
+import json, sys, threading, time
 import treeclass as tc
 
 @tc.pytree_dataclass(name="races.second.A")
@@ -215,6 +219,7 @@ def second():
         m = sys.modules.get(fw)
         if m is not None and not getattr(m.__spec__, "_initializing", True):
             break
+        time.sleep(0)
     __import__(fw)
     if fw == "torch":
         import torch.utils._pytree as pt

@@ -16,7 +16,7 @@ else:
 
 import pytest
 from _skips import allowed_missing, allowed_skip
-from _subproc import run_script
+from _subproc import FRAMEWORKS, run_script
 from packaging.requirements import Requirement
 from packaging.version import Version
 
@@ -73,7 +73,8 @@ def test_an_old_torch_is_refused_with_the_version_it_needs() -> None:
             action="tc.pytree_dataclass(name='old.A')(type('A', (), {'__annotations__': {}}))"
         )
     )
-    result = json.loads(run_script(code, timeout=300).checked().stdout.strip().splitlines()[-1])
+    outcome = run_script(code, timeout=300, preload=FRAMEWORKS)  # torch first, then treeclass
+    result = json.loads(outcome.checked().stdout.strip().splitlines()[-1])
     assert result is not None
     name, _, message = result
     assert name == "RegistrationError"

@@ -77,6 +77,16 @@ inner()
 
 _HANGS = "import time\nprint('started', flush=True)\ntime.sleep(600)"
 
+# The process ends when its last non-daemon thread does (the zygote's child joins them too).
+_THREAD = """
+import threading, time
+def late():
+    time.sleep(0.2)
+    print("thread done")
+threading.Thread(target=late).start()
+print("main done")
+"""
+
 
 @pytest.mark.parametrize("preload", [(), FRAMEWORKS], ids=["fresh", "zygote"])
 def test_exit_codes_tracebacks_signals_and_timeouts(preload: tuple[str, ...]) -> None:
@@ -87,6 +97,8 @@ def test_exit_codes_tracebacks_signals_and_timeouts(preload: tuple[str, ...]) ->
     assert run_script("import sys; sys.exit(3)", timeout=300, preload=preload).returncode == 3
     message = run_script("import sys; sys.exit('bye')", timeout=300, preload=preload)
     assert (message.returncode, message.stderr) == (1, "bye\n")
+    thread = run_script(_THREAD, timeout=300, preload=preload)
+    assert (thread.returncode, thread.stdout) == (0, "main done\nthread done\n")
     killed = run_script("import os; os.kill(os.getpid(), 9)", timeout=300, preload=preload)
     assert killed.crashed and killed.returncode == -9
     hung = run_script(_HANGS, timeout=3, preload=preload)

@@ -15,7 +15,7 @@ from typing import Any
 
 import _cells as cells
 import pytest
-from _subproc import run_script
+from _subproc import FRAMEWORKS, run_script
 
 torch = pytest.importorskip("torch")
 pt = pytest.importorskip("torch.utils._pytree")
@@ -355,7 +355,8 @@ def test_torch_first_then_treeclass_in_fresh_process(tmp_path: Any) -> None:
         }))
         """
     )
-    report = run_script(code, cwd=tmp_path, timeout=300).report()
+    # torch is imported before treeclass: a process that has it already runs this as a fresh one.
+    report = run_script(code, cwd=tmp_path, timeout=300, preload=FRAMEWORKS).report()
     assert "torch" in report["active"]
     assert report["name"] == "fresh.After"
     assert report["leaves"] == [1]
@@ -696,7 +697,7 @@ def test_registering_while_holding_torchs_registry_lock(tmp_path: Any) -> None:
             leaves = pt.tree_leaves([Locked(1)])
         print(json.dumps(leaves))
     """
-    assert run_script(code, cwd=tmp_path, timeout=300).report() == [1]
+    assert run_script(code, cwd=tmp_path, timeout=300, preload=FRAMEWORKS).report() == [1]
 
 
 def test_named_namedtuples_are_written_under_their_name(uname: str) -> None:

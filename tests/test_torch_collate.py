@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _subproc import run_script  # noqa: E402
+from _subproc import FRAMEWORKS, run_script  # noqa: E402
 from torch.utils.data import default_collate  # noqa: E402
 from torch.utils.data._utils.pin_memory import pin_memory  # noqa: E402
 
@@ -189,6 +189,7 @@ def test_dataloader_with_two_spawn_workers(tmp_path: Path) -> None:
         timeout=300,
         cwd=tmp_path,
         path=[tmp_path],
+        preload=FRAMEWORKS,  # the main program imports torch first (the workers start afresh)
     )
     batches = outcome.report()
     assert [b["y"] for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -233,7 +234,7 @@ print(json.dumps(report))
 def test_a_failed_registration_takes_pin_memory_and_collate_back() -> None:
     # The undo of the collate backend runs when a later backend (JAX) refuses the class.
     pytest.importorskip("jax")
-    report = run_script(_UNDONE, timeout=300).report()
+    report = run_script(_UNDONE, timeout=300, preload=FRAMEWORKS).report()  # jax, torch first
     assert report["first"] == "RuntimeError"
     assert report["after_fault"] == {"pin_memory": False, "collate": False}
     assert report["after_retry"] == {"pin_memory": True, "collate": True}
