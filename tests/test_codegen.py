@@ -22,6 +22,18 @@ class Shown:
     tag: str = tc.field(static=True, default="t")
 
 
+def _filename_start(cls: type, fields: str, tag: str = "") -> str:
+    """How the linecache filename of ``cls``'s generated source starts.
+
+    From a template, the source is shared by every class of the same shape and field names and
+    its filename names the fields; compiled for the class alone, it names the class.
+    """
+    from treeclass._core import codegen
+
+    label = fields if codegen._TEMPLATES_ON else f"{cls.__module__}.{cls.__qualname__}"
+    return f"<treeclass generated {label}{tag}"
+
+
 def test_generated_source_is_in_linecache_and_getsource() -> None:
     node = node_for_class(Shown)
     assert node is not None
@@ -29,7 +41,7 @@ def test_generated_source_is_in_linecache_and_getsource() -> None:
     assert src.startswith("def flatten(obj):")
     assert "obj.a" in src and "obj.tag" in src
     filename = node.flatten.__code__.co_filename
-    assert filename == f"<treeclass generated {__name__}.Shown>"
+    assert filename.startswith(_filename_start(Shown, "fields a, b; static tag"))
     assert node.unflatten.__code__.co_filename == filename  # one source per class
     assert linecache.getline(filename, 1).startswith("def flatten")
     assert inspect.getsource(node.unflatten).startswith("def unflatten(aux, children):")
@@ -54,7 +66,7 @@ def test_traceback_shows_generated_line() -> None:
     with pytest.raises(RuntimeError) as info:
         node.flatten(Broken())
     text = "".join(traceback.format_exception(info.value))
-    assert f"<treeclass generated {__name__}.Shown>" in text
+    assert f'File "{node.flatten.__code__.co_filename}", line 2, in flatten' in text
     assert "v0 = obj.a" in text
 
 
@@ -66,12 +78,21 @@ def test_rerun_gets_a_new_linecache_name() -> None:
 
         return Again
 
+    from treeclass._core import codegen
+
     a, b = make(), make()
     na, nb = node_for_class(a), node_for_class(b)
     assert na is not None and nb is not None
     fa, fb = na.flatten.__code__.co_filename, nb.flatten.__code__.co_filename
-    assert fa != fb  # each definition's source stays readable in tracebacks
+    # Each definition's source stays readable in tracebacks: its own (compiled per class), or
+    # the one both share (made from a template: same shape, same names, same source).
+    assert (fa == fb) is codegen._TEMPLATES_ON
+    assert inspect.getsource(na.flatten) == inspect.getsource(nb.flatten)
     assert inspect.getsource(nb.flatten).startswith("def flatten")
+    assert (
+        na.flatten.__qualname__
+        == "test_rerun_gets_a_new_linecache_name.<locals>.make.<locals>.Again.<treeclass flatten>"
+    )
 
 
 def _reversed_source(info: Any) -> str:
@@ -95,8 +116,10 @@ def test_an_adapter_family_is_compiled_once_per_class_and_bound_per_registry() -
     two = node.bind("two", str, family=family)["flatten"]
     assert one(Shown(1.0, 2.0)) == ([2.0, 1.0], ("t",))
     assert one is not two and one.__code__ is two.__code__  # compiled once, bound twice
-    filename = f"<treeclass generated {__name__}.Shown [rev]>"
-    assert one.__code__.co_filename == node.generated.filename(family) == filename
+    filename = one.__code__.co_filename
+    assert filename.startswith(_filename_start(Shown, "fields a, b; static tag", " [rev]"))
+    assert filename.endswith(" [rev]>") or " [rev] #" in filename
+    assert filename == node.generated.filename(family)
     assert inspect.getsource(one).startswith("def flatten(obj):")
     assert one.__qualname__ == "Shown.<treeclass flatten[one]>"
     assert two.__qualname__ == "Shown.<treeclass flatten[two]>"
@@ -215,11 +238,11 @@ def test_traceback_from_template_code_names_the_class_line() -> None:
     with pytest.raises(RuntimeError) as info:
         node.flatten(Broken())
     text = "".join(traceback.format_exception(info.value))
-    assert f'File "<treeclass generated {__name__}.Shown>", line 3, in flatten' in text
+    assert f'File "{node.flatten.__code__.co_filename}", line 3, in flatten' in text
     assert "    v1 = obj.b\n" in text
 
 
-def test_classes_with_the_same_fields_share_source_lines_but_keep_their_own_filename() -> None:
+def test_classes_with_the_same_fields_share_code_but_keep_their_own_functions() -> None:
     from treeclass._core import codegen
 
     if not codegen._TEMPLATES_ON:
@@ -237,11 +260,18 @@ def test_classes_with_the_same_fields_share_source_lines_but_keep_their_own_file
     one, two = make(), make()
     n1, n2 = node_for_class(one), node_for_class(two)
     assert n1 is not None and n2 is not None
-    f1, f2 = n1.flatten.__code__.co_filename, n2.flatten.__code__.co_filename
-    assert f1 != f2 and f1.startswith(f"<treeclass generated {__name__}.")
-    assert n1.flatten.__code__.co_code == n2.flatten.__code__.co_code
-    assert linecache.getlines(f1) is linecache.getlines(f2)  # one list of lines for both
+    # One code object per function for both classes (issue 18: memory per class), under a
+    # filename naming the fields they share ...
+    assert n1.flatten.__code__ is n2.flatten.__code__
+    assert n1.unflatten.__code__ is n2.unflatten.__code__
+    f2 = n2.flatten.__code__.co_filename
+    assert f2.startswith("<treeclass generated fields left, right; static tag")
     assert inspect.getsource(n2.unflatten).startswith("def unflatten(aux, children):")
+    # ... while each class keeps its own function objects, globals and qualified names.
+    assert n1.flatten is not n2.flatten
+    assert n1.unflatten.__globals__["_cls"] is one and n2.unflatten.__globals__["_cls"] is two
+    assert n2.flatten.__qualname__.endswith("Twin.<treeclass flatten>")
+    assert n2.unflatten(*reversed(n2.flatten(two(1.0, 2.0)))).__class__ is two
 
     class Broken:
         @property
@@ -251,5 +281,33 @@ def test_classes_with_the_same_fields_share_source_lines_but_keep_their_own_file
     with pytest.raises(RuntimeError) as info:
         n2.flatten(Broken())
     text = "".join(traceback.format_exception(info.value))
-    assert f'File "{f2}", line 2, in flatten' in text  # the second class's own name
+    assert f'File "{f2}", line 2, in flatten' in text  # the shared source's line
     assert "v0 = obj.left" in text
+    from treeclass._core.codegen import class_in_traceback
+
+    assert class_in_traceback(info.value) is two  # the class, from the function's globals
+
+
+def test_a_refused_registration_leaves_the_shared_source_in_linecache() -> None:
+    from treeclass._core import codegen
+
+    if not codegen._TEMPLATES_ON:
+        pytest.skip("templates are off on this interpreter")
+
+    @tc.pytree_dataclass(name="tests.codegen.Kept")
+    class Kept:
+        kept_a: float
+        kept_b: Any = None
+
+    node = node_for_class(Kept)
+    assert node is not None
+    filename = node.flatten.__code__.co_filename
+    with pytest.raises(tc.NameConflictError, match=r"tests\.codegen\.Kept"):
+
+        @tc.pytree_dataclass(name="tests.codegen.Kept")
+        class Other:  # same fields, another class: its registration is refused
+            kept_a: float
+            kept_b: Any = None
+
+    assert filename in linecache.cache  # the source Kept's functions run stays readable
+    assert inspect.getsource(node.flatten).startswith("def flatten(obj):")

@@ -195,9 +195,29 @@ def _is_jax_tree_node(cls: type) -> bool:
 # --- the backend --------------------------------------------------------------------------
 
 
-def _unhashable_reporter(node: NodeType) -> Callable[[Any], None]:
-    """Make ``check_aux(aux)``: raise :class:`UnhashableStaticError` naming the field."""
-    return functools.partial(_report_unhashable, node.static_fields, node.qualname)
+class _Callbacks:
+    """A class's callbacks in JAX that are not generated: bound methods of one small object.
+
+    (One object per class instead of a ``functools.partial`` per callback: less memory.)
+    """
+
+    __slots__ = ("node",)
+
+    def __init__(self, node: NodeType) -> None:
+        self.node = node
+
+    def check_aux(self, aux: Any) -> None:
+        """Raise :class:`UnhashableStaticError` naming the field (``_check_aux``)."""
+        _report_unhashable(self.node.static_fields, self.node.qualname, aux)
+
+    def serialize(self, aux: Any) -> bytes:
+        return _serialize_aux(self.node, aux)
+
+    def deserialize(self, data: bytes) -> Any:
+        return _deserialize_aux(self.node, data)
+
+    def from_children(self, aux: Any, children: Any) -> Any:
+        return _from_children(self.node, aux, children)
 
 
 def _report_unhashable(statics: tuple[str, ...], label: str, aux: Any) -> None:
@@ -364,7 +384,7 @@ class JaxBackend:
                 "jax",
                 jax.tree_util.GetAttrKey,
                 functions=("flatten_with_keys", "unflatten_hashed"),
-                _check_aux=_unhashable_reporter(node),
+                _check_aux=_Callbacks(node).check_aux,
             )
             jax.tree_util.register_pytree_with_keys(
                 cls,
@@ -407,12 +427,13 @@ def _add_names(change: Change, name: str) -> None:
         if node.kind == "namedtuple":
             jax.export.register_namedtuple_serialization(cls, serialized_name=name)
         else:
+            callbacks = _Callbacks(node)
             jax.export.register_pytree_node_serialization(
                 cls,
                 serialized_name=name,
-                serialize_auxdata=functools.partial(_serialize_aux, node),
-                deserialize_auxdata=functools.partial(_deserialize_aux, node),
-                from_children=functools.partial(_from_children, node),
+                serialize_auxdata=callbacks.serialize,
+                deserialize_auxdata=callbacks.deserialize,
+                from_children=callbacks.from_children,
             )
     for alias in change.aliases:
         _add_export_alias(alias, name)

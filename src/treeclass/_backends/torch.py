@@ -575,31 +575,38 @@ def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | 
     return context[1:], [_NONE_FIELD if f in nones else next(it) for f in node.data_fields]
 
 
-def _dumpable(node: NodeType) -> tuple[Callable[[Any], str], Callable[[Any], Any]]:
+class _Dumpable:
     """Torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
 
-    The context codec (and so the class's state codec) is made when torch first uses either.
+    Bound methods of one small object per class (less memory than closures); the context
+    codec (and so the class's state codec) is made when torch first uses either (two threads
+    may both make one: either works).
     """
-    made: list[tuple[Callable[[Any], Any], Callable[[Any], Any]]] = []
 
-    def codec() -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-        if not made:
-            made.append(_context_codec(node))  # (two threads may both make one: either works)
-        return made[0]
+    __slots__ = ("codec", "node")
 
-    def to_dumpable_context(context: Any) -> str:
-        return dumps_canonical((made[0] if made else codec())[0](context))
+    def __init__(self, node: NodeType) -> None:
+        self.node = node
+        self.codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None
 
-    def from_dumpable_context(dumpable: Any) -> Any:
+    def _codec(self) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+        codec = self.codec
+        if codec is None:
+            codec = self.codec = _context_codec(self.node)
+        return codec
+
+    def to_dumpable_context(self, context: Any) -> str:
+        return dumps_canonical(self._codec()[0](context))
+
+    def from_dumpable_context(self, dumpable: Any) -> Any:
+        node = self.node
         if not isinstance(dumpable, str):
             raise TreespecLoadError(
                 f"the context of {node.name!r} ({node.qualname}) in this treespec is a "
                 f"{type(dumpable).__name__}, not the JSON string treeclass writes; the "
                 "document was not written by treeclass or has been edited."
             )
-        return (made[0] if made else codec())[1](state_from_bytes(node, dumpable))
-
-    return to_dumpable_context, from_dumpable_context
+        return self._codec()[1](state_from_bytes(node, dumpable))
 
 
 def _name_conflict(change: Change, name: str, holder: type) -> NameConflictError:
@@ -710,7 +717,9 @@ def _register(node: NodeType, name: str | None) -> None:
         to_dumpable: Callable[[Any], Any] = _refuse(cls)
         from_dumpable: Callable[[Any], Any] = to_dumpable
     else:
-        to_dumpable, from_dumpable = _dumpable(node)
+        dumpable = _Dumpable(node)
+        to_dumpable = dumpable.to_dumpable_context
+        from_dumpable = dumpable.from_dumpable_context
     tracing = _dynamo_tracing_check()
     # The embedded registry's unflatten (which optree shares) is traced too when users call
     # treeclass.tree_map or optree.tree_map inside compiled code.

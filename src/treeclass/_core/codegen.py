@@ -79,10 +79,12 @@ class Family:
         return f"<treeclass codegen family {self.tag or 'core'!r}>"
 
 
-#: A family's code for one class, its linecache filename, its functions' code by name, the
-#: names of the functions that read the key globals (``_k0``, ...), and the names of the
-#: family's functions that its functions call by name (the helpers, ``_unflatten_traced``).
-_Entry = tuple[CodeType, str, dict[str, CodeType], frozenset[str], frozenset[str]]
+#: A family's code for one class (shared by every class of the same shape and field names, see
+#: "templates" below): the linecache filename of its source, its functions' code by name, the
+#: names of the functions that read the key globals (``_k0``, ...), the names of the family's
+#: functions that its functions call by name (the helpers, ``_unflatten_traced``), and whether
+#: the class owns the linecache entry (compiled for it alone; dropped by :func:`release`).
+_Entry = tuple[str, dict[str, CodeType], frozenset[str], frozenset[str], bool]
 
 
 class Generated:
@@ -100,22 +102,31 @@ class Generated:
     def filename(self, family: Family | None = None) -> str | None:
         """The :mod:`linecache` filename of a family's source, once it has been compiled."""
         entry = self._code.get(CORE if family is None else family)
-        return None if entry is None else entry[1]
+        return None if entry is None else entry[0]
 
     def source(self, family: Family | None = None) -> str:
         """A family's source text (the core family's by default)."""
         return (CORE if family is None else family).write(self.info)
 
     def compile(self, family: Family) -> CodeType:
-        """A family's code object, made on first use (from a shared template, see :func:`_code`).
+        """A family's whole code object (its functions' code as bound), made when asked for.
 
-        Binding uses its functions' code only; the whole code object is made when asked for.
+        Binding uses the functions' code only (kept, see :func:`_code`); this is for tests
+        and tools.
         """
-        code, filename, _, _, _ = self._entry(family)
-        return _refile(code, filename)
+        filename, codes, _, _, _ = self._entry(family)
+        canonical = self._canonical
+        if canonical is None:
+            return compile(self.source(family), filename, "exec")
+        shape, names = canonical
+        template, _ = _template(family, self.info, shape)
+        code = _rename(template, _names_of(shape, names), filename)
+        # The functions' code is the one bound, not a copy of it.
+        consts = tuple([codes[c.co_name] if type(c) is CodeType else c for c in code.co_consts])
+        return code.replace(co_consts=consts)
 
     def _entry(self, family: Family) -> _Entry:
-        """A family's code, filename, functions' code by name, and the functions reading keys."""
+        """A family's filename, functions' code by name, the functions reading keys, ..."""
         entry = self._code.get(family)
         if entry is None:
             with self._lock:
@@ -124,19 +135,7 @@ class Generated:
                     tag = f" [{family.tag}]" if family.tag else ""
                     if self._canonical is None and _TEMPLATES_ON:
                         self._canonical = _canonical(self.info)
-                    code, filename = _code(self.info, family, tag, self._canonical)
-                    functions = {
-                        c.co_name: _refile(c, filename)
-                        for c in code.co_consts
-                        if type(c) is CodeType
-                    }
-                    keyed = frozenset([n for n, c in functions.items() if "_k0" in c.co_names])
-                    keyed = _KEYED.setdefault(keyed, keyed)
-                    called = frozenset(
-                        [n for c in functions.values() for n in c.co_names if n in functions]
-                    )
-                    called = _KEYED.setdefault(called, called)
-                    entry = (code, filename, functions, keyed, called)
+                    entry = _code(self.info, family, tag, self._canonical)
                     self._code[family] = entry
         return entry
 
@@ -166,6 +165,7 @@ class Generated:
         key: Callable[[str], Any],
         family: Family | None = None,
         functions: Collection[str] | None = None,
+        in_class_globals: bool = False,
         **extra: Any,
     ) -> dict[str, Callable[..., Any]]:
         """A family's functions, bound to a registry's helpers.
@@ -180,22 +180,26 @@ class Generated:
             family: the family to bind (:data:`CORE` by default).
             functions: the functions wanted (all of the family's by default); the helpers they
                 call (names starting with ``_``) are bound with them.
+            in_class_globals: bind into the class's own namespace (which registries with
+                nothing of their own share, and :meth:`rebuild_function` starts from) rather
+                than a copy of it: for the embedded registry, once per class (no dict of its
+                own per class).
             **extra: further globals: ``_nt``, ``_leaf_types`` and ``_mixed`` (the embedded
                 registry's fast path), ``_check_aux`` (JAX's explanation of an unhashable
                 static value), ``_tracing`` (see :func:`set_tracing_check`).
         """
         family = CORE if family is None else family
         wanted = family.functions if functions is None else functions
-        _, _, codes, keyed, called = self._entry(family)
+        _, codes, keyed, called, _ = self._entry(family)
         keys = bool(keyed) and not keyed.isdisjoint(wanted)
         ns: dict[str, Any]
-        if keys or extra or called:
-            ns = self._globals.copy()
+        if in_class_globals or keys or extra or called:
+            ns = self._globals if in_class_globals else self._globals.copy()
             if keys:
                 _keys(key, self.info.data_fields, ns)
             ns.update(extra)
         else:
-            # Nothing of the registry's own: the class's globals, shared (never changed).
+            # Nothing of the registry's own: the class's globals, shared.
             ns = self._globals
         cls = self.info.cls
         qualname = cls.__qualname__
@@ -257,11 +261,17 @@ _FILENAME: Final = "<treeclass generated "
 # a *canonical* class of that shape, whose field names are placeholders (``_tcf0_``, aliases
 # ``_tca0_``), and compiled once. A class gets the template's code with the placeholders
 # replaced by its names, in the code objects' names and constants -- exactly what compiling its
-# own source gives -- under its own filename, whose linecache entry is the template's source
-# with the same replacement (so tracebacks and ``inspect.getsource`` show the class's source).
+# own source gives. Classes of the same shape *and field names* have the same source, and share
+# its code: one code object per function, whatever the number of such classes (HuggingFace-style
+# outputs repeat a few sets of fields many times). Its filename names those fields
+# (``<treeclass generated fields a, b; static tag>``), not one class, and its linecache entry
+# is the template's source with the same replacement, so tracebacks and ``inspect.getsource``
+# show the source that ran; each class's function objects keep its own ``__qualname__``,
+# ``__module__`` and globals (``_cls``: see :func:`class_in_traceback`).
 # Column positions (the carets under a line in a traceback) would be the template's, so the
 # code carries line numbers only, as with ``python -X no_debug_ranges``. Where the code format
-# is not known (other Python versions), every class's source is compiled.
+# is not known (other Python versions), every class's source is compiled, under the class's
+# own filename (``<treeclass generated pkg.mod.Point>``).
 
 #: Whether templates are used: CPython 3.10 (line numbers only) to 3.14 (the location table
 #: format of 3.11 on); ``TREECLASS_NO_TEMPLATES=1`` compiles every class's own source.
@@ -277,23 +287,21 @@ _TEMPLATE_FILENAME: Final = "<treeclass template>"
 #: ``(family, shape) -> (code, source)``; entries are never dropped (one per shape).
 _TEMPLATES: dict[tuple[Family, tuple[Any, ...]], tuple[CodeType, str]] = {}
 _TEMPLATES_LOCK: Final = allocate_lock()
-#: ``(family, shape, names) -> (code, source lines, source size)``: the code of the first class
-#: of that shape and names (under its filename) and its source, which the next ones share
-#: (each gets the code under its own filename, :func:`_refile`); at most :data:`_NAMED_MAX`
-#: entries, none dropped.
-_NAMED: dict[
-    tuple[Family, tuple[Any, ...], tuple[tuple[str, str], ...]],
-    tuple[CodeType, list[str], int],
-] = {}
+#: ``(family, shape, names) -> entry``: the code of every class of that shape and names (the
+#: names in placeholder order, see :func:`_canonical`); at most :data:`_NAMED_MAX` entries,
+#: none dropped (a class beyond gets code of its own).
+_NAMED: dict[tuple[Family, tuple[Any, ...], tuple[str, ...]], _Entry] = {}
 _NAMED_MAX: Final = 4096
-#: Every shape seen (:func:`_canonical`), kept once; at most :data:`_NAMED_MAX`.
-_SHAPES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
-#: Every line of a generated source, kept once: classes share most of their lines.
+#: Every shape seen (:func:`_canonical`) -> its placeholders in order, kept once; at most
+#: :data:`_NAMED_MAX`. Every tuple of names seen, kept once (the same bound).
+_SHAPES: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[str, ...]]] = {}
+_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+#: Every line of a generated source, kept once: sources share most of their lines.
 _LINES: dict[str, str] = {}
 
 
-#: A class's shape and placeholder -> name.
-_Canonical = tuple[tuple[Any, ...], dict[str, str]]
+#: A class's shape and its names in the order of the shape's placeholders.
+_Canonical = tuple[tuple[Any, ...], tuple[str, ...]]
 
 
 def _placeholder(i: int) -> str:
@@ -304,7 +312,7 @@ _PLACEHOLDERS: Final = tuple([f"_tcf{i}_" for i in range(64)])
 
 
 def _canonical(info: ClassInfo) -> _Canonical:
-    """``info``'s shape and placeholder -> name.
+    """``info``'s shape and its names (in the order of the shape's placeholders).
 
     Cheap: the class of that shape with placeholder names is made only to compile a new
     template (:func:`_canonical_info`). The shape holds everything a family writes its source
@@ -312,16 +320,19 @@ def _canonical(info: ClassInfo) -> _Canonical:
     ``TREECLASS_CHECK_TEMPLATES`` checks that the source made from the template is the class's
     own.
     """
-    names: dict[str, str] = {}
+    names: list[str] = []
+    placeholders: list[str] = []
     to_placeholder: dict[str, str] = {}
     shape: list[Any] = [info.kind]
     for i, f in enumerate(info.fields):
         placeholder = _placeholder(i)
         name = f.name
-        names[placeholder] = name
+        placeholders.append(placeholder)
+        names.append(name)
         to_placeholder[name] = placeholder
         if f.alias != name:
-            names[f"_tca{i}_"] = f.alias
+            placeholders.append(f"_tca{i}_")
+            names.append(f.alias)
             shape.append((f.static, f.init, f.kw_only, True))
         else:
             shape.append((f.static, f.init, f.kw_only, False))
@@ -331,11 +342,30 @@ def _canonical(info: ClassInfo) -> _Canonical:
     slots = tuple([get(n, n) for n in plan.slots]) if plan.slots else ()
     shape += [plan.mode, plan.mapping, stores, plan.reset, slots]
     made = tuple(shape)
-    # One object per shape, kept by every class of that shape (not one each).
+    named = tuple(names)
+    # One object per shape and per tuple of names, kept by every class that has it.
     known = _SHAPES.get(made)
     if known is None and len(_SHAPES) < _NAMED_MAX:
-        known = _SHAPES.setdefault(made, made)
-    return made if known is None else known, names
+        known = _SHAPES.setdefault(made, (made, tuple(placeholders)))
+    same = _NAMES.get(named)
+    if same is None and len(_NAMES) < _NAMED_MAX:
+        same = _NAMES.setdefault(named, named)
+    return made if known is None else known[0], named if same is None else same
+
+
+def _names_of(shape: tuple[Any, ...], names: tuple[str, ...]) -> dict[str, str]:
+    """Placeholder -> name, for a shape and its names (see :func:`_canonical`)."""
+    known = _SHAPES.get(shape)
+    if known is not None:
+        return dict(zip(known[1], names))
+    placeholders: list[str] = []
+    for i, field in enumerate(shape[1:]):
+        if type(field) is not tuple:  # the fields end where the plan's mode (a str) starts
+            break
+        placeholders.append(_placeholder(i))
+        if field[3]:
+            placeholders.append(f"_tca{i}_")
+    return dict(zip(placeholders, names))
 
 
 def _canonical_info(info: ClassInfo) -> ClassInfo:
@@ -380,40 +410,68 @@ def _template(family: Family, info: ClassInfo, shape: tuple[Any, ...]) -> tuple[
     return entry
 
 
-def _code(
-    info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None
-) -> tuple[CodeType, str]:
-    """A family's code for ``info``'s class and the linecache filename of its source.
+def _code(info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None) -> _Entry:
+    """A family's code for ``info``'s class, under the linecache filename of its source.
 
-    The code's own filename may be another class's (of the same shape and names): see
-    :func:`_refile`.
+    From a template (``canonical``, see "templates" above), the code every class of the same
+    shape and names shares; otherwise the class's own source, compiled.
     """
     if canonical is None:
         source = family.write(info)
         filename = _reserve(info.cls, source, tag)
         try:
-            return compile(source, filename, "exec"), filename
+            code = compile(source, filename, "exec")
         except BaseException:  # pragma: no cover - the source is ours
             linecache.cache.pop(filename, None)
             raise
+        return _entry_of([c for c in code.co_consts if type(c) is CodeType], filename, True)
     shape, names = canonical
-    key = (family, shape, tuple(names.items()))
-    named = _NAMED.get(key)
-    if named is None:
-        # The first class of this shape and names: its own code, kept for the next ones.
-        template, text = _template(family, info, shape)
-        source = _PLACEHOLDER.sub(lambda m: names[m.group()], text)
-        _check(info, family, source)
-        lines = [_LINES.setdefault(line, line) for line in source.splitlines(keepends=True)]
-        filename = _reserve_lines(info.cls, lines, len(source), tag)
-        code = _rename(template, names, filename)
-        if len(_NAMED) < _NAMED_MAX:
-            _NAMED.setdefault(key, (code, lines, len(source)))
-        return code, filename
-    code, lines, size = named
-    if _CHECK:
-        _check(info, family, "".join(lines))
-    return code, _reserve_lines(info.cls, lines, size, tag)
+    key = (family, shape, names)
+    entry = _NAMED.get(key)
+    if entry is not None:
+        if _CHECK:
+            _check(info, family, "".join(linecache.getlines(entry[0])))
+        return entry
+    # The first class of this shape and names: the code, kept for the next ones.
+    template, text = _template(family, info, shape)
+    placeholders = _names_of(shape, names)
+    source = _PLACEHOLDER.sub(lambda m: placeholders[m.group()], text)
+    _check(info, family, source)
+    lines = [_LINES.setdefault(line, line) for line in source.splitlines(keepends=True)]
+    own = len(_NAMED) >= _NAMED_MAX
+    filename = _reserve_lines(_fields_label(info), lines, len(source), tag)
+    functions = [
+        _rename(c, placeholders, filename) for c in template.co_consts if type(c) is CodeType
+    ]
+    entry = _entry_of(functions, filename, own)
+    if own:
+        return entry
+    kept = _NAMED.setdefault(key, entry)
+    if kept is not entry:  # another thread made it first
+        linecache.cache.pop(filename, None)
+    return kept
+
+
+def _entry_of(functions: list[CodeType], filename: str, own: bool) -> _Entry:
+    """A family's entry (:data:`_Entry`) from its functions' code."""
+    codes = {c.co_name: c for c in functions}
+    keyed = frozenset([n for n, c in codes.items() if "_k0" in c.co_names])
+    keyed = _KEYED.setdefault(keyed, keyed)
+    called = frozenset([n for c in functions for n in c.co_names if n in codes])
+    called = _KEYED.setdefault(called, called)
+    return (filename, codes, keyed, called, own)
+
+
+def _fields_label(info: ClassInfo) -> str:
+    """What the filename of a source shared by classes with ``info``'s fields names."""
+    label = f"fields {', '.join(info.data_fields)}"
+    if info.static_fields:
+        label += f"; static {', '.join(info.static_fields)}"
+    return label if len(label) <= _LABEL_MAX else f"{label[: _LABEL_MAX - 3]}..."
+
+
+#: The longest field list a generated source's filename shows.
+_LABEL_MAX: Final = 160
 
 
 def _check(info: ClassInfo, family: Family, source: str) -> None:
@@ -422,17 +480,6 @@ def _check(info: ClassInfo, family: Family, source: str) -> None:
         raise AssertionError(  # pragma: no cover - a family reads what the shape lacks
             f"the {family!r} template of {info.qualname} does not give its source"
         )
-
-
-def _refile(code: CodeType, filename: str) -> CodeType:
-    """``code`` (and the code it holds) under ``filename`` (all else shared)."""
-    if code.co_filename == filename:
-        return code
-    consts = code.co_consts
-    if CodeType in set(map(type, consts)):
-        consts = tuple([_refile(c, filename) if type(c) is CodeType else c for c in consts])
-        return code.replace(co_filename=filename, co_consts=consts)
-    return code.replace(co_filename=filename)
 
 
 def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
@@ -508,16 +555,17 @@ def _lines_only(code: CodeType) -> CodeType:
 
 
 def _reserve(cls: type, source: str, tag: str) -> str:
-    """Put ``source`` into :mod:`linecache` under a filename no other source has."""
-    return _reserve_lines(cls, source.splitlines(keepends=True), len(source), tag)
+    """Put ``source`` (``cls``'s own) into :mod:`linecache` under a filename no other has."""
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    return _reserve_lines(label, source.splitlines(keepends=True), len(source), tag)
 
 
-def _reserve_lines(cls: type, lines: list[str], size: int, tag: str) -> str:
+def _reserve_lines(label: str, lines: list[str], size: int, tag: str) -> str:
     """Put a source's ``lines`` into :mod:`linecache` under a filename no other source has.
 
-    ``lines`` may be shared by the entries of other classes (never changed).
+    ``lines`` may be shared by the entries of other sources (never changed).
     """
-    base = f"{_FILENAME}{cls.__module__}.{cls.__qualname__}{tag}"
+    base = f"{_FILENAME}{label}{tag}"
     entry = (size, None, lines)
     n = 1
     while True:
@@ -572,9 +620,13 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
 
 
 def release(generated: Generated) -> None:
-    """Drop ``generated``'s sources from :mod:`linecache` (its registration was refused)."""
-    for _, filename, *_ in generated._code.values():
-        linecache.cache.pop(filename, None)
+    """Drop ``generated``'s own sources from :mod:`linecache` (its registration was refused).
+
+    Sources shared with other classes (see "templates") stay.
+    """
+    for filename, _, _, _, own in generated._code.values():
+        if own:
+            linecache.cache.pop(filename, None)
 
 
 def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:

@@ -624,7 +624,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         flatten_with_keys=_placeholder,
         getstate=None,  # the state codec is made on first use (making it checks nothing)
         load_state=None,
-        arity_of=lambda aux: n_data,
+        arity_of=_fixed_arity(n_data),
         show=show,
         info=info,
         return_none_fields=return_none_fields,
@@ -635,6 +635,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         "",
         key=GetAttrKey,
         functions=_EMBEDDED,
+        in_class_globals=True,
         _nt=node,
         _leaf_types=LEAF_TYPES,
         _mixed=_mixed_loop,
@@ -644,6 +645,21 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     node.flatten_with_keys = functions["flatten_with_keys"]
     node.flatten_into = functions["flatten_into"]
     return node
+
+
+def _fixed_arity(n: int) -> Callable[[Any], int]:
+    """``aux -> n``: one function per ``n``, shared by every class with ``n`` data fields."""
+    known = _ARITIES.get(n)
+    if known is None:
+
+        def arity(aux: Any) -> int:
+            return n
+
+        known = _ARITIES.setdefault(n, arity)
+    return known
+
+
+_ARITIES: dict[int, Callable[[Any], int]] = {}
 
 
 def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
