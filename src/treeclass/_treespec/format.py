@@ -14,7 +14,7 @@ input is a :class:`~treeclass.TreespecLoadError`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from .._core.json import (
