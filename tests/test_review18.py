@@ -1,0 +1,55 @@
+"""Review of issue 18's speed-ups: what the shared objects must not let users see.
+
+Readers that make one object for many equal nodes (``treespec_loads(to="torch")``'s shared
+subtrees) must not hand out one mutable object at two places of a tree: a change through
+one node would show at the other, unlike the spec torch (or the general path) makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import treeclass as tc
+
+pt = pytest.importorskip("torch.utils._pytree")
+
+
+def _contexts(spec: Any) -> list[Any]:
+    out = []
+    stack = [spec]
+    while stack:
+        s = stack.pop()
+        if s.type is not None:
+            out.append(s.context)
+            stack.extend(s.children())
+    return out
+
+
+def test_to_torch_gives_each_dict_node_its_own_list_of_keys() -> None:
+    tree = [{"a": 1, "b": 2}, {"a": 3, "b": 4}, {"a": 5, "b": 6}]
+    spec = tc.treespec_loads(tc.treespec_dumps(tc.tree_structure(tree)), to="torch")
+    assert spec == pt.tree_structure(tree)
+    lists = [c for c in _contexts(spec) if isinstance(c, list)]
+    assert len(lists) == 3  # the dicts' (a list's context is None)
+    assert len({id(c) for c in lists}) == len(lists)
+    spec.children()[0].context.append("z")
+    assert spec.children()[1].context == ["a", "b"]
+
+
+def test_to_torch_makes_a_mutable_context_again_for_each_node_of_one_entry() -> None:
+    # A defaultdict's torch context is [factory, keys]: neither shared nor a list of keys.
+    import collections
+
+    from treeclass._backends.torch import spec_from_spec
+    from treeclass._core.tree import TreeSpec
+
+    tree = [collections.defaultdict(list, {"a": 1}) for _ in range(3)]
+    entries = tc.tree_structure(tree)._entries
+    one = entries[1]
+    spec = spec_from_spec(TreeSpec._make((entries[0], one, one, one), 3))  # one entry, 3 nodes
+    assert spec == pt.tree_structure(tree)
+    contexts = [c.context for c in spec.children()]
+    assert len({id(c) for c in contexts}) == 3
+    assert len({id(c[1]) for c in contexts}) == 3
