@@ -53,3 +53,38 @@ def test_to_torch_makes_a_mutable_context_again_for_each_node_of_one_entry() -> 
     contexts = [c.context for c in spec.children()]
     assert len({id(c) for c in contexts}) == 3
     assert len({id(c[1]) for c in contexts}) == 3
+
+
+# --- generated code shared by classes of the same fields: its source stays readable ---------
+
+_CLEARED = """
+import json, linecache, traceback
+from typing import Any
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.review18.First")
+class First:
+    p: Any
+    q: Any
+
+linecache.clearcache()  # (as tools may: a class declared after gets its source again)
+
+@tc.pytree_dataclass(name="tests.review18.Second")
+class Second:
+    p: Any
+    q: Any
+
+try:
+    tc.tree_leaves(object.__new__(Second))
+except AttributeError:
+    lines = traceback.format_exc().splitlines()
+print(json.dumps(lines[-3:]))
+"""
+
+
+def test_a_class_declared_after_linecache_is_cleared_shows_its_source_in_tracebacks() -> None:
+    from _subproc import run_script
+
+    last = run_script(_CLEARED, timeout=300.0).report()
+    assert last[0].startswith('  File "<treeclass generated fields p, q>", line ')
+    assert last[1].strip() == "v0 = obj.p"
