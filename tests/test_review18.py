@@ -88,3 +88,30 @@ def test_a_class_declared_after_linecache_is_cleared_shows_its_source_in_traceba
     last = run_script(_CLEARED, timeout=300.0).report()
     assert last[0].startswith('  File "<treeclass generated fields p, q>", line ')
     assert last[1].strip() == "v0 = obj.p"
+
+
+# --- the canonical walk and a migrate hook that changes the state it is given ---------------
+
+
+def _bump(state: Any) -> Any:
+    state["static"]["n"] += 1  # in place (the hook may; the general path parses every node)
+    return state
+
+
+@tc.pytree_dataclass(name="tests.review18.Bumped", migrate=_bump)
+class Bumped:
+    x: Any
+    n: int = tc.field(static=True, default=0)
+    shape: tuple[int, ...] = tc.field(static=True, default=(1,))  # (a static that is no scalar)
+
+
+def test_nodes_of_one_text_each_load_from_their_own_state_through_a_migrate_hook() -> None:
+    from treeclass._treespec import format as fmt
+
+    text = tc.treespec_dumps(tc.tree_structure([Bumped(i) for i in range(3)]))
+    nodes = fmt.loads_nodes(text)
+    general = fmt.nodes_to_spec(nodes)
+    assert [b.n for b in general.unflatten(range(3))] == [1, 1, 1]
+    loaded = tc.treespec_loads(text)
+    assert [b.n for b in loaded.unflatten(range(3))] == [1, 1, 1]
+    assert loaded == general
