@@ -528,10 +528,10 @@ class _Seen:
 
     def load(self) -> bool:
         """Load the state again, for another node of the same text: a new auxdata."""
-        state = strict_scanner()(self.text, 0)[0][1] if self.fresh else self.item[1]
         try:
+            state = strict_scanner()(self.text, 0)[0][1] if self.fresh else self.item[1]
             aux, plan = self.nt.load_state(state)
-        except TreespecLoadError:
+        except (TreespecLoadError, ValueError, RecursionError):
             return False
         expect = self.nt.arity_of(aux)
         if plan is not None or (expect is not None and expect != self.k):
