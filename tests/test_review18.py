@@ -115,3 +115,44 @@ def test_nodes_of_one_text_each_load_from_their_own_state_through_a_migrate_hook
     loaded = tc.treespec_loads(text)
     assert [b.n for b in loaded.unflatten(range(3))] == [1, 1, 1]
     assert loaded == general
+
+
+# --- threads declaring classes of one shape and fields at once ------------------------------
+
+
+def test_classes_of_one_shape_declared_in_threads_share_code_and_show_their_source() -> None:
+    import sys
+    import threading
+    import traceback
+
+    made: list[type] = []
+
+    def declare(t: int) -> None:
+        for j in range(25):
+            body = type(f"Race{t}_{j}", (), {"__annotations__": {"u": Any, "v": Any}})
+            made.append(tc.pytree_dataclass(name=f"tests.review18.Race{t}_{j}")(body))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as possible
+    try:
+        threads = [threading.Thread(target=declare, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(made) == 100
+    lines = set()
+    for cls in made:
+        assert tc.tree_leaves(cls(1, 2)) == [1, 2]
+        with pytest.raises(AttributeError) as info:
+            tc.tree_leaves(object.__new__(cls))
+        frame = traceback.format_exception(info.value)[-2]
+        assert frame.strip().endswith("v0 = obj.u"), frame
+        lines.add(frame.splitlines()[0].split('", line')[0])
+    from treeclass._core import codegen
+
+    if codegen._TEMPLATES_ON:  # one shared source (" #2" if another shape took the name)
+        assert len(lines) == 1
+        assert lines.pop().startswith('  File "<treeclass generated fields u, v')
