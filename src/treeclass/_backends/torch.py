@@ -897,12 +897,32 @@ _NONE_TYPE: Final = type(None)
 
 
 class _Subtree:
-    """A leaf of a skeleton standing for a subtree whose torch spec is made already."""
+    """A leaf of a skeleton standing for a subtree whose torch spec is made already.
 
-    __slots__ = ("spec",)
+    The spec is shared by the places it stands for when its context is immutable (as
+    :mod:`treeclass.torch`'s reader shares them); a dict's list of keys is copied for each,
+    and any other context made again for each, as torch makes one per node (a change through
+    one node must not show at another).
+    """
 
-    def __init__(self, spec: Any) -> None:
+    __slots__ = ("one", "sharing", "spec")
+
+    def __init__(self, one: TreeSpec) -> None:
+        from ..torch._treespec import context_sharing
+
+        self.one = one
+        spec: Any = pytree.tree_structure(skeleton(one))
         self.spec = spec
+        self.sharing = context_sharing(spec.context)
+
+    def get(self) -> Any:
+        """The spec for one place: the one made, a copy with its own list of keys, or a new one."""
+        spec = self.spec
+        if self.sharing == "shared":
+            return spec
+        if self.sharing == "copied":
+            return pytree.TreeSpec(spec.type, spec.context.copy(), list(_children(spec)))
+        return pytree.tree_structure(skeleton(self.one))
 
 
 def _with_shared_subtrees(spec: TreeSpec) -> Any:
@@ -933,8 +953,7 @@ def _with_shared_subtrees(spec: TreeSpec) -> Any:
         elif counts.get(id(e), 0) > 1:
             sub = made.get(id(e))
             if sub is None:
-                one = TreeSpec._make((e,), e[2])
-                sub = made[id(e)] = _Subtree(pytree.tree_structure(skeleton(one)))
+                sub = made[id(e)] = _Subtree(TreeSpec._make((e,), e[2]))
             reduced.append(None)
             leaves.append(sub)
         else:
@@ -955,7 +974,7 @@ def _graft(treespec: Any, found: list[Any]) -> Any:
     """
     if treespec.type is None:
         leaf = found[0]
-        return leaf.spec if leaf.__class__ is _Subtree else treespec
+        return leaf.get() if leaf.__class__ is _Subtree else treespec
     at = 0
     stack: list[tuple[Any, list[Any], list[Any]]] = [(treespec, _children(treespec), [])]
     while True:
@@ -965,7 +984,7 @@ def _graft(treespec: Any, found: list[Any]) -> Any:
             if child.type is None:
                 leaf = found[at]
                 at += 1
-                grafted.append(leaf.spec if leaf.__class__ is _Subtree else child)
+                grafted.append(leaf.get() if leaf.__class__ is _Subtree else child)
             else:
                 stack.append((child, _children(child), []))
             continue

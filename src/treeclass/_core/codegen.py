@@ -298,6 +298,9 @@ _SHAPES: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[str, ...]]] = {}
 _NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
 #: Every line of a generated source, kept once: sources share most of their lines.
 _LINES: dict[str, str] = {}
+#: The linecache entry of each source in :data:`_NAMED`, by filename: put back for the next
+#: class that shares it if linecache was cleared since (``linecache.clearcache()``).
+_SOURCES: dict[str, tuple[int, None, list[str], str]] = {}
 
 
 #: A class's shape and its names in the order of the shape's placeholders.
@@ -429,6 +432,9 @@ def _code(info: ClassInfo, family: Family, tag: str, canonical: _Canonical | Non
     key = (family, shape, names)
     entry = _NAMED.get(key)
     if entry is not None:
+        filename = entry[0]
+        if filename not in linecache.cache:  # cleared since: the source is put back
+            linecache.cache.setdefault(filename, _SOURCES[filename])
         if _CHECK:
             _check(info, family, "".join(linecache.getlines(entry[0])))
         return entry
@@ -446,9 +452,11 @@ def _code(info: ClassInfo, family: Family, tag: str, canonical: _Canonical | Non
     entry = _entry_of(functions, filename, own)
     if own:
         return entry
+    _SOURCES[filename] = (len(source), None, lines, filename)  # (as _reserve_lines put it)
     kept = _NAMED.setdefault(key, entry)
     if kept is not entry:  # another thread made it first
         linecache.cache.pop(filename, None)
+        del _SOURCES[filename]
     return kept
 
 

@@ -508,7 +508,7 @@ _TEXT_SCALARS: Final = frozenset((str, int, bool, float, type(None)))
 class _Seen:
     """A node text read in a document, with what it loads as."""
 
-    __slots__ = ("entry", "item", "k", "leafy", "nt", "shared", "size", "text")
+    __slots__ = ("entry", "fresh", "item", "k", "leafy", "nt", "shared", "size", "text")
 
     def __init__(self, text: str, item: list[Any], nt: NodeType, aux: Any) -> None:
         k: int = item[2]
@@ -521,12 +521,17 @@ class _Seen:
         self.shared: bool | None = None
         self.entry = (nt, aux, k, False)
         self.leafy = (nt, aux, k, True)
+        #: Whether the state is parsed again for each load: a class's migrate hook may
+        #: change the state it is given (as the general path, which parses every node).
+        evolution = None if nt.info is None else nt.info.evolution
+        self.fresh = evolution is not None and evolution.migrate is not None
 
     def load(self) -> bool:
         """Load the state again, for another node of the same text: a new auxdata."""
         try:
-            aux, plan = self.nt.load_state(self.item[1])
-        except TreespecLoadError:
+            state = strict_scanner()(self.text, 0)[0][1] if self.fresh else self.item[1]
+            aux, plan = self.nt.load_state(state)
+        except (TreespecLoadError, ValueError, RecursionError):
             return False
         expect = self.nt.arity_of(aux)
         if plan is not None or (expect is not None and expect != self.k):

@@ -339,6 +339,19 @@ def _kept(value: Any) -> Any:
 
 
 _NOT_KEPT: Final = object()
+
+
+def context_sharing(value: Any) -> str:
+    """How nodes of one torch context may hold it: ``"shared"``, ``"copied"`` or ``"own"``.
+
+    The rule of :func:`_kept` (this module's reader), for other readers that make one spec
+    for many nodes: ``"shared"`` (immutable), ``"copied"`` (a list of string keys: each
+    node its own copy), ``"own"`` (anything else: each node makes its own).
+    """
+    kept = _kept(value)
+    return "shared" if kept is value else "own" if kept is _NOT_KEPT else "copied"
+
+
 #: A leaf as torch's treespec_dumps writes it.
 _LEAF_NODE: Final[dict[str, Any]] = {"type": None, "context": None, "children_spec": []}
 
