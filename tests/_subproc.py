@@ -21,8 +21,8 @@ above -- its own cwd, environment, path, argv, stdout and stderr; treeclass and 
 of the test imported afresh -- except that the preloaded frameworks are already imported, and
 it shares the zygote's hash seed and numpy's global random state. That saves the framework
 imports (seconds of CPU per process). A test whose point is import order, a first import, or
-what is not imported yet must not pass ``preload``, nor a script that imports treeclass
-before the frameworks. With ``env`` or ``memory_cap``, or ``TREECLASS_TESTS_NO_ZYGOTE=1`` in
+what is not imported yet must not pass ``preload``, nor a script written to import treeclass
+before the frameworks for what that order does. With ``env`` or ``memory_cap``, or ``TREECLASS_TESTS_NO_ZYGOTE=1`` in
 the environment, ``preload`` is ignored: a real fresh process runs.
 
 A timeout is never a time measurement: it is chosen so that a correct implementation finishes in
