@@ -139,7 +139,12 @@ def write_modules(folder: Path, modules: Mapping[str, str]) -> Path:
     of that name; return ``folder`` (created if missing)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, source in modules.items():
-        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+        path = folder / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        # Its bytecode cached by an earlier process is stale: it would be loaded in its place
+        # when both sources have the same size and modification second (bytecode is written
+        # unless PYTHONDONTWRITEBYTECODE is set).
+        Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
     return folder
 
 
