@@ -21,9 +21,12 @@ above -- its own cwd, environment, path, argv, stdout and stderr; treeclass and 
 of the test imported afresh -- except that the preloaded frameworks are already imported, and
 it shares the zygote's hash seed and numpy's global random state. That saves the framework
 imports (seconds of CPU per process). A test whose point is import order, a first import, or
-what is not imported yet must not pass ``preload``, nor a script that imports treeclass
-before the frameworks. With ``env`` or ``memory_cap``, or ``TREECLASS_TESTS_NO_ZYGOTE=1`` in
-the environment, ``preload`` is ignored: a real fresh process runs.
+what is not imported yet must not pass ``preload``, nor a script written to import treeclass
+before the frameworks for what that order does. With ``memory_cap``, with an ``env`` that sets
+a variable not in ``READ_AFTER_IMPORT`` (one the frameworks may read when imported), or with
+``TREECLASS_TESTS_NO_ZYGOTE=1`` in the environment, ``preload`` is ignored: a real fresh
+process runs. The zygote serves children at the same time (the processes of a distributed
+job, each run from its own thread).
 
 A timeout is never a time measurement: it is chosen so that a correct implementation finishes in
 a small fraction of it even on a loaded machine, while what it guards against (a quadratic loop,
@@ -45,6 +48,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,7 +139,12 @@ def write_modules(folder: Path, modules: Mapping[str, str]) -> Path:
     of that name; return ``folder`` (created if missing)."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, source in modules.items():
-        (folder / f"{name}.py").write_text(textwrap.dedent(source))
+        path = folder / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        # Its bytecode cached by an earlier process is stale: it would be loaded in its place
+        # when both sources have the same size and modification second (bytecode is written
+        # unless PYTHONDONTWRITEBYTECODE is set).
+        Path(importlib.util.cache_from_source(str(path))).unlink(missing_ok=True)
     return folder
 
 
@@ -174,7 +183,7 @@ def _run(
     # Only what is installed is preloaded (a run at minimum versions may lack torch): the
     # script imports the rest itself, or fails as it would in a fresh process.
     preload = tuple(name for name in preload if importlib.util.find_spec(name) is not None)
-    if preload and env is None and memory_cap is None and not _NO_ZYGOTE:
+    if preload and set(env or ()) <= READ_AFTER_IMPORT and memory_cap is None and not _NO_ZYGOTE:
         return _zygote(preload).run(argv, timeout=timeout, cwd=cwd, env=full_env)
 
     def cap() -> None:
@@ -217,6 +226,18 @@ def _environment(path: Sequence[Path | str], env: Mapping[str, str] | None) -> d
 #: The frameworks a test usually preloads (one zygote per test process serves all their uses).
 FRAMEWORKS = ("numpy", "jax", "torch")
 
+#: Environment variables read only after the frameworks are imported: an ``env`` of these
+#: alone leaves ``preload`` in effect (the forked child sets them before anything reads them).
+#: Not here: ``OMP_NUM_THREADS`` (read when torch is imported: ``torch.set_num_threads``
+#: instead), ``JAX_PLATFORMS`` and every ``JAX_*`` (read when jax is imported).
+READ_AFTER_IMPORT = frozenset(
+    (
+        "GLOO_SOCKET_IFNAME",  # by gloo, when a process group is made
+        "XLA_FLAGS",  # by XLA, when jax makes its first backend
+        "TF_CPP_MIN_LOG_LEVEL",  # by XLA's logging, at its first message
+    )
+)
+
 _NO_ZYGOTE = os.environ.get("TREECLASS_TESTS_NO_ZYGOTE") == "1"
 _ZYGOTE_FILE = str(Path(__file__).resolve().parent / "_zygote.py")
 
@@ -237,7 +258,11 @@ class _Zygote:
                 cwd=self._folder.name,
                 start_new_session=True,
             )
-        self._lock = threading.Lock()
+        self._send = threading.Lock()  # one request at a time, until its child's pid
+        self._cond = threading.Condition()  # guards the answers read so far
+        self._reading = False  # whether a thread is reading the server's answers
+        self._pids: list[int] = []
+        self._exits: dict[int, int] = {}
         self._count = 0
         self._pending = b""
 
@@ -252,25 +277,55 @@ class _Zygote:
                 self._proc.wait()
         self._folder.cleanup()
 
-    def _answer(self, timeout: float | None) -> int | None:
-        """The next number the server writes (None: not within ``timeout`` seconds)."""
+    def _read(self, timeout: float | None) -> None:
+        """Read what the server answered (``pid PID``, ``exit PID CODE`` lines) within
+        ``timeout`` seconds; only one thread reads at a time."""
         assert self._proc.stdout is not None
         fd = self._proc.stdout.fileno()
-        while b"\n" not in self._pending:
-            ready, _, _ = select.select([fd], [], [], timeout)
-            if not ready:
-                return None
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                raise RuntimeError(f"the zygote died:\n{self._log.read_text()[-3000:]}")
-            self._pending += chunk
-        line, self._pending = self._pending.split(b"\n", 1)
-        return int(line)
+        ready, _, _ = select.select([fd], [], [], timeout)
+        if not ready:
+            return
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            raise RuntimeError(f"the zygote died:\n{self._log.read_text()[-3000:]}")
+        self._pending += chunk
+        *lines, self._pending = self._pending.split(b"\n")
+        with self._cond:
+            for line in lines:
+                kind, *numbers = line.split()
+                if kind == b"pid":
+                    self._pids.append(int(numbers[0]))
+                else:
+                    self._exits[int(numbers[0])] = int(numbers[1])
+
+    def _wait_for(self, take: Any, timeout: float | None) -> int | None:
+        """``take()`` (an answer, removed from what was read) once it is not None; None if
+        that takes more than ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._cond:
+                while True:
+                    got: int | None = take()
+                    if got is not None:
+                        return got
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        return None
+                    if not self._reading:
+                        self._reading = True
+                        break
+                    self._cond.wait(left)
+            try:  # this thread reads, the others wait for what it read
+                self._read(None if left is None else min(left, 1.0))
+            finally:
+                with self._cond:
+                    self._reading = False
+                    self._cond.notify_all()
 
     def run(
         self, argv: list[str], *, timeout: float, cwd: Path | None, env: dict[str, str]
     ) -> Outcome:
-        with self._lock:
+        with self._send:
             self._count += 1
             base = Path(self._folder.name) / str(self._count)
             out, err = base.with_suffix(".out"), base.with_suffix(".err")
@@ -285,24 +340,25 @@ class _Zygote:
             assert self._proc.stdin is not None
             self._proc.stdin.write(f"{base.with_suffix('.json')}\n".encode())
             self._proc.stdin.flush()
-            pid = self._answer(60)  # the server answers a fork at once
-            if pid is None or pid <= 0:
-                raise RuntimeError(f"the zygote gave no child's pid (got {pid!r})")
-            code = self._answer(timeout)
-            if code is None:  # the hang guard: kill it, as subprocess.run does
-                # The child is not reaped (its pid not reused) until the server's waitpid,
-                # which then writes its exit code: always read, so answers stay in step.
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                self._answer(None)
-            outcome = Outcome(
-                code,
-                out.read_text(errors="replace") if out.exists() else "",
-                err.read_text(errors="replace") if err.exists() else "",
-            )
-            for used in (out, err, base.with_suffix(".json")):
-                used.unlink(missing_ok=True)
-            return outcome
+            # The server answers a fork at once, and forks in the order of the requests.
+            pid = self._wait_for(lambda: self._pids.pop(0) if self._pids else None, 60)
+        if pid is None or pid <= 0:
+            raise RuntimeError(f"the zygote gave no child's pid (got {pid!r})")
+        code = self._wait_for(lambda: self._exits.pop(pid, None), timeout)
+        if code is None:  # the hang guard: kill it, as subprocess.run does
+            # The child is not reaped (its pid not reused) until the server's waitpid,
+            # which then writes its exit code: always read, so no answer is left over.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            self._wait_for(lambda: self._exits.pop(pid, None), None)
+        outcome = Outcome(
+            code,
+            out.read_text(errors="replace") if out.exists() else "",
+            err.read_text(errors="replace") if err.exists() else "",
+        )
+        for used in (out, err, base.with_suffix(".json")):
+            used.unlink(missing_ok=True)
+        return outcome
 
 
 _zygotes: dict[tuple[str, ...], _Zygote] = {}

@@ -4,7 +4,9 @@ Run as ``python _zygote.py '["jax", "torch"]'`` by ``tests/_subproc.py`` (one pe
 and preload list, started on first use). It imports the listed frameworks -- only imports them:
 no operation, no backend, and never treeclass -- then reads requests on stdin, one a line (the
 path of a JSON file: argv, cwd, env, stdout and stderr files), forks one child per request and
-answers on stdout the child's pid, then its exit code (negative: the signal that killed it).
+answers on stdout ``pid PID`` at once, then ``exit PID CODE`` when the child ends (CODE
+negative: the signal that killed it). Children run at the same time (the two processes of a
+distributed job): a request is served while earlier children still run.
 
 The child turns itself into the fresh process the request describes: its working directory,
 environment, ``sys.path`` (as ``python -c``/``-m`` builds it from the request's ``PYTHONPATH``),
@@ -21,28 +23,58 @@ already imported.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
 import os
+import select
+import signal
 import sys
 from typing import Any
 
 
 def _serve() -> dict[str, Any]:
     """Fork one child per request; return the request, in the child only."""
-    answer = os.fdopen(os.dup(1), "w", buffering=1)
-    for line in sys.stdin:
-        pid = os.fork()
-        if pid == 0:
-            answer.close()
-            with open(line.strip()) as f:
-                request: dict[str, Any] = json.load(f)
-            return request
-        answer.write(f"{pid}\n")
-        _, status = os.waitpid(pid, 0)
-        answer.write(f"{os.waitstatus_to_exitcode(status)}\n")
-    os._exit(0)  # the test process is gone
+    answer = os.dup(1)
+    # SIGCHLD wakes the select below through this pipe (no thread: the zygote forks).
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    pending = b""
+    while True:
+        ready, _, _ = select.select([0, wake_r], [], [])
+        if wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(wake_r, 4096):
+                    pass
+            while True:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:  # no child left
+                    break
+                if pid == 0:
+                    break
+                os.write(answer, f"exit {pid} {os.waitstatus_to_exitcode(status)}\n".encode())
+        if 0 in ready:
+            chunk = os.read(0, 4096)
+            if not chunk:
+                os._exit(0)  # the test process is gone
+            pending += chunk
+            while b"\n" in pending:
+                line, pending = pending.split(b"\n", 1)
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    for fd in (answer, wake_r, wake_w):
+                        os.close(fd)
+                    with open(line.decode().strip()) as f:
+                        request: dict[str, Any] = json.load(f)
+                    return request
+                os.write(answer, f"pid {pid}\n".encode())
 
 
 def _become(request: dict[str, Any], base_path: list[str]) -> None:

@@ -179,24 +179,28 @@ print(json.dumps({"ran": len(json.loads(sys.argv[1]))}))
 """
 
 
-_IMPORT = re.compile(r"^\s*(?:import|from)\s+(jax|torch|treeclass)\b", re.MULTILINE)
+_FRAMEWORK_USE = re.compile(r"^\s*(?:import|from)\s+(?:jax|torch|treeclass\.testing)\b", re.M)
 
 
-def _frameworks_first(code: str) -> bool:
-    """Whether ``code`` imports jax or torch, each before treeclass (then a process that has
-    already imported them runs it as a fresh one does: ``_subproc``'s ``preload``)."""
-    first: dict[str, int] = {}
-    for m in _IMPORT.finditer(code):
-        first.setdefault(m[1], m.start())
-    frameworks = [first[f] for f in ("jax", "torch") if f in first]
-    return bool(frameworks) and max(frameworks) < first.get("treeclass", len(code))
+def _uses_frameworks(page: str, code: str) -> bool:
+    """Whether ``page`` uses jax or torch: imports them, needs them (``tc.load(to="torch")``
+    imports torch), or imports ``treeclass.testing`` (whose ``assert_roundtrip`` imports every
+    installed framework). Such a page runs with them preloaded (``_subproc``'s ``preload``):
+    already imported, as in a program that imported them before treeclass. What treeclass
+    does when a framework is imported after it is the point of the import-order tests
+    (test_import.py, test_races.py, the "both import orders" tests), not of the pages."""
+    return bool({"jax", "torch"} & set(NEEDS[page])) or bool(_FRAMEWORK_USE.search(code))
 
 
 def test_which_pages_run_with_the_frameworks_preloaded() -> None:
-    assert _frameworks_first("import jax\nimport torch\nimport treeclass as tc\n")
-    assert not _frameworks_first("import jax\nimport treeclass as tc\nimport torch\n")
-    assert not _frameworks_first("import numpy as np\nimport treeclass as tc\n")
-    assert _frameworks_first("  from torch import nn\n")
+    assert _uses_frameworks(
+        "README.md", "import numpy as np\nimport treeclass as tc\nimport torch\n"
+    )
+    assert _uses_frameworks("README.md", "  from jax import numpy as jnp\n")
+    assert _uses_frameworks("README.md", "from treeclass.testing import assert_roundtrip\n")
+    assert not _uses_frameworks("README.md", "import treeclass as tc\nimport torchvision\n")
+    assert _uses_frameworks("docs/files.md", "import treeclass as tc\n")
+    assert not _uses_frameworks("docs/optree.md", "import optree\nimport treeclass as tc\n")
 
 
 @pytest.mark.parametrize("page", sorted(NEEDS))
@@ -204,14 +208,14 @@ def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
     """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
     (two pages may define the same class under the same name), and no earlier test's
     imports or registrations can make a page pass. Only numpy, jax and torch may already be
-    imported, for a page that imports jax or torch before treeclass."""
+    imported, for a page that uses jax or torch (``_uses_frameworks``)."""
     for package in NEEDS[page]:
         if importlib.util.find_spec(package.split(".")[0]) is None:
             pytest.skip(f"could not import {package!r}, which {page} needs")  # importorskip's words
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
-    preload = FRAMEWORKS if _frameworks_first("".join(b.code for b in to_run)) else ()
+    preload = FRAMEWORKS if _uses_frameworks(page, "".join(b.code for b in to_run)) else ()
     outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path, preload=preload)
     if outcome.returncode != 0:
         pytest.fail(outcome.describe(), pytrace=False)

@@ -31,7 +31,7 @@ import pytest
 pytest.importorskip("jax")
 pytest.importorskip("orbax.checkpoint")
 
-from _subproc import Outcome, run_script
+from _subproc import FRAMEWORKS, Outcome, run_script
 from test_docs import DOCS, blocks
 
 pytestmark = [pytest.mark.jax, pytest.mark.slow]
@@ -158,14 +158,23 @@ def free_port() -> int:
         return port
 
 
-def run_two(script: str, folder: Path) -> list[Outcome]:
-    """Run ``script 127.0.0.1:PORT PROCESS_ID FOLDER`` as processes 0 and 1 at once."""
+def run_two(script: str, folder: Path, **env: str) -> list[Outcome]:
+    """Run ``script 127.0.0.1:PORT PROCESS_ID FOLDER`` as processes 0 and 1 at once, with
+    ``env`` (then, with a variable jax reads when imported, as real fresh processes; else
+    forked from the zygote, jax imported first)."""
     coordinator = f"127.0.0.1:{free_port()}"
-    env = {"JAX_PLATFORMS": "cpu", "XLA_FLAGS": "", "TF_CPP_MIN_LOG_LEVEL": "2"}
+    env = {"XLA_FLAGS": "", "TF_CPP_MIN_LOG_LEVEL": "2", **env}
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futures = [
             pool.submit(
-                run_script, script, coordinator, str(i), str(folder), timeout=TIMEOUT, env=env
+                run_script,
+                script,
+                coordinator,
+                str(i),
+                str(folder),
+                timeout=TIMEOUT,
+                env=env,
+                preload=FRAMEWORKS,
             )
             for i in (0, 1)
         ]
@@ -265,5 +274,5 @@ def test_the_docs_example_runs_in_two_processes(tmp_path: Path) -> None:
         for b in blocks(DOCS / "distributed.md")
         if b.lang == "python" and b.skip_reason and "test_jax_distributed.py" in b.skip_reason
     ]
-    outcomes = run_two(block.code, tmp_path)
+    outcomes = run_two(block.code, tmp_path, JAX_PLATFORMS="cpu")  # as the page says
     assert [o.stdout.strip().splitlines()[-1] for o in outcomes] == ["ok 0", "ok 1"]

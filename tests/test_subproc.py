@@ -7,6 +7,7 @@ and nothing of treeclass or of an earlier child.
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from pathlib import Path
 
@@ -115,3 +116,45 @@ def test_run_module_in_a_child(tmp_path: Path) -> None:
     )
     assert child.report() == fresh == [[str(tmp_path / "clitool.py"), "x"], str(tmp_path)]
     assert json.loads(child.stdout) == fresh
+
+
+# Each of two processes waits for a file the other one writes: they end only if both run at
+# once (the processes of a distributed job); each reports what it saw of the environment.
+_PAIR = """
+import json, os, sys, time
+folder, me, other = sys.argv[1:]
+open(os.path.join(folder, me), "w").close()
+deadline = time.monotonic() + 60
+while not os.path.exists(os.path.join(folder, other)):
+    assert time.monotonic() < deadline, "the other process never ran"
+    time.sleep(0.01)
+print(json.dumps([me, os.environ.get("XLA_FLAGS"), "jax" in sys.modules]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("env", "forked"),
+    [({"XLA_FLAGS": "--tests"}, True), ({"XLA_FLAGS": "--tests", "JAX_PLATFORMS": "cpu"}, False)],
+    ids=["read-after-import", "read-at-import"],
+)
+def test_children_run_at_the_same_time_with_their_env(
+    tmp_path: Path, env: dict[str, str], forked: bool
+) -> None:
+    """With only variables of ``READ_AFTER_IMPORT``, the processes fork from the zygote
+    (jax already imported); with one a framework reads when imported, they run fresh."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        futures = [
+            pool.submit(
+                run_script,
+                _PAIR,
+                str(tmp_path),
+                me,
+                other,
+                timeout=300,
+                env=env,
+                preload=FRAMEWORKS,
+            )
+            for me, other in (("a", "b"), ("b", "a"))
+        ]
+        reports = [f.result().report() for f in futures]
+    assert reports == [["a", "--tests", forked], ["b", "--tests", forked]]

@@ -30,7 +30,7 @@ import warnings
 from typing import Any
 
 import pytest
-from _subproc import run_script, write_modules
+from _subproc import FRAMEWORKS, run_script, write_modules
 
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
@@ -117,6 +117,7 @@ import datetime, json, os, sys, traceback
 rank, world = int(sys.argv[1]), int(sys.argv[2])
 module, init_file, ckpt = sys.argv[3:6]  # the folder of the module is on the path
 import torch
+torch.set_num_threads(1)  # one thread a rank (2 cores)
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -217,7 +218,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         module = f"tc_dist_{side}_{tag}"
         modules.append((write_modules(root / side, {module: DEFS.format(prefix=prefix)}), module))
     init_file, ckpt = root / "rendezvous", root / "ckpt"
-    env = {"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
+    env = {"GLOO_SOCKET_IFNAME": "lo"}  # read after the import: the ranks fork from the zygote
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         futures = [
             pool.submit(
@@ -232,6 +233,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                 path=[folder],
                 env=env,
                 timeout=TIMEOUT,
+                preload=FRAMEWORKS,  # torch first, then treeclass
             )
             for rank, (folder, module) in enumerate(modules)
         ]

@@ -198,20 +198,25 @@ TORCH_OPS: dict[str, Callable[[Any], Any]] = {
 
 
 # (torch's register_dataclass registers the Python pytree only: no C++ pytree case for it)
-COMPILE_CASES = [
-    pytest.param(cls, op, id=f"{label}-{op_label}")
-    for label, cls in CLASSES.items()
-    for op_label, op in TORCH_OPS.items()
-    if not (cls is TorchReference and op is cxx_tree_map)
-]
+def torch_ops(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """The torch operations ``cls`` is traced through."""
+    if cls is TorchReference:
+        return {k: op for k, op in TORCH_OPS.items() if op is not cxx_tree_map}
+    return TORCH_OPS
 
 
-@pytest.mark.parametrize(("cls", "op"), COMPILE_CASES)
-def test_compile_fullgraph_traces_unflatten(cls: type, op: Callable[[Any], Any]) -> None:
+@pytest.mark.parametrize("cls", CLASSES.values(), ids=CLASSES.keys())
+def test_compile_fullgraph_traces_unflatten(cls: type) -> None:
+    """Every torch operation of ``torch_ops(cls)`` in one compiled function (one trace)."""
+    ops = torch_ops(cls)
     obj = make(cls)
     INIT_CALLS.clear()
-    out = torch.compile(op, fullgraph=True, backend="eager")(obj)
-    check(out, cls)
+    outs = torch.compile(lambda o: [op(o) for op in ops.values()], fullgraph=True, backend="eager")(
+        obj
+    )
+    assert len(outs) == len(ops)
+    for out in outs:
+        check(out, cls)
     assert INIT_CALLS == []  # neither traced nor replayed: no __init__, no __post_init__
 
 
@@ -251,18 +256,19 @@ EMBEDDED_OPS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-@pytest.mark.parametrize("op", EMBEDDED_OPS.values(), ids=EMBEDDED_OPS.keys())
 @pytest.mark.parametrize(
     "cls", [c for c in CLASSES.values() if c is not TorchReference], ids=list(CLASSES)[1:]
 )
-def test_compile_fullgraph_traces_embedded_and_optree_unflatten(
-    cls: type, op: Callable[[Any], Any]
-) -> None:
-    """treeclass's own tree_map and optree's (which Dynamo also traces) inside compiled code."""
+def test_compile_fullgraph_traces_embedded_and_optree_unflatten(cls: type) -> None:
+    """treeclass's own tree_map and optree's (which Dynamo also traces) inside compiled code,
+    both in one compiled function (one trace)."""
     obj = make(cls)
     INIT_CALLS.clear()
-    out = torch.compile(op, fullgraph=True, backend="eager")(obj)
-    check(out, cls)
+    ops = list(EMBEDDED_OPS.values())
+    outs = torch.compile(lambda o: [op(o) for op in ops], fullgraph=True, backend="eager")(obj)
+    assert len(outs) == len(ops)
+    for out in outs:
+        check(out, cls)
     assert INIT_CALLS == []
 
 
