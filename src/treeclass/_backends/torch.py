@@ -893,6 +893,43 @@ def spec_from_spec(spec: TreeSpec) -> Any:
     return treespec
 
 
+_CONTEXT_SCALARS: Final = frozenset((str, int, float, bool, type(None)))
+
+
+def kept_context(value: Any) -> Any:
+    """``value`` if nodes may share it, a copy if it is a list of string keys, else NOT_KEPT.
+
+    Shared: a type, ``None``, or a tuple of JSON scalars and such tuples (what treeclass's
+    classes and torch's namedtuples and sequences have); nothing mutable is shared.
+    """
+    if value is None or value.__class__ is type:
+        return value
+    if value.__class__ is list:
+        return value.copy() if all(k.__class__ is str for k in value) else NOT_KEPT
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v.__class__ is tuple:
+            stack.extend(v)
+        elif v.__class__ not in _CONTEXT_SCALARS:
+            return NOT_KEPT
+    return value
+
+
+NOT_KEPT: Final = object()
+
+
+def context_sharing(value: Any) -> str:
+    """How nodes of one torch context may hold it: ``"shared"``, ``"copied"`` or ``"own"``.
+
+    The rule of :func:`kept_context` (which :mod:`treeclass.torch`'s reader uses), for the
+    readers that make one spec for many nodes: ``"shared"`` (immutable), ``"copied"`` (a list
+    of string keys: each node its own copy), ``"own"`` (anything else: each node makes its own).
+    """
+    kept = kept_context(value)
+    return "shared" if kept is value else "own" if kept is NOT_KEPT else "copied"
+
+
 _NONE_TYPE: Final = type(None)
 
 
@@ -908,8 +945,6 @@ class _Subtree:
     __slots__ = ("one", "sharing", "spec")
 
     def __init__(self, one: TreeSpec) -> None:
-        from ..torch._treespec import context_sharing
-
         self.one = one
         spec: Any = pytree.tree_structure(skeleton(one))
         self.spec = spec

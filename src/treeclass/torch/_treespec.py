@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 import torch.utils._pytree as pytree
 
+from .._backends.torch import NOT_KEPT, kept_context
 from .._core.json import MAX_INT_DIGITS, census, loads_checked, loads_strict
 from .._core.registry import registered_node
 from .._errors import TreespecLoadError, UnregisteredNameError
@@ -303,7 +304,6 @@ def _not_a_treespec(problem: str) -> TreespecLoadError:
 #: A node's position while walking: ``None`` (the root) or ``(parent's position, index)``.
 _Where: TypeAlias = "tuple[Any, int] | None"
 _LEAF_ORDER: Final = (None, None, 0)
-_SCALARS: Final = frozenset((str, int, float, bool, type(None)))
 
 
 def _where(at: _Where) -> str:
@@ -316,40 +316,6 @@ def _where(at: _Where) -> str:
     for i in reversed(path):
         text = f"child {i} of {text}"[:300]
     return text
-
-
-def _kept(value: Any) -> Any:
-    """``value`` if nodes may share it, a copy if it is a list of string keys, else _NOT_KEPT.
-
-    Shared: a type, ``None``, or a tuple of JSON scalars and such tuples (what treeclass's
-    classes and torch's namedtuples and sequences have); nothing mutable is shared.
-    """
-    if value is None or value.__class__ is type:
-        return value
-    if value.__class__ is list:
-        return value.copy() if all(k.__class__ is str for k in value) else _NOT_KEPT
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if v.__class__ is tuple:
-            stack.extend(v)
-        elif v.__class__ not in _SCALARS:
-            return _NOT_KEPT
-    return value
-
-
-_NOT_KEPT: Final = object()
-
-
-def context_sharing(value: Any) -> str:
-    """How nodes of one torch context may hold it: ``"shared"``, ``"copied"`` or ``"own"``.
-
-    The rule of :func:`_kept` (this module's reader), for other readers that make one spec
-    for many nodes: ``"shared"`` (immutable), ``"copied"`` (a list of string keys: each
-    node its own copy), ``"own"`` (anything else: each node makes its own).
-    """
-    kept = _kept(value)
-    return "shared" if kept is value else "own" if kept is _NOT_KEPT else "copied"
 
 
 #: A leaf as torch's treespec_dumps writes it.
@@ -448,8 +414,8 @@ def _build(doc: Any) -> tuple[pytree.TreeSpec, int, int]:
             memo = known.get(key)
             if memo is None:
                 typ, value = _resolve(name, context, _where(at), k)
-                kept = _kept(value)
-                if kept is not _NOT_KEPT:
+                kept = kept_context(value)
+                if kept is not NOT_KEPT:
                     memo = known[key] = [typ, kept, kept.__class__ is list, None]
             else:
                 typ, value = memo[0], memo[1]
