@@ -910,10 +910,6 @@ def test_small_tensors_of_one_dtype_and_shape_are_the_rows_of_one_array(
         assert not np.shares_memory(got[f"a{i:03d}"], got[f"a{i + 1:03d}"])
     got["a000"][:] = 99
     assert got["a001"].tolist() == tree["a001"].tolist()
-    ts = tc.load(path, to="torch")
-    assert [ts[f"a{i:03d}"][0, 0].item() for i in range(40)] == list(range(40))
-    assert ts["a005"].untyped_storage().nbytes() == 24  # torch tensors: their own storage
-    assert ts["b029"].tolist() == [29] * 5 and tuple(ts["d2"].shape) == (0, 4)
     some = tc.load(path, paths=["['a003']", "['b007']", "['c1']"])
     assert some["a003"].tolist() == tree["a003"].tolist() and some["b007"].tolist() == [7] * 5
     assert some["c1"].shape == () and some["a004"] is None and some["b008"] is None
@@ -937,8 +933,24 @@ def test_small_tensors_at_unaligned_offsets_are_copied_aligned(tmp_path: Path) -
         assert got[f"b{i}"].flags.aligned and got[f"b{i}"].flags.writeable
     got["b0"][:] = 7
     assert got["b1"].tolist() == values[1].tolist()
+    pytest.importorskip("torch")
     ts = tc.load(path, to="torch")
     assert [ts[f"b{i}"].tolist() for i in range(4)] == [v.tolist() for v in values]
+
+
+def test_small_tensors_loaded_to_torch_own_their_storage(tmp_path: Path) -> None:
+    # Loaded to torch, rows of a run are tensors of their own storage (torch.save of one
+    # would write a shared buffer whole).
+    pytest.importorskip("torch")
+    tree: dict[str, Any] = {f"a{i:03d}": np.full((2, 3), i, np.float32) for i in range(40)}
+    tree |= {f"b{i:03d}": np.full(5, i, np.int16) for i in range(30)}
+    tree |= {f"d{i}": np.zeros((0, 4), np.float32) for i in range(3)}
+    path = tmp_path / "rows.safetensors"
+    tc.save(path, tree)
+    ts = tc.load(path, to="torch")
+    assert [ts[f"a{i:03d}"][0, 0].item() for i in range(40)] == list(range(40))
+    assert ts["a005"].untyped_storage().nbytes() == 24
+    assert ts["b029"].tolist() == [29] * 5 and tuple(ts["d2"].shape) == (0, 4)
 
 
 def _tensor_offset(path: Path, name: str) -> int:
