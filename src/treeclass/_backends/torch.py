@@ -46,7 +46,7 @@ from .._core.codegen import (
     unpack_lines,
 )
 from .._core.fields import ClassInfo, is_namedtuple_class
-from .._core.json import dumps_canonical
+from .._core.json import SCALAR_TYPES, dumps_canonical
 from .._core.nodes import NodeType
 from .._core.registry import Change, Undo, registered_node
 from .._core.state import Layout, cannot_fill
@@ -893,9 +893,6 @@ def spec_from_spec(spec: TreeSpec) -> Any:
     return treespec
 
 
-_CONTEXT_SCALARS: Final = frozenset((str, int, float, bool, type(None)))
-
-
 def kept_context(value: Any) -> Any:
     """``value`` if nodes may share it, a copy if it is a list of string keys, else NOT_KEPT.
 
@@ -911,7 +908,7 @@ def kept_context(value: Any) -> Any:
         v = stack.pop()
         if v.__class__ is tuple:
             stack.extend(v)
-        elif v.__class__ not in _CONTEXT_SCALARS:
+        elif v.__class__ not in SCALAR_TYPES:
             return NOT_KEPT
     return value
 

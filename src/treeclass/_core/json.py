@@ -24,6 +24,7 @@ _T = TypeVar("_T")
 
 __all__ = [
     "MAX_INT_DIGITS",
+    "SCALAR_TYPES",
     "census",
     "dumps_canonical",
     "loads_counted",
@@ -31,6 +32,10 @@ __all__ = [
     "no_duplicates",
     "strict_scanner",
 ]
+
+#: The classes of the scalar values the parsers make (immutable: a value of one of them can be
+#: shared by everything that read it).
+SCALAR_TYPES: Final = frozenset((str, int, float, bool, type(None)))
 
 #: Longest integer literal accepted (CPython's own default ``int`` <-> ``str`` limit).
 MAX_INT_DIGITS: Final = 4300

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from .._core.json import (
+    SCALAR_TYPES,
     census,
     dumps_canonical,
     loads_checked,
@@ -500,9 +501,6 @@ _TAIL: Final = '],"version":' + str(FORMAT_VERSION) + "}"
 #: ``",null" * k``: the text of ``k`` leaf children after their node.
 _NULL_RUNS: Final = tuple(",null" * k for k in range(65))
 _LEAF_RUNS: Final = tuple((None,) * k for k in range(65))
-#: State classes whose text gives auxdata that nodes may share: values of one text are the
-#: same value, and their auxdata holds nothing mutable (see :func:`_shareable`).
-_TEXT_SCALARS: Final = frozenset((str, int, bool, float, type(None)))
 
 
 class _Seen:
@@ -556,7 +554,7 @@ def _shareable(state: Any) -> bool:
     if cls is not dict:
         return False
     static = state.get("static")
-    return static.__class__ is dict and _TEXT_SCALARS.issuperset(map(type, static.values()))
+    return static.__class__ is dict and SCALAR_TYPES.issuperset(map(type, static.values()))
 
 
 def _null_run(text: str, pos: int, k: int) -> bool:
