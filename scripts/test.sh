@@ -33,6 +33,11 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# Python's default bytecode cache, even where the machine turns it off: the suite starts a few
+# hundred processes that import treeclass (fresh ones, and children forked from a preloaded
+# zygote), each of which would otherwise compile it again; and pytest keeps its rewritten test
+# modules there for the next run.
+unset PYTHONDONTWRITEBYTECODE
 if [ "$all" = 1 ]; then
   # torch first and pinned: on these machines 2.13.0 is a local CPU wheel, while an unpinned
   # torch would download a multi-GB CUDA build.

@@ -10,6 +10,7 @@ import math
 from typing import Any, NamedTuple
 
 import pytest
+from _budget import cases
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -201,7 +202,8 @@ static_values = st.recursive(
 )
 
 
-@settings(max_examples=300, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.fuzz
+@settings(max_examples=cases(300), derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(static_values)
 def test_static_values_round_trip_property(value: Any) -> None:
     encoded = encode_static(value)

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import attrs
 import pytest
+from _budget import cases
 from _subproc import run_script, write_modules
 from _treespec_schema import validate_document
 from hypothesis import HealthCheck, given, settings
@@ -589,8 +590,12 @@ def _extend(children: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 trees = st.recursive(leaves | st.none(), _extend, max_leaves=25)
 
 
+@pytest.mark.fuzz
 @settings(
-    max_examples=400, derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=cases(400),
+    derandomize=True,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
 )
 @given(trees)
 def test_random_trees_round_trip(tree: Any) -> None:

@@ -14,6 +14,7 @@ import venv
 from typing import Any
 
 import pytest
+from _budget import cases
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("flatbuffers")  # Exported.serialize() needs it; jax does not declare it
@@ -146,7 +147,8 @@ def test_frozen_slots_and_attrs_classes(uname: str) -> None:
     assert _keystrs(tree) == ["[0].x", "[1].u.x", "[1].u.y"]
 
 
-@settings(max_examples=60, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=cases(60), deadline=None)
 @given(trees)
 def test_random_trees_match_the_embedded_registry(tree: Any) -> None:
     leaves, treedef = jax.tree_util.tree_flatten(tree)

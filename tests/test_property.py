@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+from _budget import cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import trees
@@ -21,7 +23,8 @@ def _same(a: Any, b: Any) -> bool:
     return sa == sb and la == lb and all(type(x) is type(y) for x, y in zip(la, lb))
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=cases(300), deadline=None)
 @given(trees)
 def test_flatten_unflatten_round_trip(tree: Any) -> None:
     leaves, spec = tc.tree_flatten(tree)
@@ -33,13 +36,15 @@ def test_flatten_unflatten_round_trip(tree: Any) -> None:
     assert hash(tc.tree_structure(back)) == hash(spec)
 
 
-@settings(max_examples=100, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=cases(100), deadline=None)
 @given(trees)
 def test_every_registry_and_serializer_round_trips(tree: Any) -> None:
     assert_roundtrip(tree)
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=cases(200), deadline=None)
 @given(trees)
 def test_paths_match_leaves_and_spec(tree: Any) -> None:
     pairs, spec = tc.tree_flatten_with_path(tree)
@@ -56,7 +61,8 @@ class _Mark:
         self.k = k
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=cases(200), deadline=None)
 @given(trees, st.integers(0, 3))
 def test_tree_map_replaces_every_leaf(tree: Any, k: int) -> None:
     out = tc.tree_map(lambda v: _Mark(k), tree)
@@ -66,7 +72,8 @@ def test_tree_map_replaces_every_leaf(tree: Any, k: int) -> None:
     assert all(type(m) is _Mark and m.k == k for m in marks)
 
 
-@settings(max_examples=200, deadline=None)
+@pytest.mark.fuzz
+@settings(max_examples=cases(200), deadline=None)
 @given(trees)
 def test_is_leaf_none_sees_every_none_child(tree: Any) -> None:
     with_none = tc.tree_leaves(tree, is_leaf=lambda v: v is None)

@@ -14,6 +14,7 @@ import random
 from typing import Any
 
 import pytest
+from _budget import cases
 
 import treeclass as tc
 from treeclass._treespec.format import loads_nodes, spec_to_nodes
@@ -107,9 +108,10 @@ def random_tree(rng: random.Random, depth: int) -> Any:
     return tuple(random_tree(rng, depth - 1) for _ in range(rng.randint(0, 4)))
 
 
+@pytest.mark.fuzz
 def test_key_paths_of_random_trees() -> None:
     rng = random.Random(18)
-    for _ in range(120):
+    for _ in range(cases(120)):
         tree = random_tree(rng, 3)
         want = expected(tree)
         assert computed(tree) == want
