@@ -67,6 +67,10 @@ def uname() -> str:
     return f"tests.{uuid.uuid4().hex[:12]}"
 
 
+#: The documents the schema accepted in this process (tests write the same ones again and again).
+_schema_valid: set[str] = set()
+
+
 @pytest.fixture(autouse=True)
 def _every_written_document_matches_the_schema(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -85,8 +89,10 @@ def _every_written_document_matches_the_schema(
 
     def checked(spec: Any) -> str:
         text = real(spec)
-        if len(text) <= 100_000:  # bigger ones (deep-tree tests) only cost time: same shapes
+        # Bigger ones (deep-tree tests) only cost time: same shapes. Each text once a process.
+        if len(text) <= 100_000 and text not in _schema_valid:
             validate_document(text)
+            _schema_valid.add(text)
         return text
 
     monkeypatch.setattr(treeclass, "treespec_dumps", checked)
