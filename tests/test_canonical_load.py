@@ -55,9 +55,18 @@ def _general(text: str) -> tuple[Any, Any]:
         return type(e), str(e)
 
 
+def _walked(text: str) -> Any:
+    """The walk's result, or ``None`` where it leaves ``text`` to the general path (a node's
+    state that does not load included)."""
+    try:
+        return fmt._loads_canonical(text)
+    except fmt._StateRefused:
+        return None
+
+
 def _same_as_general(text: str) -> bool:
     """Whether the walk accepted ``text``; if so, it must load it as the general path does."""
-    walked = fmt._loads_canonical(text)
+    walked = _walked(text)
     if walked is None:
         return False
     nodes, spec = _general(text)
@@ -157,7 +166,7 @@ def test_what_the_walk_refuses_is_named_by_the_general_path(old: str, new: str, 
     text = tc.treespec_dumps(tc.tree_structure([Cell(0, tag="b"), (1, 2)]))
     tampered = text.replace(old, new, 1)
     assert tampered != text
-    assert fmt._loads_canonical(tampered) is None
+    assert _walked(tampered) is None
     with pytest.raises((tc.TreespecLoadError, tc.UnregisteredNameError), match=error):
         tc.treespec_loads(tampered)
 
@@ -169,8 +178,28 @@ def test_a_document_in_another_form_loads_by_the_general_path() -> None:
     doc = json.loads(text)
     reordered = json.dumps(dict(reversed(doc.items())), separators=(",", ":"))
     for other in (spaced, reordered, text + " ", "\n" + text):
-        assert fmt._loads_canonical(other) is None
+        assert _walked(other) is None
         assert tc.treespec_loads(other) == spec
+
+
+def test_a_state_that_does_not_load_is_read_by_the_walk_and_the_general_path_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The one-pass path between them would stop at the same state: it is not tried.
+    from treeclass._core import nodes as core_nodes
+
+    calls: list[Any] = []
+    real = core_nodes._load_keys
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(core_nodes, "_load_keys", counted)
+    text = tc.treespec_dumps(tc.tree_structure({"a": 1, "b": 2})).replace('"b"', '"a"')
+    with pytest.raises(tc.TreespecLoadError, match=r"node 0 .*the same key twice"):
+        tc.treespec_loads(text)
+    assert len(calls) == 2
 
 
 def test_a_node_name_with_an_escaped_quote_is_read_whole() -> None:
@@ -179,7 +208,7 @@ def test_a_node_name_with_an_escaped_quote_is_read_whole() -> None:
         {"format": "treeclass.treespec", "leaves": 0, "nodes": nodes, "version": 1},
         separators=(",", ":"),
     )
-    assert fmt._loads_canonical(text) is None
+    assert _walked(text) is None
     with pytest.raises(tc.UnregisteredNameError, match=re.escape('tests."q')):
         tc.treespec_loads(text)
 
