@@ -7,6 +7,8 @@
 #                                 # (jax, torch 2.13.0 CPU, optree, transformers, equinox,
 #                                 # orbax-checkpoint, flax, optax, chex, ray, mkdocs) and runs every test
 #   TREECLASS_REQUIRE_BACKENDS=1 bash scripts/test.sh --all   # as CI: any skipped test fails
+#   TREECLASS_FUZZ=full bash scripts/test.sh --all -m fuzz     # the randomized tests at their
+#                                 # full case counts, as CI's fuzz job (other runs: a quarter)
 #
 # The fast default creates the venv with the package and its dev tools only (pytest,
 # pytest-xdist, hypothesis, attrs, jsonschema, mypy, pyright, ruff, safetensors) if there is
