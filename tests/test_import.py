@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib.util
 
 import pytest
 from _subproc import run_script
@@ -59,6 +60,26 @@ def test_importing_an_adapter_first_still_activates_it(framework: str) -> None:
     )
     out = run_script(code, timeout=300, env={"PYTHONWARNINGS": "error::RuntimeWarning"}).checked()
     assert framework in out.stdout
+
+
+def test_listing_the_installed_frameworks_imports_none_of_them() -> None:
+    # importlib.util.find_spec("flax.serialization") imports flax, and jax with it.
+    code = (
+        "import sys\n"
+        "from treeclass._backends.activation import module_installed\n"
+        "from treeclass._io.cli import main\n"
+        "main(['version'])\n"
+        "print([module_installed(m) for m in ('json.decoder', 'json.nope', 'nope.nope')])\n"
+        "print(repr(sorted(sys.modules)))\n"
+    )
+    version, found, modules = run_script(code, timeout=300).checked().stdout.splitlines()
+    assert found == "[True, False, False]"
+    frameworks = ("jax", "flax", "torch", "optree", "optax", "orbax")
+    imported = [m for m in frameworks if m in ast.literal_eval(modules)]
+    assert imported == [], f"treeclass version imported {imported}"
+    for name, module in (("flax", "flax.serialization"), ("torch", "torch")):
+        if importlib.util.find_spec(module.split(".")[0]) is not None:
+            assert name in version.split("installed: ")[1].split(", ")
 
 
 def test_importing_treeclass_testing_pulls_in_no_framework_and_no_hypothesis() -> None:

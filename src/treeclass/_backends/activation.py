@@ -69,6 +69,7 @@ __all__ = [
     "complete",
     "framework_named",
     "install",
+    "module_installed",
     "retry",
 ]
 
@@ -109,12 +110,7 @@ class Framework:
 
     def installed(self) -> bool:
         """Whether the framework's module can be imported here (nothing is imported)."""
-        import importlib.util
-
-        try:
-            return importlib.util.find_spec(self.module) is not None
-        except ImportError:  # a submodule whose package is missing
-            return False
+        return module_installed(self.module)
 
     def owns_spec(self, spec: object) -> bool:
         """Whether ``spec`` is one of this framework's structure objects."""
@@ -126,6 +122,27 @@ class Framework:
 
     def __repr__(self) -> str:
         return f"Framework({self.name!r})"
+
+
+def module_installed(name: str) -> bool:
+    """Whether module ``name`` can be imported here, without importing it or its packages.
+
+    (``importlib.util.find_spec("flax.serialization")`` imports ``flax``, and with it jax.)
+    """
+    import importlib.machinery
+    import importlib.util
+
+    def spec(name: str) -> object:
+        parent = name.rpartition(".")[0]
+        if not parent or parent in sys.modules:  # nothing left to import to look
+            return importlib.util.find_spec(name)
+        locations = getattr(spec(parent), "submodule_search_locations", None)
+        return locations and importlib.machinery.PathFinder.find_spec(name, list(locations))
+
+    try:
+        return bool(spec(name))
+    except (ImportError, ValueError):  # a package whose import failed; a module without spec
+        return name in sys.modules
 
 
 #: Every framework treeclass mirrors its registry into.
