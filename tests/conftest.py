@@ -12,7 +12,6 @@ installs on one Python only). Every other skip still fails the run.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import uuid
 from typing import Any
@@ -23,9 +22,10 @@ from _skips import allowed_missing, allowed_skip
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
 ALLOW_MISSING = allowed_missing()
 
-# Helper modules of the tests that import a framework at the top (imported by the tests that
-# need them, after their importorskip): not collected for doctests where it is missing.
-collect_ignore = [] if importlib.util.find_spec("ray") else ["_ray_defs.py"]
+# The helper modules of the tests (``_subproc.py``, ``_ray_defs.py``...) have no doctests:
+# not collected, they are imported only by the tests that use them (``_ray_defs`` imports
+# ray, after test_ray's importorskip), not by every worker.
+collect_ignore_glob = ["_*.py"]
 
 _skipped: list[str] = []
 

@@ -22,15 +22,17 @@ skips, which ``TREECLASS_REQUIRE_BACKENDS=1`` (CI) turns into a failure (``tests
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import json
 import pathlib
 import re
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from _subproc import FRAMEWORKS, run_script
+from _subproc import FRAMEWORKS, Outcome, run_script
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -203,20 +205,55 @@ def test_which_pages_run_with_the_frameworks_preloaded() -> None:
     assert not _uses_frameworks("docs/optree.md", "import optree\nimport treeclass as tc\n")
 
 
-@pytest.mark.parametrize("page", sorted(NEEDS))
-def test_every_python_block_runs(page: str, tmp_path: pathlib.Path) -> None:
-    """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
-    (two pages may define the same class under the same name), and no earlier test's
-    imports or registrations can make a page pass. Only numpy, jax and torch may already be
-    imported, for a page that uses jax or torch (``_uses_frameworks``)."""
-    for package in NEEDS[page]:
-        if importlib.util.find_spec(package.split(".")[0]) is None:
-            pytest.skip(f"could not import {package!r}, which {page} needs")  # importorskip's words
+def _missing(page: str) -> str | None:
+    """The first package ``page`` needs that is not installed, or ``None``."""
+    return next((p for p in NEEDS[page] if importlib.util.find_spec(p.split(".")[0]) is None), None)
+
+
+def _run_page(page: str, cwd: pathlib.Path) -> Outcome:
     to_run = [b for b in python_blocks(page) if b.skip_reason is None]
     assert to_run, f"{page} has no python block to run"
     code = json.dumps([[f"<{page}:{b.line}>", b.code] for b in to_run])
     preload = FRAMEWORKS if _uses_frameworks(page, "".join(b.code for b in to_run)) else ()
-    outcome = run_script(_RUNNER, code, timeout=600, cwd=tmp_path, preload=preload)
+    outcome = run_script(_RUNNER, code, timeout=600, cwd=cwd, preload=preload)
+    if outcome.returncode == 0:
+        assert outcome.report() == {"ran": len(to_run)}
+    return outcome
+
+
+@pytest.fixture(scope="module")
+def page_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, concurrent.futures.Future[Outcome]]]:
+    """The selected pages, started two at a time as soon as the first one is asked for.
+
+    Each page is its own process, so two run at once: one page's waits (``ray.init``, a
+    checkpoint's background threads) leave the core to the other instead of idling.
+    """
+    selected = [
+        item.callspec.params["page"]
+        for item in request.session.items
+        if isinstance(item, pytest.Function) and item.originalname == "test_every_python_block_runs"
+    ]
+    with concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="docs-page") as pool:
+        yield {
+            page: pool.submit(_run_page, page, tmp_path_factory.mktemp("page"))
+            for page in selected
+            if _missing(page) is None
+        }
+
+
+@pytest.mark.parametrize("page", sorted(NEEDS))
+def test_every_python_block_runs(
+    page: str, page_runs: dict[str, concurrent.futures.Future[Outcome]]
+) -> None:
+    """Each page runs in a fresh process, as a reader runs it: nothing leaks between pages
+    (two pages may define the same class under the same name), and no earlier test's
+    imports or registrations can make a page pass. Only numpy, jax and torch may already be
+    imported, for a page that uses jax or torch (``_uses_frameworks``)."""
+    missing = _missing(page)
+    if missing is not None:
+        pytest.skip(f"could not import {missing!r}, which {page} needs")  # importorskip's words
+    outcome = page_runs[page].result()
     if outcome.returncode != 0:
         pytest.fail(outcome.describe(), pytrace=False)
-    assert outcome.report() == {"ran": len(to_run)}

@@ -63,7 +63,6 @@ MODEL = json.dumps(
 ).encode()
 
 
-@functools.cache
 @functools.cache  # compressing 250 MiB takes seconds: once per method and size
 def _bomb(method: str, size: int = BOMB_SIZE) -> tuple[bytes, int]:
     """``(compressed, crc32)`` of MODEL padded with whitespace to ``size`` bytes."""

@@ -102,7 +102,7 @@ def test_exit_codes_tracebacks_signals_and_timeouts(preload: tuple[str, ...]) ->
     assert (thread.returncode, thread.stdout) == (0, "main done\nthread done\n")
     killed = run_script("import os; os.kill(os.getpid(), 9)", timeout=300, preload=preload)
     assert killed.crashed and killed.returncode == -9
-    hung = run_script(_HANGS, timeout=3, preload=preload)
+    hung = run_script(_HANGS, timeout=1, preload=preload)
     assert hung.timed_out and hung.stdout == "started\n"
 
 
