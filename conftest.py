@@ -30,10 +30,11 @@ from treeclass._backends.activation import FRAMEWORKS, module_installed
 def _end_worker_without_teardown() -> None:
     """End an xdist worker once its exit handlers ran, without tearing its modules down.
 
-    Registered before the tests import anything (so it runs after every exit handler they
-    registered: ray's, jax's, torch's...), in the workers only, whose exit status nobody reads:
-    by then the controller has every report. Freeing jax, torch, transformers and the rest
-    object by object took each worker 2 to 3 s, which the whole run waited for.
+    Registered when the worker is configured, before the tests import anything (so it runs
+    after every exit handler they registered: ray's, jax's, torch's...), in the workers only,
+    whose exit status nobody reads: by then the controller has every report. Freeing jax,
+    torch, transformers and the rest object by object took each worker 2 to 3 s, which the
+    whole run waited for.
     """
     logging.shutdown()  # the one exit handler registered before this one that does anything
     for stream in (sys.stdout, sys.stderr):
@@ -41,8 +42,15 @@ def _end_worker_without_teardown() -> None:
     os._exit(0)
 
 
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    atexit.register(_end_worker_without_teardown)
+def pytest_configure(config: pytest.Config) -> None:
+    """In an xdist worker (its config has ``workerinput``), end it without teardown.
+
+    Not by ``PYTEST_XDIST_WORKER``: every process a test starts inherits that variable, a
+    pytest run included, whose exit status would then always be 0.
+    """
+    if hasattr(config, "workerinput"):
+        atexit.register(_end_worker_without_teardown)
+
 
 # Modules that import something optional at the top, by the module they need: each
 # framework's adapter (and the backends activated with it), the public extras, the mypy

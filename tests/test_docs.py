@@ -23,7 +23,6 @@ skips, which ``TREECLASS_REQUIRE_BACKENDS=1`` (CI) turns into a failure (``tests
 from __future__ import annotations
 
 import concurrent.futures
-import importlib.util
 import json
 import pathlib
 import re
@@ -33,6 +32,8 @@ from dataclasses import dataclass
 
 import pytest
 from _subproc import FRAMEWORKS, Outcome, run_script
+
+from treeclass._backends.activation import module_installed
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -207,7 +208,7 @@ def test_which_pages_run_with_the_frameworks_preloaded() -> None:
 
 def _missing(page: str) -> str | None:
     """The first package ``page`` needs that is not installed, or ``None``."""
-    return next((p for p in NEEDS[page] if importlib.util.find_spec(p.split(".")[0]) is None), None)
+    return next((p for p in NEEDS[page] if not module_installed(p)), None)
 
 
 def _run_page(page: str, cwd: pathlib.Path) -> Outcome:

@@ -37,6 +37,7 @@ from itertools import chain, compress, count, groupby, repeat
 from operator import attrgetter, is_, itemgetter, ne, sub
 from typing import TYPE_CHECKING
 
+from .._backends.activation import module_installed
 from .._core.json import census, loads_checked
 from .._core.tree import tree_flatten
 from .._errors import (
@@ -193,14 +194,6 @@ def _framework(name: str) -> Any:
         raise MissingDependencyError(
             f'treeclass.load(..., to="{name}") needs {name}, which is not installed.'
         ) from e
-
-
-def _installed(name: str) -> bool:
-    if name in sys.modules:
-        return True
-    import importlib.util
-
-    return importlib.util.find_spec(name) is not None
 
 
 # --- saving -----------------------------------------------------------------------------------
@@ -747,7 +740,7 @@ def _target_of(kind: str, to: Target | None) -> str:
         return to
     if kind in ("numpy", "numpy-scalar"):
         return "numpy"
-    return kind if _installed(kind) else "numpy"
+    return kind if module_installed(kind) else "numpy"
 
 
 def _check_loadable(source: str, info: TensorInfo, target: str) -> None:
@@ -1015,7 +1008,7 @@ def _load_plain(
 ) -> dict[str, Any]:
     """A file without treeclass metadata: a dict of arrays keyed by tensor name."""
     target = to or _PLAIN_FORMATS.get(header.metadata.get("format", ""), "numpy")
-    if target != "numpy" and to is None and not _installed(target):
+    if target != "numpy" and to is None and not module_installed(target):
         target = "numpy"
     names = sorted(header.tensors)
     for name in names:
