@@ -10,13 +10,11 @@ distributed job): a request is served while earlier children still run.
 
 The child turns itself into the fresh process the request describes: its working directory,
 environment, ``sys.path`` (as ``python -c``/``-m`` builds it from the request's ``PYTHONPATH``),
-``sys.argv``, stdin from /dev/null, stdout and stderr into the request's files; it runs the
-script in a new ``__main__`` module and exits as the interpreter's shutdown does, in what a
-program sees of it: the exit status of ``SystemExit`` or of an uncaught exception, non-daemon
-threads joined, atexit handlers run, stdout and stderr flushed. Then ``os._exit``: the modules
-are not torn down (their objects freed one by one), which in a fork writes to, and so copies,
-every page the child shares with the zygote -- a quarter of a second of CPU a child with jax
-and torch, for nothing a test sees. So treeclass and every user module are imported afresh in
+``sys.argv``, stdin from /dev/null, stdout and stderr into the request's files; it then runs
+the script in a new ``__main__`` module as every process of the tests does, through
+``tests/_as_main.py``, which ends it without tearing its modules down. That matters twice in a
+fork: freeing the objects would write to, and so copy, every page the child shares with the
+zygote. So treeclass and every user module are imported afresh in
 each child; only the preloaded frameworks (and the standard library modules they use) are
 already imported.
 """
@@ -31,7 +29,11 @@ import os
 import select
 import signal
 import sys
+import types
+from pathlib import Path
 from typing import Any
+
+_AS_MAIN = (Path(__file__).resolve().parent / "_as_main.py").read_text()
 
 
 def _serve() -> dict[str, Any]:
@@ -98,46 +100,6 @@ def _become(request: dict[str, Any], base_path: list[str]) -> None:
     importlib.invalidate_caches()
 
 
-def _run(argv: list[str]) -> None:
-    import runpy
-    import types
-
-    if argv[0] == "-c":
-        sys.argv[:] = ["-c", *argv[2:]]
-        main = types.ModuleType("__main__")
-        sys.modules["__main__"] = main
-        exec(compile(argv[1], "<string>", "exec"), vars(main))
-    else:
-        sys.argv[:] = ["-m", *argv[2:]]
-        runpy._run_module_as_main(argv[1])  # type: ignore[attr-defined]  # what python -m runs
-
-
-def _status(code: object) -> int:
-    """The exit status of ``SystemExit(code)``, as the interpreter gives it (a message: 1)."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
-    return 1
-
-
-def _exit(status: int) -> None:
-    """End the child as the interpreter's shutdown does, minus the teardown (module docstring)."""
-    threading = sys.modules.get("threading")
-    if threading is not None:
-        threading._shutdown()  # type: ignore[attr-defined]  # joins the non-daemon threads
-    import atexit
-
-    atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a closed or broken stream: the interpreter ignores it too
-            status = status or 120
-    os._exit(status)
-
-
 def _main() -> None:
     del sys.path[0]  # this file's folder
     server_path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -150,17 +112,12 @@ def _main() -> None:
     gc.freeze()
     request = _serve()
     _become(request, base_path)
-    try:
-        _run(request["argv"])
-    except SystemExit as e:
-        _exit(_status(e.code))
-    except BaseException as e:  # reported as the interpreter reports an uncaught exception
-        tb = e.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename == __file__:
-            tb = tb.tb_next
-        sys.excepthook(type(e), e.with_traceback(tb), tb)
-        _exit(1)
-    _exit(0)
+    # Run it as a fresh process's ``python -c`` runs tests/_as_main.py, in a new ``__main__``
+    # (that ends the process).
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    sys.argv[:] = ["-c", *request["argv"]]
+    exec(compile(_AS_MAIN, "<string>", "exec"), vars(main))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,8 @@ report["allgather"] = describe(mh.process_allgather(tree))
 report["broadcast"] = describe(mh.broadcast_one_to_all(tree))
 
 marker = os.path.join(folder, "marker")
-if pid == 1:
-    time.sleep(1.0)
+if pid == 1:  # (without the barrier, process 0 would look long before this)
+    time.sleep(0.3)
     with open(marker, "w") as f:
         f.write("written by process 1")
 mh.sync_global_devices("tests.jaxdist")
@@ -161,23 +162,28 @@ def free_port() -> int:
 def run_two(script: str, folder: Path, **env: str) -> list[Outcome]:
     """Run ``script 127.0.0.1:PORT PROCESS_ID FOLDER`` as processes 0 and 1 at once, with
     ``env`` (then, with a variable jax reads when imported, as real fresh processes; else
-    forked from the zygote, jax imported first)."""
-    coordinator = f"127.0.0.1:{free_port()}"
+    forked from the zygote, jax imported first).
+
+    Process 1 starts once the coordinator (process 0) listens: a client that finds no
+    coordinator tries again only a second later, which the job then waited for nearly every run.
+    """
+    host, port = "127.0.0.1", free_port()
     env = {"XLA_FLAGS": "", "TF_CPP_MIN_LOG_LEVEL": "2", **env}
+
+    def start(pool: concurrent.futures.Executor, i: int) -> concurrent.futures.Future[Outcome]:
+        args = (script, f"{host}:{port}", str(i), str(folder))
+        return pool.submit(run_script, *args, timeout=TIMEOUT, env=env, preload=FRAMEWORKS)
+
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        futures = [
-            pool.submit(
-                run_script,
-                script,
-                coordinator,
-                str(i),
-                str(folder),
-                timeout=TIMEOUT,
-                env=env,
-                preload=FRAMEWORKS,
-            )
-            for i in (0, 1)
-        ]
+        first = start(pool, 0)
+        deadline = time.monotonic() + TIMEOUT
+        while not first.done() and time.monotonic() < deadline:
+            try:
+                socket.create_connection((host, port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.01)
+        futures = [first, start(pool, 1)]
         outcomes = [f.result() for f in futures]
     # When one process fails, the other waits for it until killed: show the failure first.
     for outcome in sorted(outcomes, key=lambda o: o.timed_out):
