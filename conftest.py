@@ -22,6 +22,12 @@ os.environ.setdefault("TREECLASS_CHECK_TEMPLATES", "1")
 # tests check what treeclass does with jax, not how fast XLA's code runs, and compiling is most
 # of the CPU the jax tests take (a tenth less this way). Inherited by fresh processes too.
 os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0")
+# One Hypothesis folder for every process of the run, the processes the tests start included
+# (the docs pages run in a temporary folder): the tables of Unicode characters Hypothesis makes
+# at its first string strategy (a second of CPU) are made once, not once a process.
+os.environ.setdefault(
+    "HYPOTHESIS_STORAGE_DIRECTORY", os.path.join(os.path.dirname(__file__), ".hypothesis")
+)
 from _pytest.doctest import DoctestItem
 
 from treeclass._backends.activation import FRAMEWORKS, module_installed

@@ -3,12 +3,10 @@ without the frameworks installed) say nothing the installed frameworks contradic
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _subproc import FRAMEWORKS, run_module
 
 ROOT = Path(__file__).resolve().parent.parent
 STUBS = ROOT / "stubs"
@@ -37,23 +35,14 @@ def test_stubs_agree_with_the_installed_frameworks(tmp_path: Path) -> None:
     for framework in CASES:
         pytest.importorskip(framework)
     config = tmp_path / "stubtest.ini"
-    config.write_text("[mypy]\n")  # not the project's config: stubtest checks the stubs alone
-    command = [sys.executable, "-m", "mypy.stubtest", "--mypy-config-file", str(config)]
-    command += [
-        "--ignore-missing-stub",
-        *(module for modules in CASES.values() for module in modules),
-    ]
+    # Not the project's config: stubtest checks the stubs alone.
+    config.write_text(f"[mypy]\nmypy_path = {STUBS}\n")
+    args = ["--mypy-config-file", str(config), "--ignore-missing-stub"]
+    args += [module for modules in CASES.values() for module in modules]
     for framework in CASES:
         allowlist = STUBS / f"{framework}-stubtest-allowlist.txt"
         if allowlist.exists():
-            command += ["--allowlist", str(allowlist)]
-    proc = subprocess.run(
-        command,
-        cwd=tmp_path,
-        env={**os.environ, "MYPYPATH": str(STUBS)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+            args += ["--allowlist", str(allowlist)]
+    # stubtest imports the modules it checks: forked with jax and torch already imported.
+    outcome = run_module("mypy.stubtest", *args, cwd=tmp_path, timeout=600, preload=FRAMEWORKS)
+    assert outcome.returncode == 0, outcome.stdout[-4000:] + outcome.stderr[-2000:]
