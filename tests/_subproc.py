@@ -14,18 +14,20 @@ The fresh process imports this checkout's ``src`` (after the caller's ``path`` f
 explicit ``PYTHONPATH`` of the test process), runs with ``PYTHONWARNINGS=ignore`` unless ``env``
 says otherwise, and never reaches the Hugging Face hub.
 
-Every process runs its script through ``tests/_as_main.py`` (``python -c`` of that file's
-source), which runs it as ``python -c``/``-m`` would and ends it as the interpreter does -- exit
-status, traceback, non-daemon threads joined, exit handlers run, streams flushed -- without
-tearing the modules down: that took a process with torch a third of a second of CPU, a few
-seconds of every run. So objects are not finalized at exit: a script closes what it writes.
+Every process runs its script through ``tests/_as_main.py`` (a fresh one as ``python -c`` of
+that file's source), which runs it as ``python -c``/``-m`` would and ends it as the interpreter
+does -- exit status, traceback, non-daemon threads joined, exit handlers run, streams flushed --
+without tearing the modules down: that took a fresh process with torch a third of a second of
+CPU, a few seconds of every run. So the objects alive at exit are not finalized: a script
+closes what it writes. (That file lists the few differences from the interpreter.)
 
 ``preload=FRAMEWORKS`` (run_script, run_module, report_in) starts the process by forking a
 zygote (``tests/_zygote.py``, one per test process and preload list, started on first use)
 that has imported those frameworks and nothing else: the child is the fresh process described
 above -- its own cwd, environment, path, argv, stdout and stderr; treeclass and every module
-of the test imported afresh -- except that the preloaded frameworks are already imported, and
-it shares the zygote's hash seed and numpy's global random state. That saves the framework
+of the test imported afresh -- except that the preloaded frameworks are already imported, it
+shares the zygote's hash seed and numpy's global random state, and its ``__main__`` is a new
+module (no ``__loader__``, ``__builtins__`` a dict). That saves the framework
 imports (seconds of CPU per process). A test whose point is import order, a first import, or
 what is not imported yet must not pass ``preload``, nor a script written to import treeclass
 before the frameworks for what that order does. With ``memory_cap``, with an ``env`` that sets
@@ -246,7 +248,8 @@ READ_AFTER_IMPORT = frozenset(
 
 _NO_ZYGOTE = os.environ.get("TREECLASS_TESTS_NO_ZYGOTE") == "1"
 _ZYGOTE_FILE = str(Path(__file__).resolve().parent / "_zygote.py")
-#: What every process runs: ``python -c _AS_MAIN -c SCRIPT ARGS`` (module docstring).
+#: What every process runs (module docstring): a fresh one as ``python -c _AS_MAIN -c SCRIPT
+#: ARGS`` (or ``-m MODULE ARGS``), a zygote's child by executing it in its new ``__main__``.
 _AS_MAIN = (Path(__file__).resolve().parent / "_as_main.py").read_text()
 
 

@@ -12,11 +12,10 @@ The child turns itself into the fresh process the request describes: its working
 environment, ``sys.path`` (as ``python -c``/``-m`` builds it from the request's ``PYTHONPATH``),
 ``sys.argv``, stdin from /dev/null, stdout and stderr into the request's files; it then runs
 the script in a new ``__main__`` module as every process of the tests does, through
-``tests/_as_main.py``, which ends it without tearing its modules down. That matters twice in a
-fork: freeing the objects would write to, and so copy, every page the child shares with the
-zygote. So treeclass and every user module are imported afresh in
-each child; only the preloaded frameworks (and the standard library modules they use) are
-already imported.
+``tests/_as_main.py``, which ends it without tearing its modules down: in a fork, freeing the
+objects would also write to, and so copy, every page the child shares with the zygote. So
+treeclass and every user module are imported afresh in each child; only the preloaded
+frameworks (and the standard library modules they use) are already imported.
 """
 
 from __future__ import annotations
@@ -117,7 +116,7 @@ def _main() -> None:
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     sys.argv[:] = ["-c", *request["argv"]]
-    exec(compile(_AS_MAIN, "<string>", "exec"), vars(main))
+    exec(compile(_AS_MAIN, "<string>", "exec", dont_inherit=True), vars(main))
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ report["broadcast"] = describe(mh.broadcast_one_to_all(tree))
 
 marker = os.path.join(folder, "marker")
 if pid == 1:  # (without the barrier, process 0 would look long before this)
-    time.sleep(0.3)
+    time.sleep(0.5)
     with open(marker, "w") as f:
         f.write("written by process 1")
 mh.sync_global_devices("tests.jaxdist")
@@ -160,8 +160,8 @@ def free_port() -> int:
 
 
 def run_two(script: str, folder: Path, **env: str) -> list[Outcome]:
-    """Run ``script 127.0.0.1:PORT PROCESS_ID FOLDER`` as processes 0 and 1 at once, with
-    ``env`` (then, with a variable jax reads when imported, as real fresh processes; else
+    """Run ``script 127.0.0.1:PORT PROCESS_ID FOLDER`` as processes 0 and 1, side by side,
+    with ``env`` (then, with a variable jax reads when imported, as real fresh processes; else
     forked from the zygote, jax imported first).
 
     Process 1 starts once the coordinator (process 0) listens: a client that finds no
@@ -183,6 +183,8 @@ def run_two(script: str, folder: Path, **env: str) -> list[Outcome]:
                 break
             except OSError:
                 time.sleep(0.01)
+        if first.done():  # process 0 ended without listening: its failure, without process 1
+            assert first.result().returncode == 0, first.result().describe()
         futures = [first, start(pool, 1)]
         outcomes = [f.result() for f in futures]
     # When one process fails, the other waits for it until killed: show the failure first.
