@@ -1,8 +1,8 @@
 """treeclass trees in a multi-process JAX program: ``jax.distributed`` on CPU, two processes on
 127.0.0.1 with gloo collectives.
 
-One two-process job (run once for the module, ~10 s on 2 cores) covers, on trees of treeclass
-dataclasses and named tuples (with static fields and ``None`` fields):
+One two-process job (run once for the module, ~1.5 s on 2 cores once forked) covers, on trees
+of treeclass dataclasses and named tuples (with static fields and ``None`` fields):
 
 - ``jax.experimental.multihost_utils.process_allgather`` (every leaf gathered along a new
   leading axis, the classes and statics kept), ``broadcast_one_to_all`` (process 0's tree
@@ -15,7 +15,7 @@ dataclasses and named tuples (with static fields and ``None`` fields):
   a ``NamedSharding`` over both processes and with its default (this process's first device).
 
 Each process reports what it got as JSON; the assertions are made here. The JAX program of
-docs/distributed.md runs as two processes too (~5 s). The coordinator listens on a free port
+docs/distributed.md runs as two processes too (~1.5 s). The coordinator listens on a free port
 of 127.0.0.1; both processes are killed at a bounded timeout.
 """
 
@@ -37,7 +37,7 @@ from test_docs import DOCS, blocks
 
 pytestmark = [pytest.mark.jax, pytest.mark.slow]
 
-TIMEOUT = 180  # seconds for each process (the job takes ~10 s on an idle machine)
+TIMEOUT = 180  # seconds for each process (the job takes ~1.5 s on an idle machine)
 
 SCRIPT = r"""
 import json, os, sys, time
