@@ -159,9 +159,11 @@ def test_recursive_walk_that_goes_on_with_a_stack_gives_the_stack_walks_spec(dep
 
     tree = _mixed_chain(depth)
     leaves, spec = tc.tree_flatten(tree)
-    stack_leaves, stack_spec = tree_module._flatten_iterative(tree, None)
+    stack_leaves: list[object] = []
+    stack_entries: list[object] = []
+    tree_module._flatten_stack(tree, None, stack_leaves, stack_entries)
     assert leaves == stack_leaves
-    assert spec._entries == stack_spec._entries
+    assert spec._entries == tuple(stack_entries)
     back_leaves, back_spec = tc.tree_flatten(spec.unflatten(leaves))  # (== would recurse)
     assert back_leaves == leaves
     assert back_spec == spec

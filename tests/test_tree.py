@@ -206,17 +206,29 @@ def test_trees_deeper_than_the_recursion_limit() -> None:
     assert "nodes, 1 leaves: too large to show>" in repr(tc.tree_structure(tree))
 
 
+def _stack_walk(tree: Any) -> tuple[list[Any], tuple[Any, ...]]:
+    """The leaves and the spec's entries of the iterative walker alone (no recursion)."""
+    from treeclass._core.tree import _flatten_stack
+
+    leaves: list[Any] = []
+    entries: list[Any] = []
+    _flatten_stack(tree, None, leaves, entries)
+    return leaves, tuple(entries)
+
+
 def test_iterative_flatten_matches_the_recursive_one() -> None:
     from strategies import Plain
 
-    from treeclass._core.tree import _flatten_iterative, _flatten_with_path_iterative
-
     tree = {"a": [Plain(1, None), (2, None)], "b": Plain([3], 4)}
-    pairs, spec = _flatten_with_path_iterative(tree, None)
-    assert spec == tc.tree_structure(tree)
-    assert _flatten_iterative(tree, None) == tc.tree_flatten(tree)
-    assert [(tc.keystr(p), v) for p, v in pairs] == [
-        (tc.keystr(p), v) for p, v in tc.tree_flatten_with_path(tree)[0]
+    leaves, spec = tc.tree_flatten(tree)
+    assert _stack_walk(tree) == (leaves, spec._entries)
+    pairs, path_spec = tc.tree_flatten_with_path(tree)
+    assert path_spec == spec and [v for _, v in pairs] == leaves
+    assert [tc.keystr(p) for p, _ in pairs] == [
+        "['a'][0].a",
+        "['a'][1][0]",
+        "['b'].a[0]",
+        "['b'].b",
     ]
 
 
@@ -307,7 +319,7 @@ def test_mixed_nodes_give_the_generic_walks_spec_whatever_the_children() -> None
         tree = [Outer(*(values[i] for i in picks)), 7]
         leaves, spec = tc.tree_flatten(tree)
         assert spec == generic, picks
-        assert spec._entries == tree_module._flatten_iterative(tree, None)[1]._entries, picks
+        assert (leaves, spec._entries) == _stack_walk(tree), picks
         assert spec.unflatten(leaves) == tree
         assert tc.tree_flatten(tree)[1] == spec  # the types are known now
 
@@ -362,5 +374,5 @@ def test_a_fast_path_shaped_to_a_class_gives_the_generic_walks_spec_for_any_node
     for tree in [*others, others, {"a": others, "b": (others, 7)}]:
         leaves, spec = tc.tree_flatten(tree)
         assert spec == tc.tree_structure(tree, is_leaf=lambda _: False), tree
-        assert spec._entries == tree_module._flatten_iterative(tree, None)[1]._entries
+        assert (leaves, spec._entries) == _stack_walk(tree)
         assert spec.unflatten(leaves) == tree

@@ -689,32 +689,46 @@ def flatten_lines(
     return lines
 
 
-def _flatten_into(info: ClassInfo) -> list[str]:
+def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
     """The embedded registry's fast path ``flatten_into(obj, leaves, entries, depth)``.
 
-    Reads every field once and checks the values' types in field order. When every value is
-    of a type known to be a leaf, it flattens straight into the walker's lists and returns
-    ``None``; otherwise it hands the children, the statics and the position of the first
-    value that is not known to be a leaf to the walker's loop, ``_mixed`` (a loop of the
-    walker's, so the source stays one line per field; see
-    :func:`treeclass._core.tree._flatten_mixed`).
+    Reads every field once. When the data fields at the positions ``nodes`` hold nodes (and
+    ``depth`` allows recursing into them) and every other one holds a value of a type known
+    to be a leaf, it adds the node's entry and its leaves straight to the walker's lists,
+    calling the node children's fast paths in field order. Otherwise it
+    hands the children and the statics to the walker's loop, ``_mixed``
+    (:func:`treeclass._core.tree._walk`), which decides each child. ``nodes`` is ``()`` for
+    the class's own fast path, or the positions a walk found nodes at, for one shaped to them.
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = ["def flatten_into(obj, leaves, entries, depth):"]
     lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
-    if local:
-        lines.append(f"{_I}children = {_tuple(local)}")
-        lines.append(f"{_I}aux = {_statics(info)}")
-        for i, v in enumerate(local):
-            lines.append(f"{_I}{'el' if i else ''}if _type({v}) not in _leaf_types: j = {i}")
-        lines.append(f"{_I}else:")
-        lines.append(f"{_I * 2}leaves += children")
-        lines.append(f"{_I * 2}entries.append((_nt, aux, {len(local)}, True))")
-        lines.append(f"{_I * 2}return None")
-        lines.append(f"{_I}return _mixed(_nt, children, aux, leaves, entries, depth, j)")
-    else:
-        lines.append(f"{_I}entries.append((_nt, {_statics(info)}, 0, True))")
-        lines.append(f"{_I}return None")
+    checks = ["depth"] if nodes else []
+    checks += [f"_type({v}) in _leaf_types" for i, v in enumerate(local) if i not in nodes]
+    checks += [f"(n{i} := _get(_type(v{i}))) is not None" for i in nodes]
+    pad = f"{_I * 2}" if checks else _I
+    if checks:
+        lines.append(f"{_I}if {' and '.join(checks)}:")
+    lines.append(f"{pad}entries.append((_nt, {_statics(info)}, {len(local)}, {not nodes}))")
+    if nodes:
+        lines.append(f"{pad}depth -= 1")
+    run: list[str] = []
+    for i, v in enumerate([*local, None]):
+        if i < len(local) and i not in nodes:
+            run.append(local[i])
+            continue
+        if run:
+            lines.append(f"{pad}leaves += {_tuple(run)}")
+            if nodes:
+                lines.append(f"{pad}entries += {_tuple(['None'] * len(run))}")
+            run = []
+        if i < len(local):
+            lines.append(f"{pad}n{i}.flatten_into(v{i}, leaves, entries, depth)")
+    lines.append(f"{pad}return None")
+    if checks:
+        lines.append(
+            f"{_I}return _mixed(_nt, {_tuple(local)}, {_statics(info)}, leaves, entries, depth)"
+        )
     return lines
 
 

@@ -44,8 +44,24 @@ NodeKind = Literal["builtin", "namedtuple", "dataclass", "attrs"]
 
 #: Types seen to be leaves by the embedded registry's walkers (filled as trees are flattened,
 #: emptied of a type when it becomes a node), so that the common case -- a node whose
-#: children are all leaves -- is checked with one C-level set operation.
+#: children are all leaves -- is checked with a set lookup per child.
 LEAF_TYPES: set[type] = set()
+
+
+#: The embedded registry's loop over a node's children, ``_mixed`` in the generated fast paths:
+#: :func:`treeclass._core.tree._walk`, set by that module (which imports this one) when the
+#: package is imported, before any tree can be flattened or class registered.
+_mixed_loop: Callable[..., None]
+
+
+def _loop_into(nt: NodeType) -> Callable[[Any, list[Any], list[Any], int], None]:
+    """The fast path of a node type without a generated one: its flatten, then the loop."""
+
+    def flatten_into(obj: Any, leaves: list[Any], entries: list[Any], depth: int) -> None:
+        children, aux = nt.flatten(obj)
+        _mixed_loop(nt, children, aux, leaves, entries, depth)
+
+    return flatten_into
 
 
 #: The attributes of a class's node type made with its state codec, on first use.
@@ -67,9 +83,10 @@ class NodeType:
         unflatten: ``(aux, children) -> obj``.
         flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
         mixed_seen: see :func:`treeclass._core.tree._shape_fast_path`.
-        flatten_into: the embedded registry's fast path, or ``None``:
-            ``(obj, leaves, entries, depth) -> None`` flattens ``obj`` into the walker's
-            lists, its node children recursing at most ``depth`` levels (``depth >= 0``).
+        flatten_into: the embedded registry's fast path, ``(obj, leaves, entries, depth) ->
+            None``: flattens ``obj`` into the walker's lists, its node children recursing at
+            most ``depth`` levels (``depth >= 0``). A registered class's is generated; any
+            other node type's is :attr:`flatten` and the walker's loop.
         getstate: ``aux -> JSON-safe state``.
         load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
             each data field whether the document holds it as a child (the others become
@@ -131,7 +148,6 @@ class NodeType:
         info: ClassInfo | None = None,
         codec: StateCodec | None = None,
         return_none_fields: bool = False,
-        flatten_into: Callable[[Any, list[Any], list[Any], int], None] | None = None,
         generated: Generated | None = None,
         make_codec: Callable[[], StateCodec] | None = None,
     ) -> None:
@@ -143,7 +159,7 @@ class NodeType:
         self.flatten = flatten
         self.unflatten = unflatten
         self.flatten_with_keys = flatten_with_keys
-        self.flatten_into = flatten_into
+        self.flatten_into: Callable[[Any, list[Any], list[Any], int], None] = _loop_into(self)
         #: Makes the state codec on first use of ``codec``, ``getstate`` or ``load_state``,
         #: which stay unset until then (see ``__getattr__``); ``None``: they are set here.
         self._make_codec = make_codec
@@ -664,12 +680,6 @@ _ARITIES: dict[int, Callable[[Any], int]] = {}
 
 def _placeholder(*args: Any) -> Any:  # pragma: no cover - replaced before use
     raise TypeError("not bound yet")
-
-
-#: The embedded registry's loop over a mixed node's children, ``_mixed`` in the generated fast
-#: path: :func:`treeclass._core.tree._flatten_mixed`, set by that module (which imports this
-#: one) when the package is imported, before any class can be registered.
-_mixed_loop: Callable[..., None] = _placeholder
 
 
 def set_mixed_loop(loop: Callable[..., None]) -> None:

@@ -15,7 +15,7 @@ when they hit the limit. Either way, time is linear in the tree's size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from sys import getrecursionlimit
 from typing import Any, Final, overload
 
@@ -26,8 +26,8 @@ from .._errors import (
     UnhashableStaticError,
     brief,
 )
-from .codegen import INDENT, compile_function, tuple_display
 from .keys import KeyPath
+from .codegen import _flatten_into, compile_function
 from .nodes import LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
 
@@ -47,99 +47,58 @@ __all__ = [
 # --- flatten ---------------------------------------------------------------------------------
 
 
-def _flatten(node: object, leaves: list[Any], entries: list[Any], depth: int) -> None:
-    """Flatten ``node`` into the lists, recursing at most ``depth`` levels (then a stack)."""
-    nt = get_node_type(type(node))
-    if nt is None:
-        nt = node_type_for(type(node))
-        if nt is None:
-            leaves.append(node)
-            entries.append(None)
-            return
-    fast = nt.flatten_into
-    if fast is None:
-        _flatten_node(nt, node, leaves, entries, depth)
-    else:
-        fast(node, leaves, entries, depth)
-
-
-def _flatten_node(
-    nt: NodeType, node: object, leaves: list[Any], entries: list[Any], depth: int
-) -> None:
-    """Flatten a node of type ``nt`` that has no fast path."""
-    children, aux = nt.flatten(node)
-    if LEAF_TYPES.issuperset(map(type, children)):
-        leaves.extend(children)
-        entries.append((nt, aux, len(children), True))
-        return
-    _flatten_mixed(nt, children, aux, leaves, entries, depth, 0)
-
-
-#: Runs of leaf entries, by length (the leaves a fast path found before a node child).
-_NONES: Final = tuple((None,) * n for n in range(33))
-
-
-def _flatten_mixed(
+def _walk(
     nt: NodeType,
     children: Sequence[Any],
     aux: Any,
     leaves: list[Any],
     entries: list[Any],
     depth: int,
-    j: int,
 ) -> None:
-    """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the walker's loop.
+    """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the recursive walker.
 
-    ``children[:j]`` are known to be leaves (a fast path checked them) and are added at once.
-    A later child of a type known to be a leaf costs two appends; a known node type's fast
-    path is called with the depth left, and walks its own node children. Children ``depth``
-    levels down are walked with an explicit stack (:func:`_flatten_stack`), so a deep tree
-    keeps what was done so far instead of starting over at the recursion limit. After
+    Each child is decided once, by its type (:func:`_node_type`, its caches read inline): a
+    leaf, or a node. Runs of leaf children are added at once; the node's entry says whether
+    they were all leaves. A node child is flattened by its class's fast path if it has one,
+    else by this loop, with ``depth - 1`` levels left to recurse; at ``depth`` 0, with an
+    explicit stack (:func:`_flatten_stack`), keeping what was done so far. After
     ``_SHAPE_AFTER`` mixed nodes of a class, its fast path is shaped to them
-    (:func:`_shape_fast_path`).
+    (:func:`_shape_fast_path`). The generated fast paths call this as ``_mixed``.
     """
-    child: object = children[j]  # not of a type known to be a leaf: most often a node
-    cnt = get_node_type(type(child))
-    if cnt is None or not depth:
-        _flatten_general(nt, children, aux, leaves, entries, depth, j)
-        return
-    # A node child: this node is not leafy, its entry is known now.
-    k = len(children)
-    entries.append((nt, aux, k, False))
-    if j:
-        leaves += children[:j]
-        entries += _NONES[j] if j < 33 else (None,) * j
-    depth -= 1
-    fast = cnt.flatten_into
-    if fast is None:
-        _flatten_node(cnt, child, leaves, entries, depth)
-    else:
-        fast(child, leaves, entries, depth)
-    if j + 1 < k:
-        get = get_node_type
-        leaf_types = LEAF_TYPES
-        # The fast path of the last node type seen: siblings are often of one type.
-        last: type | None = None if fast is None else type(child)
-        last_fast = _no_fast if fast is None else fast
-        for child in children[j + 1 :]:
-            t = type(child)
-            if t is last:
-                last_fast(child, leaves, entries, depth)
-                continue
-            cnt = get(t)
+    leaf_types = LEAF_TYPES
+    get = get_node_type
+    deeper = depth - 1
+    mixed = False  # a node child was seen: the entry and the leaves before it were added
+    j = 0  # the leaf children before the first node child
+    last: type | None = None  # the type of the last node child (siblings often share it)
+    into = nt.flatten_into  # (how to flatten a child of that type)
+    for child in children:
+        t = type(child)
+        if t is last:
+            into(child, leaves, entries, deeper)
+            continue
+        if t not in leaf_types:
+            cnt = get(t) or node_type_for(t)
             if cnt is not None:
-                fast = cnt.flatten_into
-                if fast is None:
-                    _flatten_node(cnt, child, leaves, entries, depth)
-                else:
-                    fast(child, leaves, entries, depth)
-                    last = t
-                    last_fast = fast
-            elif t in leaf_types:
-                leaves.append(child)
-                entries.append(None)
-            else:
-                _flatten(child, leaves, entries, depth)  # a type seen for the first time
+                if not mixed:
+                    mixed = True
+                    entries.append((nt, aux, len(children), False))
+                    if j:
+                        leaves += children[:j]
+                        entries += (None,) * j
+                last = t
+                into = cnt.flatten_into if deeper >= 0 else _stack_into
+                into(child, leaves, entries, deeper)
+                continue
+        if mixed:
+            leaves.append(child)
+            entries.append(None)
+        else:
+            j += 1
+    if not mixed:
+        entries.append((nt, aux, j, True))
+        leaves += children
+        return
     seen = nt.mixed_seen
     if seen >= 0:
         if seen + 1 < _SHAPE_AFTER:
@@ -148,7 +107,10 @@ def _flatten_mixed(
             _shape_fast_path(nt, children)
 
 
-set_mixed_loop(_flatten_mixed)
+def _stack_into(node: object, leaves: list[Any], entries: list[Any], depth: int) -> None:
+    """A node child's fast path past the depth the walker recurses: the stack walker."""
+    _flatten_stack(node, None, leaves, entries)
+
 
 #: How many mixed nodes of a class the walker sees before shaping its fast path to them.
 _SHAPE_AFTER: Final = 8
@@ -157,237 +119,108 @@ _SHAPE_AFTER: Final = 8
 def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     """Give ``nt`` a fast path shaped to a mixed node whose ``children`` were just walked.
 
-    A class's nodes mostly hold the same kinds of values in the same fields (arrays here,
-    a nested module there): for those, the shaped fast path checks the leaf fields' types,
-    looks up the node fields' fast paths, and adds everything in field order -- the entries
-    and leaves the walker's loop would add, without the loop. Any other node (a leaf where
-    a node was, a node type without a fast path, the depth limit) goes to the class's own
-    fast path. Compiled once per class, the first time ``_SHAPE_AFTER`` mixed nodes of it
-    were walked (never at declaration); not done for built-in containers and namedtuples,
-    or when a child is a node without a fast path.
+    A class's nodes mostly hold the same kinds of values in the same fields (arrays here, a
+    nested module there): the shaped fast path checks that, and adds the node's entries and
+    leaves in field order without the walker's loop (any other node goes to the loop). Made
+    once per class (never at declaration); not for built-in containers and namedtuples.
     """
     nt.mixed_seen = -1
     info = nt.info
-    generic = nt.flatten_into
-    if info is None or nt.generated is None or generic is None:
+    if info is None or nt.generated is None:  # a built-in container or a namedtuple
         return
-    if "_generic" in generic.__globals__:  # another thread shaped it meanwhile: not twice
-        return
-    fields = info.data_fields
-    if len(children) != len(fields):  # pragma: no cover - a class's fast path gives them all
-        return
-    leafy: list[bool] = []
-    child: object
-    for child in children:
-        t = type(child)
-        if t in LEAF_TYPES:
-            leafy.append(True)
-            continue
-        cnt = get_node_type(t)
-        if cnt is None or cnt.flatten_into is None:
-            return
-        leafy.append(False)
-    source = _shaped_source(fields, info.static_fields, leafy)
+    nodes = tuple(i for i, child in enumerate(children) if type(child) not in LEAF_TYPES)
+    source = "\n".join(_flatten_into(info, nodes)) + "\n"
     namespace: dict[str, Any] = {
-        "_cls": nt.type,
         "_nt": nt,
         "_type": type,
         "_leaf_types": LEAF_TYPES,
         "_get": get_node_type,
-        "_generic": generic,
+        "_mixed": _walk,
     }
     nt.flatten_into = compile_function(
         nt.type, "flatten_into shaped", source, namespace, "flatten_into"
     )
 
 
-def _shaped_source(fields: Sequence[str], statics: Sequence[str], leafy: list[bool]) -> str:
-    """The source of a fast path shaped to nodes whose field ``i`` is a leaf iff ``leafy[i]``."""
-    i1, i2, i4 = INDENT, INDENT * 2, INDENT * 4
-    nodes = [i for i, is_leaf in enumerate(leafy) if not is_leaf]
-    lines = ["def flatten_into(obj, leaves, entries, depth):"]
-    lines += [f"{i1}v{i} = obj.{name}" for i, name in enumerate(fields)]
-    checks = [f"_type(v{i}) in _leaf_types" for i, is_leaf in enumerate(leafy) if is_leaf]
-    lines.append(f"{i1}if {' and '.join(['depth > 0', *checks])}:")
-    lines += [f"{i2}n{i} = _get(_type(v{i}))" for i in nodes]
-    lines.append(f"{i2}if {' and '.join(f'n{i} is not None' for i in nodes)}:")
-    lines += [f"{i2}{INDENT}f{i} = n{i}.flatten_into" for i in nodes]
-    lines.append(f"{i2}{INDENT}if {' and '.join(f'f{i} is not None' for i in nodes)}:")
-    aux = tuple_display([f"obj.{name}" for name in statics])
-    lines.append(f"{i4}entries.append((_nt, {aux}, {len(leafy)}, False))")
-    lines.append(f"{i4}depth -= 1")
-    run: list[str] = []
-    for i, is_leaf in enumerate([*leafy, False]):
-        if is_leaf:
-            run.append(f"v{i}")
-            continue
-        if run:
-            lines.append(f"{i4}leaves += {tuple_display(run)}")
-            lines.append(f"{i4}entries += {tuple_display(['None'] * len(run))}")
-            run = []
-        if i < len(leafy):
-            lines.append(f"{i4}f{i}(v{i}, leaves, entries, depth)")
-    lines.append(f"{i4}return None")
-    lines.append(f"{i1}return _generic(obj, leaves, entries, depth)")
-    return "\n".join(lines) + "\n"
+set_mixed_loop(_walk)
 
 
-def _no_fast(
-    obj: object, leaves: list[Any], entries: list[Any], depth: int
-) -> None:  # pragma: no cover - never called
-    raise AssertionError("no fast path")
-
-
-def _flatten_general(
-    nt: NodeType,
-    children: Sequence[Any],
-    aux: Any,
-    leaves: list[Any],
-    entries: list[Any],
-    depth: int,
-    j: int,
-) -> None:
-    """:func:`_flatten_mixed` when ``children[j]`` is of a type not seen yet or at the depth limit.
-
-    Such a child may turn out to be a leaf, and so the node leafy.
-    """
-    at = len(entries)
-    entries.append(None)
-    if j:
-        leaves += children[:j]
-        entries += _NONES[j] if j < 33 else (None,) * j
-    all_leaves = True
-    deeper = depth - 1
-    get = get_node_type
-    leaf_types = LEAF_TYPES
-    child: object
-    for child in children[j:]:
-        t = type(child)
-        if t in leaf_types:
-            leaves.append(child)
-            entries.append(None)
-            continue
-        cnt = get(t)
-        if cnt is not None and deeper >= 0:
-            all_leaves = False
-            fast = cnt.flatten_into
-            if fast is None:
-                _flatten_node(cnt, child, leaves, entries, deeper)
-            else:
-                fast(child, leaves, entries, deeper)
-            continue
-        if not _flatten_new(child, leaves, entries, deeper):
-            all_leaves = False
-    if all_leaves:
-        del entries[at + 1 :]
-    entries[at] = (nt, aux, len(children), all_leaves)
-
-
-def _flatten_new(child: object, leaves: list[Any], entries: list[Any], depth: int) -> bool:
-    """Flatten a child of a type not known to be a leaf (or a node at the depth limit).
-
-    Returns whether it was a leaf.
-    """
-    before = len(entries)
-    if depth >= 0:
-        _flatten(child, leaves, entries, depth)  # a type seen for the first time
-    else:
-        _flatten_stack(child, None, leaves, entries)
-    return len(entries) == before + 1 and entries[before] is None
-
-
-def _flatten_is_leaf(
-    node: object, is_leaf: Callable[[Any], bool], leaves: list[Any], entries: list[Any]
-) -> None:
-    nt = None if is_leaf(node) else node_type_for(type(node))
-    if nt is None:
-        leaves.append(node)
-        entries.append(None)
-        return
-    children, aux = nt.flatten(node)
-    at = len(entries)
-    entries.append(None)
-    n = 0
-    all_leaves = True
-    for child in children:
-        n += 1
-        before = len(entries)
-        _flatten_is_leaf(child, is_leaf, leaves, entries)
-        if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
-            all_leaves = False
-    if all_leaves:
-        del entries[at + 1 :]
-    entries[at] = (nt, aux, n, all_leaves)
+def _node_type(x: object, is_leaf: Callable[[Any], bool] | None) -> NodeType | None:
+    """The per-child decision: the node type of ``x``, or ``None`` if it is a leaf."""
+    return None if is_leaf is not None and is_leaf(x) else node_type_for(type(x))
 
 
 def _flatten_stack(
-    tree: Any, is_leaf: Callable[[Any], bool] | None, leaves: list[Any], entries: list[Any]
+    tree: Any,
+    is_leaf: Callable[[Any], bool] | None,
+    leaves: list[Any],
+    entries: list[Any],
+    with_path: bool = False,
 ) -> None:
-    """Flatten ``tree`` into the lists with an explicit stack: for trees of any depth.
+    """Flatten ``tree`` into the lists with an explicit stack: the iterative walker.
 
-    Gives exactly the entries of the recursive walk (a node whose children all turned out to
-    be leaves is stored leafy), in time and memory linear in the tree's size.
+    For ``is_leaf``, key paths (``with_path``: ``leaves`` gets ``(key_path, leaf)`` pairs)
+    and subtrees deeper than :func:`_walk` recurses. Gives exactly its entries, deciding
+    each child once (:func:`_node_type`), in time and memory linear in the tree's size (a
+    node's key path becomes a tuple only when one of its children is a leaf).
     """
-    # Items: a subtree to visit, or _MARK over a finished node's (entry index, node type, aux,
-    # arity).
-    stack: list[Any] = [tree]
-    mark = _MARK
     leaf_types = LEAF_TYPES
     get = get_node_type
-    while stack:
-        item = stack.pop()
-        if item is mark:
-            _finish(entries, stack.pop())
-            continue
-        cls: type = item.__class__
-        if is_leaf is None:
-            if cls in leaf_types:
-                leaves.append(item)
+    # The children still to walk of each node on the path from the root, as iterators of
+    # (child, its node type -- None: a leaf, or without is_leaf a type not seen yet --, key).
+    todo: list[Iterator[tuple[Any, NodeType | None, Any]]] = [
+        iter(((tree, _node_type(tree, is_leaf), None),))
+    ]
+    wheres: list[_Path | None] = [None]  # with paths: those nodes' paths
+    while todo:
+        for node, nt, key in todo[-1]:
+            if nt is None and (
+                is_leaf is not None
+                or type(node) in leaf_types
+                or (nt := node_type_for(type(node))) is None
+            ):
+                if with_path:  # (the path of the node's parent, inline: once per leaf)
+                    w = wheres[-1]
+                    node = ((*(w.path or w.tuple()), key) if w is not None else (), node)
+                leaves.append(node)
                 entries.append(None)
                 continue
-            nt = get(cls)
-            if nt is None:
-                nt = node_type_for(cls)
+            if with_path:
+                keyed, aux = nt.flatten_with_keys(node)
+                keys, children = zip(*keyed) if keyed else ((), ())
+            else:
+                children, aux = nt.flatten(node)
+                keys = children  # (not used)
+            if is_leaf is not None:
+                kinds = [_node_type(c, is_leaf) for c in children]
+            else:
+                kinds = [get(type(c)) for c in children]
+                if not any(kinds) and not leaf_types.issuperset(map(type, children)):
+                    kinds = [node_type_for(type(c)) for c in children]  # a type not seen yet
+            if any(kinds):
+                entries.append((nt, aux, len(kinds), False))
+                todo.append(zip(children, kinds, keys))
+                if with_path:
+                    wheres.append(_Path(wheres[-1], key))
+                break
+            entries.append((nt, aux, len(kinds), True))
+            if not with_path:
+                leaves += children
+            elif kinds:
+                base = _path_of(wheres[-1], key)
+                leaves += [((*base, ck), c) for ck, c in zip(keys, children)]
         else:
-            nt = None if is_leaf(item) else node_type_for(cls)
-        if nt is None:
-            leaves.append(item)
-            entries.append(None)
-            continue
-        children, aux = nt.flatten(item)
-        if is_leaf is None and leaf_types.issuperset(map(type, children)):
-            leaves.extend(children)
-            entries.append((nt, aux, len(children), True))
-            continue
-        entries.append(None)
-        stack.append((len(entries) - 1, nt, aux, len(children)))
-        stack.append(mark)
-        stack.extend(reversed(children))
+            todo.pop()
+            if with_path:
+                wheres.pop()
 
 
-def _flatten_iterative(
-    tree: Any, is_leaf: Callable[[Any], bool] | None
-) -> tuple[list[Any], TreeSpec]:
-    """Flatten with an explicit stack only (the recursive walk ran out of stack)."""
-    leaves: list[Any] = []
-    entries: list[Any] = []
-    _flatten_stack(tree, is_leaf, leaves, entries)
-    return leaves, TreeSpec._make(tuple(entries), len(leaves))
-
-
-#: On the explicit stack: the item below it is a node whose children have all been walked.
-_MARK: Final = object()
-
-
-def _finish(entries: list[Any], item: tuple[int, NodeType, Any, int]) -> None:
-    """Fill in the entry of a node whose children have all been walked (``_MARK``)."""
-    at, nt, aux, k = item
-    # Every child added at least one entry; exactly k means each added one, so they are all
-    # leaves if those entries are None (scanning k entries per node: linear overall).
-    leafy = len(entries) - at - 1 == k and all(e is None for e in entries[at + 1 :])
-    if leafy:
-        del entries[at + 1 :]
-    entries[at] = (nt, aux, k, leafy)
+def _path_of(parent: _Path | None, key: Any) -> KeyPath:
+    """The key path of the child ``key`` of the node at ``parent`` (``None``: the root)."""
+    if parent is None:
+        return ()
+    path = parent.path
+    return (*(parent.tuple() if path is None else path), key)
 
 
 def tree_flatten(
@@ -412,16 +245,21 @@ def tree_flatten(
     """
     leaves: list[Any] = []
     entries: list[Any] = []
+    if is_leaf is not None:
+        _flatten_stack(tree, is_leaf, leaves, entries)
+        return leaves, TreeSpec._make(tuple(entries), len(leaves))
+    nt = node_type_for(type(tree))
+    if nt is None:
+        return [tree], _LEAF_SPEC
     try:
-        if is_leaf is None:
-            # Recurse at most about half the recursion limit's levels (a level takes one or
-            # two frames), then go on with a stack: no cliff in time at the limit.
-            _flatten(tree, leaves, entries, getrecursionlimit() // 2 - 50)
-        else:
-            _flatten_is_leaf(tree, is_leaf, leaves, entries)
+        # Recurse at most about half the recursion limit's levels, then go on with a stack:
+        # no cliff in time at the limit.
+        nt.flatten_into(tree, leaves, entries, getrecursionlimit() // 2 - 50)
     except RecursionError:
-        # Deeper than the interpreter's recursion limit: walk it again without recursion.
-        return _flatten_iterative(tree, is_leaf)
+        # Called deep in the stack already: walk it again without recursion.
+        leaves.clear()
+        entries.clear()
+        _flatten_stack(tree, None, leaves, entries)
     return leaves, TreeSpec._make(tuple(entries), len(leaves))
 
 
@@ -494,34 +332,6 @@ def _unflatten(entries: tuple[Any, ...], leaves: list[Any]) -> Any:
 # --- paths -----------------------------------------------------------------------------------
 
 
-def _flatten_with_path(
-    node: object,
-    path: KeyPath,
-    is_leaf: Callable[[Any], bool] | None,
-    out: list[tuple[KeyPath, Any]],
-    entries: list[Any],
-) -> None:
-    nt = None if is_leaf is not None and is_leaf(node) else node_type_for(type(node))
-    if nt is None:
-        out.append((path, node))
-        entries.append(None)
-        return
-    keyed, aux = nt.flatten_with_keys(node)
-    at = len(entries)
-    entries.append(None)
-    n = 0
-    all_leaves = True
-    for key, child in keyed:
-        n += 1
-        before = len(entries)
-        _flatten_with_path(child, (*path, key), is_leaf, out, entries)
-        if all_leaves and (len(entries) != before + 1 or entries[before] is not None):
-            all_leaves = False
-    if all_leaves:
-        del entries[at + 1 :]
-    entries[at] = (nt, aux, n, all_leaves)
-
-
 def tree_flatten_with_path(
     tree: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
@@ -538,10 +348,7 @@ def tree_flatten_with_path(
     """
     out: list[tuple[KeyPath, Any]] = []
     entries: list[Any] = []
-    try:
-        _flatten_with_path(tree, (), is_leaf, out, entries)
-    except RecursionError:
-        return _flatten_with_path_iterative(tree, is_leaf)
+    _flatten_stack(tree, is_leaf, out, entries, with_path=True)
     return out, TreeSpec._make(tuple(entries), len(out))
 
 
@@ -568,42 +375,6 @@ class _Path:
             base: KeyPath = () if p is None or p.path is None else p.path
             path = self.path = (*base, *keys)
         return path
-
-
-def _flatten_with_path_iterative(
-    tree: Any, is_leaf: Callable[[Any], bool] | None
-) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
-    """:func:`tree_flatten_with_path` with an explicit stack (deeper than the recursion limit).
-
-    A node's path becomes a tuple only when one of its children is a leaf, so the time is
-    linear in the size of the tree plus the size of the paths returned.
-    """
-    out: list[tuple[KeyPath, Any]] = []
-    entries: list[Any] = []
-    root = _Path(None, None)
-    stack: list[Any] = [(tree, None, None)]
-    mark = _MARK
-    while stack:
-        item = stack.pop()
-        if item is mark:
-            _finish(entries, stack.pop())
-            continue
-        node, parent, key = item
-        nt = None if is_leaf is not None and is_leaf(node) else node_type_for(node.__class__)
-        if nt is None:
-            path: KeyPath = () if parent is None else (*parent.tuple(), key)
-            out.append((path, node))
-            entries.append(None)
-            continue
-        where = root if parent is None else _Path(parent, key)
-        keyed, aux = nt.flatten_with_keys(node)
-        keyed = list(keyed)
-        entries.append(None)
-        stack.append((len(entries) - 1, nt, aux, len(keyed)))
-        stack.append(mark)
-        for child_key, child in reversed(keyed):
-            stack.append((child, where, child_key))
-    return out, TreeSpec._make(tuple(entries), len(out))
 
 
 def tree_leaves_with_path(
