@@ -376,3 +376,58 @@ def test_a_fast_path_shaped_to_a_class_gives_the_generic_walks_spec_for_any_node
         assert spec == tc.tree_structure(tree, is_leaf=lambda _: False), tree
         assert (leaves, spec._entries) == _stack_walk(tree)
         assert spec.unflatten(leaves) == tree
+
+
+def test_a_class_registered_while_a_walk_decides_its_type_is_a_node_for_good() -> None:
+    # Issue 28, item 4: node_type_for looked a class up, then recorded it as a leaf type; a
+    # registration in another thread in between left the class registered *and* a leaf for
+    # the embedded registry forever. The walking thread is paused right after its lookup
+    # found nothing (a trace function on its node_type_for frame), and the class is
+    # registered meanwhile: the lookup and the leaf cache must be one decision.
+    import dataclasses
+    import sys
+    import threading
+    from types import FrameType
+
+    from treeclass._core import registry
+    from treeclass._core.nodes import LEAF_TYPES
+
+    @dataclasses.dataclass
+    class Late:
+        x: Any
+        y: Any
+
+    code = registry.node_type_for.__code__
+    looked_up = threading.Event()
+    registered = threading.Event()
+    walked: list[Any] = []
+
+    def in_lookup(frame: FrameType, event: str, arg: object) -> Any:
+        seen = frame.f_locals
+        if event == "line" and seen.get("cls") is Late and "nt" in seen and seen["nt"] is None:
+            if not looked_up.is_set():
+                looked_up.set()
+                registered.wait(30)
+        return in_lookup
+
+    def trace(frame: FrameType, event: str, arg: object) -> Any:
+        return in_lookup if frame.f_code is code else None
+
+    def walk() -> None:
+        sys.settrace(trace)
+        try:
+            walked.append(tc.tree_leaves([Late(1, 2)]))
+        finally:
+            sys.settrace(None)
+
+    thread = threading.Thread(target=walk)
+    thread.start()
+    try:
+        assert looked_up.wait(30), "the walk never looked the class up"
+        tc.register_dataclass(Late)
+    finally:
+        registered.set()
+        thread.join(30)
+    assert walked == [[1, 2]]
+    assert Late not in LEAF_TYPES
+    assert tc.tree_leaves([Late(3, 4)]) == [3, 4]

@@ -177,20 +177,23 @@ get_node_named = _BY_NAME.get
 
 
 def node_type_for(cls: type) -> NodeType | None:
-    """The node type of ``cls``, or ``None`` if ``cls`` is a leaf type.
+    """The node type of ``cls``, or ``None`` if ``cls`` is a leaf type: the walkers' decision.
 
     A namedtuple class seen for the first time becomes a node type here; any other type not
-    registered is remembered as a leaf type.
+    registered is remembered as a leaf type (:data:`LEAF_TYPES`). A type seen before is
+    looked up without a lock; a new one is decided under the registry's lock, which a
+    registration holds while it adds the class and takes it out of ``LEAF_TYPES``, so a class
+    registered meanwhile is never recorded as a leaf.
     """
     nt = _BY_TYPE.get(cls)
     if nt is None and cls not in LEAF_TYPES:
-        if is_namedtuple_class(cls):
-            with _LOCK:
-                nt = _BY_TYPE.get(cls)
-                if nt is None:
+        with _LOCK:
+            nt = _BY_TYPE.get(cls)
+            if nt is None:
+                if is_namedtuple_class(cls):
                     nt = _BY_TYPE[cls] = namedtuple_node(cls)
-        else:
-            LEAF_TYPES.add(cls)
+                else:
+                    LEAF_TYPES.add(cls)
     return nt
 
 
