@@ -183,8 +183,8 @@ class NodeType:
         self.aliases: tuple[str, ...] = ()
         self.dropped: tuple[str, ...] = ()
         self.filled: tuple[str, ...] = ()
-        #: How many mixed nodes (children not all leaves) the embedded registry's walker saw
-        #: before shaping :attr:`flatten_into` to them; ``-1``: done, or not to be done.
+        #: How many mixed nodes (children not all leaves) of the type the embedded registry's
+        #: walker saw; at ``_SHAPE_AFTER``, it shapes :attr:`flatten_into` to them.
         self.mixed_seen = 0
 
     if not TYPE_CHECKING:  # (the attributes it makes are declared in __init__)

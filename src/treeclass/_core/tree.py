@@ -21,7 +21,6 @@ from typing import Any, Final, overload
 
 from .._errors import (
     StructureMismatchError,
-    TreeclassError,
     TreeclassTypeError,
     UnhashableStaticError,
     brief,
@@ -99,12 +98,9 @@ def _walk(
         entries.append((nt, aux, j, True))
         leaves += children
         return
-    seen = nt.mixed_seen
-    if seen >= 0:
-        if seen + 1 < _SHAPE_AFTER:
-            nt.mixed_seen = seen + 1
-        else:
-            _shape_fast_path(nt, children)
+    nt.mixed_seen += 1
+    if nt.mixed_seen == _SHAPE_AFTER:
+        _shape_fast_path(nt, children)
 
 
 def _stack_into(node: object, leaves: list[Any], entries: list[Any], depth: int) -> None:
@@ -124,22 +120,14 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     leaves in field order without the walker's loop (any other node goes to the loop). Made
     once per class (never at declaration); not for built-in containers and namedtuples.
     """
-    nt.mixed_seen = -1
     info = nt.info
     if info is None or nt.generated is None:  # a built-in container or a namedtuple
         return
     nodes = tuple(i for i, child in enumerate(children) if type(child) not in LEAF_TYPES)
     source = "\n".join(_flatten_into(info, nodes)) + "\n"
-    namespace: dict[str, Any] = {
-        "_nt": nt,
-        "_type": type,
-        "_leaf_types": LEAF_TYPES,
-        "_get": get_node_type,
-        "_mixed": _walk,
-    }
-    nt.flatten_into = compile_function(
-        nt.type, "flatten_into shaped", source, namespace, "flatten_into"
-    )
+    names = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES, "_get": get_node_type}
+    names["_mixed"] = _walk
+    nt.flatten_into = compile_function(nt.type, "flatten_into shaped", source, names, "flatten_into")
 
 
 set_mixed_loop(_walk)
@@ -161,8 +149,8 @@ def _flatten_stack(
 
     For ``is_leaf``, key paths (``with_path``: ``leaves`` gets ``(key_path, leaf)`` pairs)
     and subtrees deeper than :func:`_walk` recurses. Gives exactly its entries, deciding
-    each child once (:func:`_node_type`), in time and memory linear in the tree's size (a
-    node's key path becomes a tuple only when one of its children is a leaf).
+    each child once (:func:`_node_type`), in time and memory linear in the tree's size plus
+    the key paths returned (a node's path becomes a tuple only when a leaf child needs it).
     """
     leaf_types = LEAF_TYPES
     get = get_node_type
@@ -171,7 +159,20 @@ def _flatten_stack(
     todo: list[Iterator[tuple[Any, NodeType | None, Any]]] = [
         iter(((tree, _node_type(tree, is_leaf), None),))
     ]
-    wheres: list[_Path | None] = [None]  # with paths: those nodes' paths
+    # With paths: the keys of those nodes (the root's first), and their paths as tuples, made
+    # when a leaf child first needs one.
+    keys_path: list[Any] = []
+    bases: list[KeyPath | None] = [()]
+
+    def path(key: Any) -> KeyPath:
+        """The key path of the child ``key`` of the node whose children are walked."""
+        if len(todo) == 1:
+            return ()  # the root
+        base = bases[-1]
+        if base is None:
+            base = bases[-1] = tuple(keys_path[1:])
+        return (*base, key)
+
     while todo:
         for node, nt, key in todo[-1]:
             if nt is None and (
@@ -179,10 +180,7 @@ def _flatten_stack(
                 or type(node) in leaf_types
                 or (nt := node_type_for(type(node))) is None
             ):
-                if with_path:  # (the path of the node's parent, inline: once per leaf)
-                    w = wheres[-1]
-                    node = ((*(w.path or w.tuple()), key) if w is not None else (), node)
-                leaves.append(node)
+                leaves.append((path(key), node) if with_path else node)
                 entries.append(None)
                 continue
             if with_path:
@@ -200,27 +198,20 @@ def _flatten_stack(
             if any(kinds):
                 entries.append((nt, aux, len(kinds), False))
                 todo.append(zip(children, kinds, keys))
-                if with_path:
-                    wheres.append(_Path(wheres[-1], key))
+                keys_path.append(key)
+                bases.append(None)
                 break
             entries.append((nt, aux, len(kinds), True))
             if not with_path:
                 leaves += children
             elif kinds:
-                base = _path_of(wheres[-1], key)
-                leaves += [((*base, ck), c) for ck, c in zip(keys, children)]
+                own = path(key)
+                leaves += [((*own, ck), c) for ck, c in zip(keys, children)]
         else:
             todo.pop()
-            if with_path:
-                wheres.pop()
-
-
-def _path_of(parent: _Path | None, key: Any) -> KeyPath:
-    """The key path of the child ``key`` of the node at ``parent`` (``None``: the root)."""
-    if parent is None:
-        return ()
-    path = parent.path
-    return (*(parent.tuple() if path is None else path), key)
+            if keys_path:
+                keys_path.pop()
+                bases.pop()
 
 
 def tree_flatten(
@@ -245,21 +236,16 @@ def tree_flatten(
     """
     leaves: list[Any] = []
     entries: list[Any] = []
-    if is_leaf is not None:
+    nt = None if is_leaf is not None else node_type_for(type(tree))
+    if nt is None:  # a leaf, or is_leaf given
         _flatten_stack(tree, is_leaf, leaves, entries)
-        return leaves, TreeSpec._make(tuple(entries), len(leaves))
-    nt = node_type_for(type(tree))
-    if nt is None:
-        return [tree], _LEAF_SPEC
-    try:
-        # Recurse at most about half the recursion limit's levels, then go on with a stack:
-        # no cliff in time at the limit.
-        nt.flatten_into(tree, leaves, entries, getrecursionlimit() // 2 - 50)
-    except RecursionError:
-        # Called deep in the stack already: walk it again without recursion.
-        leaves.clear()
-        entries.clear()
-        _flatten_stack(tree, None, leaves, entries)
+    else:
+        try:  # recurse about half the recursion limit's levels, then go on with a stack
+            nt.flatten_into(tree, leaves, entries, getrecursionlimit() // 2 - 50)
+        except RecursionError:  # called deep in the stack already: again without recursion
+            leaves.clear()
+            entries.clear()
+            _flatten_stack(tree, None, leaves, entries)
     return leaves, TreeSpec._make(tuple(entries), len(leaves))
 
 
@@ -350,31 +336,6 @@ def tree_flatten_with_path(
     entries: list[Any] = []
     _flatten_stack(tree, is_leaf, out, entries, with_path=True)
     return out, TreeSpec._make(tuple(entries), len(out))
-
-
-class _Path:
-    """A node's key path, kept as a link to its parent's until a child leaf needs it whole."""
-
-    __slots__ = ("key", "parent", "path")
-
-    def __init__(self, parent: _Path | None, key: Any) -> None:
-        self.parent = parent
-        self.key = key
-        self.path: KeyPath | None = None if parent is not None else ()
-
-    def tuple(self) -> KeyPath:
-        """The path as a tuple, built once (from the nearest ancestor that has its own)."""
-        path = self.path
-        if path is None:
-            keys: list[Any] = []
-            p: _Path | None = self
-            while p is not None and p.path is None:
-                keys.append(p.key)
-                p = p.parent
-            keys.reverse()
-            base: KeyPath = () if p is None or p.path is None else p.path
-            path = self.path = (*base, *keys)
-        return path
 
 
 def tree_leaves_with_path(
@@ -543,12 +504,7 @@ class TreeSpec:
     @property
     def num_nodes(self) -> int:
         """The number of nodes, leaves included (as in JAX)."""
-        n = 0
-        for e in self._entries:
-            n += 1
-            if e is not None and e[3]:
-                n += e[2]
-        return n
+        return sum(1 + e[2] if e is not None and e[3] else 1 for e in self._entries)
 
     def unflatten(self, leaves: Iterable[Any]) -> Any:
         """Rebuild the tree from ``leaves``.
@@ -562,8 +518,6 @@ class TreeSpec:
                 f"this TreeSpec has {self._num_leaves} leaves but {len(leaf_list)} were given: "
                 f"{self!r}; pass exactly one value per leaf."
             )
-        if not self._entries:
-            raise TreeclassError("empty TreeSpec")  # pragma: no cover - never built
         return _unflatten(self._entries, leaf_list)
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
@@ -643,13 +597,7 @@ def _skip(entries: tuple[Any, ...], pos: int) -> int:
 
 
 def _count_leaves(entries: tuple[Any, ...]) -> int:
-    n = 0
-    for e in entries:
-        if e is None:
-            n += 1
-        elif e[3]:
-            n += e[2]
-    return n
+    return sum(1 if e is None else e[2] if e[3] else 0 for e in entries)
 
 
 def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
@@ -684,25 +632,34 @@ def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
     assert pos == len(entries)
 
 
+def _fold(entries: tuple[Any, ...], leaf: Any, node: Callable[[Any, list[Any]], Any]) -> Any:
+    """Fold a spec's entries from the leaves up, iteratively (any depth).
+
+    A leaf's value is ``leaf``; a node's is ``node(entry, values of its children)``.
+    """
+    done: list[Any] = []  # in reverse pre-order, every node's children are done before it
+    for e in reversed(entries):
+        if e is None:
+            done.append(leaf)
+            continue
+        k = e[2]
+        if e[3]:
+            parts = [leaf] * k
+        else:
+            parts = done[len(done) - k :]
+            del done[len(done) - k :]
+            parts.reverse()
+        done.append(node(e, parts))
+    return done[0]
+
+
 def spec_depth(spec: TreeSpec) -> int:
     """The number of levels of ``spec``, in linear time at any depth.
 
     That is the number of nodes on its longest root-to-leaf path, leaves included (a leaf
     alone: 1; ``[1]``: 2).
     """
-    depths: list[int] = []
-    for e in reversed(spec._entries):  # reverse pre-order: children come before their node
-        if e is None:
-            depths.append(1)
-            continue
-        _, _, k, leafy = e
-        if leafy or not k:
-            depths.append(2 if leafy and k else 1)
-            continue
-        deepest = max(depths[len(depths) - k :])
-        del depths[len(depths) - k :]
-        depths.append(deepest + 1)
-    return depths[0]
+    return int(_fold(spec._entries, 1, lambda e, parts: 1 + max(parts, default=0)))
 
 
 #: Longest readable form of a spec; a longer one is summarized (repr would be quadratic in a
@@ -712,23 +669,19 @@ _MAX_REPR = 50_000
 
 def _repr_entries(entries: tuple[Any, ...]) -> str:
     """The readable form of a spec's entries (iterative: any depth)."""
-    # Walk in reverse pre-order: every node's children are done (on the stack) before it.
-    done: list[str] = []
-    for e in reversed(entries):
-        if e is None:
-            done.append("*")
-            continue
-        nt, aux, k, leafy = e
-        if leafy:
-            parts = ["*"] * k
-        else:
-            parts = done[len(done) - k :] if k else []
-            del done[len(done) - k :]
-            parts.reverse()
-        text = nt.show(aux, parts)
+
+    def show(e: tuple[NodeType, Any, int, bool], parts: list[str]) -> str:
+        text = e[0].show(e[1], parts)
         if len(text) > _MAX_REPR:
-            nodes = sum(1 + (e[2] if e is not None and e[3] else 0) for e in entries)
-            leaves = _count_leaves(entries)
-            return f"<{nodes} nodes, {leaves} leaves: too large to show>"
-        done.append(text)
-    return done[0]
+            raise _TooLarge
+        return text
+
+    try:
+        return str(_fold(entries, "*", show))
+    except _TooLarge:
+        spec = TreeSpec._make(entries, _count_leaves(entries))
+        return f"<{spec.num_nodes} nodes, {spec.num_leaves} leaves: too large to show>"
+
+
+class _TooLarge(Exception):
+    """A spec's readable form is longer than ``_MAX_REPR``."""
