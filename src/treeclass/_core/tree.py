@@ -7,10 +7,11 @@ flattened in sorted key order, as JAX and optree do; an ``OrderedDict`` keeps it
 A :class:`TreeSpec` stores the tree as a flat, pre-order tuple of entries, so comparing and
 hashing specs is done by the tuple machinery in C, and unflatten is one loop with no recursion.
 An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy`` says that all
-``arity`` children are leaves, which then have no entries of their own. ``tree_flatten``
-recurses a bounded number of levels and walks deeper subtrees with an explicit stack, keeping
-its work (no cliff in time at the recursion limit); the other walkers start over with a stack
-when they hit the limit. Either way, time is linear in the tree's size.
+``arity`` children are leaves, which then have no entries of their own. Two walkers make them,
+deciding each child once: ``tree_flatten``'s recursive loop (:func:`_walk`, with the classes'
+generated fast paths), which goes on with the iterative one (:func:`_flatten_stack`) past a
+bounded depth, keeping its work; ``is_leaf=`` and key paths use the iterative one. Either way,
+time is linear in the tree's size.
 """
 
 from __future__ import annotations
@@ -127,7 +128,9 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     source = "\n".join(_flatten_into(info, nodes)) + "\n"
     names = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES, "_get": get_node_type}
     names["_mixed"] = _walk
-    nt.flatten_into = compile_function(nt.type, "flatten_into shaped", source, names, "flatten_into")
+    nt.flatten_into = compile_function(
+        nt.type, "flatten_into shaped", source, names, "flatten_into"
+    )
 
 
 set_mixed_loop(_walk)
@@ -291,30 +294,6 @@ def tree_unflatten(spec: TreeSpec, leaves: Iterable[Any]) -> Any:
     return spec.unflatten(leaves)
 
 
-def _unflatten(entries: tuple[Any, ...], leaves: list[Any]) -> Any:
-    stack: list[Any] = []
-    push = stack.append
-    li = len(leaves)
-    for entry in reversed(entries):
-        if entry is None:
-            li -= 1
-            push(leaves[li])
-            continue
-        nt, aux, k, leafy = entry
-        if leafy:
-            start = li - k
-            push(nt.unflatten(aux, leaves[start:li]))
-            li = start
-        elif k:
-            children = stack[-k:]
-            del stack[-k:]
-            children.reverse()
-            push(nt.unflatten(aux, children))
-        else:
-            push(nt.unflatten(aux, []))
-    return stack[0]
-
-
 # --- paths -----------------------------------------------------------------------------------
 
 
@@ -405,8 +384,6 @@ def tree_map(
         [11, (22, 33)]
     """
     leaves, spec = tree_flatten(tree, is_leaf)
-    if not rest:
-        return spec.unflatten(map(f, leaves))
     others = [_leaves_like(spec, r) for r in rest]
     return spec.unflatten(map(f, leaves, *others))
 
@@ -442,10 +419,8 @@ def tree_map_with_path(
         {'a': "['a']", 'b': ("['b'][0]",)}
     """
     pairs, spec = tree_flatten_with_path(tree, is_leaf)
-    paths = [p for p, _ in pairs]
-    leaves = [x for _, x in pairs]
     others = [_leaves_like(spec, r) for r in rest]
-    return spec.unflatten(map(f, paths, leaves, *others))
+    return spec.unflatten(map(f, [p for p, _ in pairs], [x for _, x in pairs], *others))
 
 
 # --- TreeSpec --------------------------------------------------------------------------------
@@ -518,7 +493,27 @@ class TreeSpec:
                 f"this TreeSpec has {self._num_leaves} leaves but {len(leaf_list)} were given: "
                 f"{self!r}; pass exactly one value per leaf."
             )
-        return _unflatten(self._entries, leaf_list)
+        stack: list[Any] = []
+        push = stack.append
+        li = len(leaf_list)
+        for entry in reversed(self._entries):
+            if entry is None:
+                li -= 1
+                push(leaf_list[li])
+                continue
+            nt, aux, k, leafy = entry
+            if leafy:
+                start = li - k
+                push(nt.unflatten(aux, leaf_list[start:li]))
+                li = start
+            elif k:
+                children = stack[-k:]
+                del stack[-k:]
+                children.reverse()
+                push(nt.unflatten(aux, children))
+            else:
+                push(nt.unflatten(aux, []))
+        return stack[0]
 
     def flatten_up_to(self, tree: Any) -> list[Any]:
         """Flatten ``tree`` down to this spec's leaves (a leaf here may be a subtree there).
@@ -527,7 +522,28 @@ class TreeSpec:
             StructureMismatchError: ``tree`` does not have this spec as a prefix.
         """
         out: list[Any] = []
-        _flatten_up_to(self._entries, tree, out)
+        stack = [tree]  # in pre-order, each entry takes one subtree off the stack
+        for e in self._entries:
+            node = stack.pop()
+            if e is None:
+                out.append(node)
+                continue
+            nt, aux, k, leafy = e
+            if type(node) is not nt.type:
+                raise StructureMismatchError(
+                    f"expected a {nt.type.__qualname__} node here but got "
+                    f"{type(node).__qualname__}: {brief(node, 200)}"
+                )
+            children, other_aux = nt.flatten(node)
+            if other_aux != aux or len(children) != k:
+                raise StructureMismatchError(
+                    f"{nt.type.__qualname__} node does not match: expected auxdata {brief(aux, 200)} "
+                    f"with {k} children, got {brief(other_aux, 200)} with {len(children)}."
+                )
+            if leafy:
+                out += children
+            else:
+                stack += reversed(children)
         return out
 
     def children(self) -> list[TreeSpec]:
@@ -539,12 +555,16 @@ class TreeSpec:
         if leafy:
             return [_LEAF_SPEC] * k
         out: list[TreeSpec] = []
-        pos = 1
+        start = end = 1
         for _ in range(k):
-            end = _skip(self._entries, pos)
-            sub = self._entries[pos:end]
+            todo = 1  # entries still to pass over to the end of this child's subtree
+            while todo:
+                e = self._entries[end]
+                end += 1
+                todo += e[2] - 1 if e is not None and not e[3] else -1
+            sub = self._entries[start:end]
             out.append(TreeSpec._make(sub, _count_leaves(sub)))
-            pos = end
+            start = end
         return out
 
     @property
@@ -584,52 +604,8 @@ class TreeSpec:
 _LEAF_SPEC = TreeSpec._make((None,), 1)
 
 
-def _skip(entries: tuple[Any, ...], pos: int) -> int:
-    """The position just past the subtree that starts at ``pos`` (no recursion)."""
-    todo = 1  # entries still to pass over, counting the subtrees not yet entered
-    while todo:
-        e = entries[pos]
-        pos += 1
-        todo -= 1
-        if e is not None and not e[3]:
-            todo += e[2]
-    return pos
-
-
 def _count_leaves(entries: tuple[Any, ...]) -> int:
     return sum(1 if e is None else e[2] if e[3] else 0 for e in entries)
-
-
-def _flatten_up_to(entries: tuple[Any, ...], tree: Any, out: list[Any]) -> None:
-    """Append to ``out`` the subtrees of ``tree`` at the leaves of ``entries`` (no recursion)."""
-    pos = 0
-    stack = [tree]
-    while stack:
-        node = stack.pop()
-        e = entries[pos]
-        pos += 1
-        if e is None:
-            out.append(node)
-            continue
-        nt, aux, k, leafy = e
-        if type(node) is not nt.type:
-            raise StructureMismatchError(
-                f"expected a {nt.type.__qualname__} node here but got "
-                f"{type(node).__qualname__}: {brief(node, 200)}"
-            )
-        children, other_aux = nt.flatten(node)
-        children = list(children)
-        if other_aux != aux or len(children) != k:
-            raise StructureMismatchError(
-                f"{nt.type.__qualname__} node does not match: expected auxdata {brief(aux, 200)} "
-                f"with {k} children, got {brief(other_aux, 200)} with {len(children)}."
-            )
-        if leafy:
-            out.extend(children)
-        else:
-            children.reverse()
-            stack.extend(children)
-    assert pos == len(entries)
 
 
 def _fold(entries: tuple[Any, ...], leaf: Any, node: Callable[[Any, list[Any]], Any]) -> Any:
