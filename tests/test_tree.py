@@ -284,8 +284,6 @@ def test_mixed_nodes_give_the_generic_walks_spec_whatever_the_children() -> None
     import dataclasses
     import itertools
 
-    from treeclass._core import tree as tree_module
-
     @tc.register_dataclass
     @dataclasses.dataclass
     class Inner:

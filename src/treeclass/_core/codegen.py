@@ -695,10 +695,10 @@ def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
     Reads every field once. When the data fields at the positions ``nodes`` hold nodes (and
     ``depth`` allows recursing into them) and every other one holds a value of a type known
     to be a leaf, it adds the node's entry and its leaves straight to the walker's lists,
-    calling the node children's fast paths in field order. Otherwise it
-    hands the children and the statics to the walker's loop, ``_mixed``
-    (:func:`treeclass._core.tree._walk`), which decides each child. ``nodes`` is ``()`` for
-    the class's own fast path, or the positions a walk found nodes at, for one shaped to them.
+    calling the node children's fast paths in field order. Otherwise it hands the children
+    and the statics to the walker's loop, ``_mixed`` (:func:`treeclass._core.tree._walk`),
+    which decides each child. ``nodes`` is ``()`` for the class's own fast path, or the
+    positions a walk found nodes at, for one shaped to them.
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = ["def flatten_into(obj, leaves, entries, depth):"]
@@ -712,8 +712,8 @@ def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
     lines.append(f"{pad}entries.append((_nt, {_statics(info)}, {len(local)}, {not nodes}))")
     if nodes:
         lines.append(f"{pad}depth -= 1")
-    run: list[str] = []
-    for i, v in enumerate([*local, None]):
+    run: list[str] = []  # leaf values not added yet
+    for i in range(len(local) + 1):
         if i < len(local) and i not in nodes:
             run.append(local[i])
             continue

@@ -26,8 +26,8 @@ from .._errors import (
     UnhashableStaticError,
     brief,
 )
-from .keys import KeyPath
 from .codegen import _flatten_into, compile_function
+from .keys import KeyPath
 from .nodes import LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
 
@@ -57,13 +57,12 @@ def _walk(
 ) -> None:
     """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the recursive walker.
 
-    Each child is decided once, by its type (:func:`_node_type`, its caches read inline): a
-    leaf, or a node. Runs of leaf children are added at once; the node's entry says whether
-    they were all leaves. A node child is flattened by its class's fast path if it has one,
-    else by this loop, with ``depth - 1`` levels left to recurse; at ``depth`` 0, with an
-    explicit stack (:func:`_flatten_stack`), keeping what was done so far. After
-    ``_SHAPE_AFTER`` mixed nodes of a class, its fast path is shaped to them
-    (:func:`_shape_fast_path`). The generated fast paths call this as ``_mixed``.
+    Decides each child once, by type (:func:`_node_type`'s caches read inline), adding its
+    entry only when the first node child shows it is not leafy. A node child goes to its
+    type's fast path with ``depth - 1`` levels left to recurse, or past that depth to the
+    explicit stack (:func:`_flatten_stack`), keeping what was done so far. The generated fast
+    paths call this as ``_mixed``; after ``_SHAPE_AFTER`` mixed nodes of a class, its fast
+    path is shaped to them (:func:`_shape_fast_path`).
     """
     leaf_types = LEAF_TYPES
     get = get_node_type
@@ -537,8 +536,9 @@ class TreeSpec:
             children, other_aux = nt.flatten(node)
             if other_aux != aux or len(children) != k:
                 raise StructureMismatchError(
-                    f"{nt.type.__qualname__} node does not match: expected auxdata {brief(aux, 200)} "
-                    f"with {k} children, got {brief(other_aux, 200)} with {len(children)}."
+                    f"{nt.type.__qualname__} node does not match: expected auxdata "
+                    f"{brief(aux, 200)} with {k} children, got {brief(other_aux, 200)} with "
+                    f"{len(children)}."
                 )
             if leafy:
                 out += children
