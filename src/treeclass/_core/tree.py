@@ -71,6 +71,7 @@ def _walk(
     j = 0  # the leaf children before the first node child
     last: type | None = None  # the type of the last node child (siblings often share it)
     into = nt.flatten_into  # (how to flatten a child of that type)
+    child: object
     for child in children:
         t = type(child)
         if t is last:
@@ -115,18 +116,17 @@ _SHAPE_AFTER: Final = 8
 def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     """Give ``nt`` a fast path shaped to a mixed node whose ``children`` were just walked.
 
-    A class's nodes mostly hold the same kinds of values in the same fields (arrays here, a
-    nested module there): the shaped fast path checks that, and adds the node's entries and
-    leaves in field order without the walker's loop (any other node goes to the loop). Made
-    once per class (never at declaration); not for built-in containers and namedtuples.
+    A class's nodes mostly hold the same kinds of values in the same fields: the shaped fast
+    path checks that and adds the node without the walker's loop (any other node goes to the
+    loop). Made once per class, never at declaration; not for containers and namedtuples.
     """
     info = nt.info
     if info is None or nt.generated is None:  # a built-in container or a namedtuple
         return
     nodes = tuple(i for i, child in enumerate(children) if type(child) not in LEAF_TYPES)
     source = "\n".join(_flatten_into(info, nodes)) + "\n"
-    names = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES, "_get": get_node_type}
-    names["_mixed"] = _walk
+    names: dict[str, Any] = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES}
+    names.update(_get=get_node_type, _mixed=_walk)
     nt.flatten_into = compile_function(
         nt.type, "flatten_into shaped", source, names, "flatten_into"
     )
@@ -175,6 +175,7 @@ def _flatten_stack(
             base = bases[-1] = tuple(keys_path[1:])
         return (*base, key)
 
+    node: object
     while todo:
         for node, nt, key in todo[-1]:
             if nt is None and (
@@ -185,6 +186,8 @@ def _flatten_stack(
                 leaves.append((path(key), node) if with_path else node)
                 entries.append(None)
                 continue
+            children: Sequence[object]
+            keys: Sequence[Any]
             if with_path:
                 keyed, aux = nt.flatten_with_keys(node)
                 keys, children = zip(*keyed) if keyed else ((), ())
@@ -194,9 +197,10 @@ def _flatten_stack(
             if is_leaf is not None:
                 kinds = [_node_type(c, is_leaf) for c in children]
             else:
-                kinds = [get(type(c)) for c in children]
-                if not any(kinds) and not leaf_types.issuperset(map(type, children)):
-                    kinds = [node_type_for(type(c)) for c in children]  # a type not seen yet
+                types = list(map(type, children))
+                kinds = [get(t) for t in types]
+                if not any(kinds) and not leaf_types.issuperset(types):
+                    kinds = [node_type_for(t) for t in types]  # a type not seen yet
             if any(kinds):
                 entries.append((nt, aux, len(kinds), False))
                 todo.append(zip(children, kinds, keys))
@@ -238,7 +242,8 @@ def tree_flatten(
     """
     leaves: list[Any] = []
     entries: list[Any] = []
-    nt = None if is_leaf is not None else node_type_for(type(tree))
+    root: object = tree
+    nt = None if is_leaf is not None else node_type_for(type(root))
     if nt is None:  # a leaf, or is_leaf given
         _flatten_stack(tree, is_leaf, leaves, entries)
     else:
@@ -609,10 +614,7 @@ def _count_leaves(entries: tuple[Any, ...]) -> int:
 
 
 def _fold(entries: tuple[Any, ...], leaf: Any, node: Callable[[Any, list[Any]], Any]) -> Any:
-    """Fold a spec's entries from the leaves up, iteratively (any depth).
-
-    A leaf's value is ``leaf``; a node's is ``node(entry, values of its children)``.
-    """
+    """Fold entries leaves-up, iteratively: a leaf gives ``leaf``, a node ``node(entry, parts)``."""
     done: list[Any] = []  # in reverse pre-order, every node's children are done before it
     for e in reversed(entries):
         if e is None:
@@ -630,11 +632,7 @@ def _fold(entries: tuple[Any, ...], leaf: Any, node: Callable[[Any, list[Any]], 
 
 
 def spec_depth(spec: TreeSpec) -> int:
-    """The number of levels of ``spec``, in linear time at any depth.
-
-    That is the number of nodes on its longest root-to-leaf path, leaves included (a leaf
-    alone: 1; ``[1]``: 2).
-    """
+    """The nodes on the longest root-to-leaf path of ``spec`` (a leaf: 1, ``[1]``: 2)."""
     return int(_fold(spec._entries, 1, lambda e, parts: 1 + max(parts, default=0)))
 
 
