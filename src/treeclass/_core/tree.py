@@ -16,7 +16,7 @@ time is linear in the tree's size.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from sys import getrecursionlimit
 from typing import Any, Final, overload
 
@@ -156,68 +156,82 @@ def _flatten_stack(
     """
     leaf_types = LEAF_TYPES
     get = get_node_type
-    # The children still to walk of each node on the path from the root, as iterators of
-    # (child, its node type -- None: a leaf, or without is_leaf a type not seen yet --, key).
-    todo: list[Iterator[tuple[Any, NodeType | None, Any]]] = [
-        iter(((tree, _node_type(tree, is_leaf), None),))
-    ]
-    # With paths: the keys of those nodes (the root's first), and their paths as tuples, made
-    # when a leaf child first needs one.
-    keys_path: list[Any] = []
-    bases: list[KeyPath | None] = [()]
-
-    def path(key: Any) -> KeyPath:
-        """The key path of the child ``key`` of the node whose children are walked."""
-        if len(todo) == 1:
-            return ()  # the root
-        base = bases[-1]
-        if base is None:
-            base = bases[-1] = tuple(keys_path[1:])
-        return (*base, key)
-
+    # Items: (subtree, its node type -- None: a leaf, or without is_leaf a type not seen yet).
+    stack: list[tuple[Any, NodeType | None]] = [(tree, _node_type(tree, is_leaf))]
+    # With paths, in step with the stack: (the path of the item's parent, the item's key).
+    paths: list[tuple[_Path | None, Any]] = [(None, None)]
+    parent: _Path | None = None
+    key: Any = None
     node: object
-    while todo:
-        for node, nt, key in todo[-1]:
-            if nt is None and (
-                is_leaf is not None
-                or type(node) in leaf_types
-                or (nt := node_type_for(type(node))) is None
-            ):
-                leaves.append((path(key), node) if with_path else node)
-                entries.append(None)
-                continue
-            children: Sequence[object]
-            keys: Sequence[Any]
-            if with_path:
-                keyed, aux = nt.flatten_with_keys(node)
-                keys, children = zip(*keyed) if keyed else ((), ())
-            else:
-                children, aux = nt.flatten(node)
-                keys = children  # (not used)
-            if is_leaf is not None:
-                kinds = [_node_type(c, is_leaf) for c in children]
-            else:
-                types = list(map(type, children))
-                kinds = [get(t) for t in types]
-                if not any(kinds) and not leaf_types.issuperset(types):
-                    kinds = [node_type_for(t) for t in types]  # a type not seen yet
-            if any(kinds):
-                entries.append((nt, aux, len(kinds), False))
-                todo.append(zip(children, kinds, keys))
-                keys_path.append(key)
-                bases.append(None)
-                break
+    while stack:
+        node, nt = stack.pop()
+        if with_path:
+            parent, key = paths.pop()
+        if nt is None and (
+            is_leaf is not None
+            or type(node) in leaf_types
+            or (nt := node_type_for(type(node))) is None
+        ):
+            leaves.append((_path_of(parent, key), node) if with_path else node)
+            entries.append(None)
+            continue
+        children: Sequence[object]
+        keys: Sequence[Any]
+        if with_path:
+            keyed, aux = nt.flatten_with_keys(node)
+            keys, children = zip(*keyed) if keyed else ((), ())
+        else:
+            children, aux = nt.flatten(node)
+            keys = children  # (not used)
+        if is_leaf is not None:
+            kinds = [_node_type(c, is_leaf) for c in children]
+            mixed = any(kinds)
+        else:
+            kinds = list(map(get, map(type, children)))
+            mixed = any(kinds)
+            if not mixed and not leaf_types.issuperset(map(type, children)):
+                kinds = list(map(node_type_for, map(type, children)))  # a type not seen yet
+                mixed = any(kinds)
+        if not mixed:
             entries.append((nt, aux, len(kinds), True))
             if not with_path:
                 leaves += children
             elif kinds:
-                own = path(key)
+                own = _path_of(parent, key)
                 leaves += [((*own, ck), c) for ck, c in zip(keys, children)]
-        else:
-            todo.pop()
-            if keys_path:
-                keys_path.pop()
-                bases.pop()
+            continue
+        entries.append((nt, aux, len(kinds), False))
+        stack += zip(reversed(children), reversed(kinds))
+        if with_path:
+            where = _Path(parent, key)
+            paths += [(where, ck) for ck in reversed(keys)]
+
+
+class _Path:
+    """A node's key path, kept as a link to its parent's until a leaf child needs it whole."""
+
+    __slots__ = ("key", "parent", "path")
+
+    def __init__(self, parent: _Path | None, key: Any) -> None:
+        self.parent = parent
+        self.key = key
+        self.path: KeyPath | None = None if parent is not None else ()
+
+
+def _path_of(parent: _Path | None, key: Any) -> KeyPath:
+    """The key path of the child ``key`` of the node at ``parent`` (``None``: the root's)."""
+    if parent is None:
+        return ()
+    path = parent.path
+    if path is None:  # built once, from the nearest ancestor that has its own
+        keys: list[Any] = []
+        p: _Path | None = parent
+        while p is not None and p.path is None:
+            keys.append(p.key)
+            p = p.parent
+        keys.reverse()
+        path = parent.path = (*(() if p is None or p.path is None else p.path), *keys)
+    return (*path, key)
 
 
 def tree_flatten(
