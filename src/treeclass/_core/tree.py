@@ -213,7 +213,7 @@ class _Path:
     __slots__ = ("key", "parent", "path")
 
     def __init__(self, parent: _Path | None, key: Any) -> None:
-        self.parent = parent
+        self.parent: Any = parent
         self.key = key
         self.path: KeyPath | None = None if parent is not None else ()
 
@@ -223,14 +223,13 @@ def _path_of(parent: _Path | None, key: Any) -> KeyPath:
     if parent is None:
         return ()
     path = parent.path
-    if path is None:  # built once, from the nearest ancestor that has its own
+    if path is None:  # built once, from the nearest ancestor that has its own (the root has)
         keys: list[Any] = []
-        p: _Path | None = parent
-        while p is not None and p.path is None:
+        p = parent
+        while (base := p.path) is None:
             keys.append(p.key)
             p = p.parent
-        keys.reverse()
-        path = parent.path = (*(() if p is None or p.path is None else p.path), *keys)
+        path = parent.path = (*base, *reversed(keys))
     return (*path, key)
 
 
@@ -312,9 +311,6 @@ def tree_unflatten(spec: TreeSpec, leaves: Iterable[Any]) -> Any:
     return spec.unflatten(leaves)
 
 
-# --- paths -----------------------------------------------------------------------------------
-
-
 def tree_flatten_with_path(
     tree: Any, is_leaf: Callable[[Any], bool] | None = None
 ) -> tuple[list[tuple[KeyPath, Any]], TreeSpec]:
@@ -346,9 +342,6 @@ def tree_leaves_with_path(
         [('[0]', 1), ("[1]['a']", 2)]
     """
     return tree_flatten_with_path(tree, is_leaf)[0]
-
-
-# --- map -------------------------------------------------------------------------------------
 
 
 def _leaves_like(spec: TreeSpec, other: Any) -> list[Any]:
@@ -582,7 +575,8 @@ class TreeSpec:
                 end += 1
                 todo += e[2] - 1 if e is not None and not e[3] else -1
             sub = self._entries[start:end]
-            out.append(TreeSpec._make(sub, _count_leaves(sub)))
+            leaves = sum(1 if e is None else e[2] if e[3] else 0 for e in sub)
+            out.append(TreeSpec._make(sub, leaves))
             start = end
         return out
 
@@ -611,7 +605,18 @@ class TreeSpec:
         return h
 
     def __repr__(self) -> str:
-        return f"TreeSpec({_repr_entries(self._entries)})"
+        def show(e: tuple[NodeType, Any, int, bool], parts: list[str]) -> str:
+            text = e[0].show(e[1], parts)
+            if len(text) > _MAX_REPR:
+                raise _TooLarge
+            return text
+
+        try:  # (iterative: any depth)
+            return f"TreeSpec({_fold(self._entries, '*', show)})"
+        except _TooLarge:
+            return (
+                f"TreeSpec(<{self.num_nodes} nodes, {self.num_leaves} leaves: too large to show>)"
+            )
 
     def __copy__(self) -> TreeSpec:
         return self  # immutable
@@ -621,10 +626,6 @@ class TreeSpec:
 
 
 _LEAF_SPEC = TreeSpec._make((None,), 1)
-
-
-def _count_leaves(entries: tuple[Any, ...]) -> int:
-    return sum(1 if e is None else e[2] if e[3] else 0 for e in entries)
 
 
 def _fold(entries: tuple[Any, ...], leaf: Any, node: Callable[[Any, list[Any]], Any]) -> Any:
@@ -653,22 +654,6 @@ def spec_depth(spec: TreeSpec) -> int:
 #: Longest readable form of a spec; a longer one is summarized (repr would be quadratic in a
 #: spec's depth, as every node's text holds its children's).
 _MAX_REPR = 50_000
-
-
-def _repr_entries(entries: tuple[Any, ...]) -> str:
-    """The readable form of a spec's entries (iterative: any depth)."""
-
-    def show(e: tuple[NodeType, Any, int, bool], parts: list[str]) -> str:
-        text = e[0].show(e[1], parts)
-        if len(text) > _MAX_REPR:
-            raise _TooLarge
-        return text
-
-    try:
-        return str(_fold(entries, "*", show))
-    except _TooLarge:
-        spec = TreeSpec._make(entries, _count_leaves(entries))
-        return f"<{spec.num_nodes} nodes, {spec.num_leaves} leaves: too large to show>"
 
 
 class _TooLarge(Exception):
