@@ -706,29 +706,23 @@ def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
     checks = ["depth"] if nodes else []
     checks += [f"_type({v}) in _leaf_types" for i, v in enumerate(local) if i not in nodes]
     checks += [f"(n{i} := _get(_type(v{i}))) is not None" for i in nodes]
-    pad = f"{_I * 2}" if checks else _I
-    if checks:
-        lines.append(f"{_I}if {' and '.join(checks)}:")
-    lines.append(f"{pad}entries.append((_nt, {_statics(info)}, {len(local)}, {not nodes}))")
-    if nodes:
-        lines.append(f"{pad}depth -= 1")
+    lines.append(f"{_I}if {' and '.join(checks) or 'True'}:")
+    lines.append(f"{_I * 2}entries.append((_nt, {_statics(info)}, {len(local)}, {not nodes}))")
     run: list[str] = []  # leaf values not added yet
     for i in range(len(local) + 1):
         if i < len(local) and i not in nodes:
             run.append(local[i])
             continue
         if run:
-            lines.append(f"{pad}leaves += {_tuple(run)}")
+            lines.append(f"{_I * 2}leaves += {_tuple(run)}")
             if nodes:
-                lines.append(f"{pad}entries += {_tuple(['None'] * len(run))}")
+                lines.append(f"{_I * 2}entries += {_tuple(['None'] * len(run))}")
             run = []
         if i < len(local):
-            lines.append(f"{pad}n{i}.flatten_into(v{i}, leaves, entries, depth)")
-    lines.append(f"{pad}return None")
-    if checks:
-        lines.append(
-            f"{_I}return _mixed(_nt, {_tuple(local)}, {_statics(info)}, leaves, entries, depth)"
-        )
+            lines.append(f"{_I * 2}n{i}.flatten_into(v{i}, leaves, entries, depth - 1)")
+    lines.append(f"{_I * 2}return None")
+    statics = _statics(info)
+    lines.append(f"{_I}return _mixed(_nt, {_tuple(local)}, {statics}, leaves, entries, depth)")
     return lines
 
 

@@ -17,6 +17,7 @@ time is linear in the tree's size.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 from sys import getrecursionlimit
 from typing import Any, Final, overload
 
@@ -204,7 +205,7 @@ def _flatten_stack(
         stack += zip(reversed(children), reversed(kinds))
         if with_path:
             where = _Path(parent, key)
-            paths += [(where, ck) for ck in reversed(keys)]
+            paths += zip(repeat(where), reversed(keys))
 
 
 class _Path:
