@@ -232,6 +232,23 @@ def test_iterative_flatten_matches_the_recursive_one() -> None:
     ]
 
 
+def test_the_stack_walker_decides_types_it_sees_for_the_first_time() -> None:
+    # Its kinds come from the node types known so far: a namedtuple class or a leaf type
+    # never seen before must still be decided (a node, a leaf), alone or beside a node.
+    class NewLeaf:
+        pass
+
+    One = collections.namedtuple("One", "a b")
+    Two = collections.namedtuple("Two", "a")
+    leaf = NewLeaf()
+    tree = [(leaf,), (Two(1),), One(leaf, [2])]
+    leaves, entries = _stack_walk(tree)  # the first walk that sees these types
+    assert leaves == [leaf, 1, leaf, 2]
+    spec = tc.tree_structure(tree)
+    assert entries == spec._entries and spec.unflatten(leaves) == tree
+    assert repr(spec) == "TreeSpec([(*,), (Two(a=*),), One(a=*, b=[*])])"
+
+
 def test_treespec_copy_is_itself() -> None:
     import copy
 
