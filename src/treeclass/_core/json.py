@@ -16,6 +16,7 @@ strict parser at an offset.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
@@ -23,10 +24,16 @@ from typing import Any, Final, TypeVar
 _T = TypeVar("_T")
 
 __all__ = [
+    "FLOAT_WORDS",
     "MAX_INT_DIGITS",
+    "SAFE_INT",
     "SCALAR_TYPES",
     "census",
+    "decode_float",
+    "decode_int",
     "dumps_canonical",
+    "encode_float",
+    "encode_int",
     "loads_counted",
     "loads_strict",
     "no_duplicates",
@@ -37,8 +44,17 @@ __all__ = [
 #: shared by everything that read it).
 SCALAR_TYPES: Final = frozenset((str, int, float, bool, type(None)))
 
-#: Longest integer literal accepted (CPython's own default ``int`` <-> ``str`` limit).
+#: The most decimal digits of an int treeclass reads or writes, in any form (CPython's own
+#: default ``int`` <-> ``str`` limit, ``sys.get_int_max_str_digits()``): what it reads it can
+#: print, and write again.
 MAX_INT_DIGITS: Final = 4300
+_INT_LIMIT: Final = 10**MAX_INT_DIGITS
+_MAX_HEX: Final = len(hex(_INT_LIMIT)) + 1  # the longest hex text, sign included
+#: Ints in (-SAFE_INT, SAFE_INT) are JSON numbers (every JSON reader holds them exactly, as
+#: IEEE doubles); the others are their hex text.
+SAFE_INT: Final = 1 << 53
+#: The JSON text of the floats that have no JSON number.
+FLOAT_WORDS: Final = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 _encode: Callable[[Any], str] | None = None
 _decode: Callable[[str], Any] | None = None
@@ -61,6 +77,73 @@ def dumps_canonical(obj: Any) -> str:
 
         _encode = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False).encode
     return _encode(obj)
+
+
+# --- numbers: the one codec of the ints and floats of static values and scalar leaves ----------
+
+
+def encode_int(value: int) -> int | str:
+    """An int as JSON: the number in (-2**53, 2**53), else its hex text ``"0x1f"`` / ``"-0x1f"``.
+
+    Raises:
+        ValueError: the int has more than :data:`MAX_INT_DIGITS` decimal digits; its args
+            are the problem and the fix, as every writer words them ("it is ...").
+    """
+    if -SAFE_INT < value < SAFE_INT:
+        return value
+    if not -_INT_LIMIT < value < _INT_LIMIT:
+        raise ValueError(
+            f"an integer of more than {MAX_INT_DIGITS:,} decimal digits (about "
+            f"{value.bit_length():,} bits), more than treeclass stores (Python cannot print or "
+            "parse it)",
+            "store a smaller integer, or its text",
+        )
+    return hex(value)
+
+
+def decode_int(value: Any) -> int:
+    """Inverse of :func:`encode_int`: a number in (-2**53, 2**53) or canonical hex text.
+
+    Raises:
+        ValueError: anything else (hex text must be what ``hex()`` writes, of at most
+            :data:`MAX_INT_DIGITS` decimal digits).
+    """
+    cls = value.__class__
+    if cls is int and -SAFE_INT < value < SAFE_INT:
+        return value  # type: ignore[no-any-return]
+    if cls is str and len(value) <= _MAX_HEX and value.lstrip("-").startswith("0x"):
+        try:
+            n = int(value, 16)
+        except ValueError:
+            n = None
+        if n is not None and hex(n) == value and -_INT_LIMIT < n < _INT_LIMIT:
+            return n
+    shown = repr(value)[:40] if value.__class__ is str else str(value)[:40]
+    raise ValueError(
+        f"{shown} is not an int: a number in (-2**53, 2**53), or the hex text of one "
+        f'("0x1f", "-0x1f", as hex() writes it) of at most {MAX_INT_DIGITS:,} decimal digits'
+    )
+
+
+def encode_float(value: float) -> float | str:
+    """A float as JSON: the number if finite, else its :data:`FLOAT_WORDS` word."""
+    if value - value == 0.0:
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def decode_float(value: Any) -> float:
+    """Inverse of :func:`encode_float` (a nan comes back as ``math.nan``'s own object).
+
+    Raises:
+        ValueError: ``value`` is neither a finite float nor a :data:`FLOAT_WORDS` word.
+    """
+    if value.__class__ is float and value - value == 0.0:
+        return value  # type: ignore[no-any-return]
+    if value.__class__ is str and value in FLOAT_WORDS:
+        return FLOAT_WORDS[value]
+    shown = repr(value)[:40] if value.__class__ is str else str(value)[:40]
+    raise ValueError(f"{shown} is not a float (a finite number, or nan, inf or -inf)")
 
 
 def _parse_int(text: str) -> int:

@@ -29,7 +29,7 @@ from .._core.json import (
 )
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
-from .._core.state import Layout, cannot_fill
+from .._core.state import Layout
 from .._core.tree import TreeSpec
 from .._core.unnamed import unnamed_error
 from .._errors import TreespecLoadError, UnnamedClassError, UnregisteredNameError, brief
@@ -40,7 +40,6 @@ __all__ = [
     "READABLE_VERSIONS",
     "Node",
     "all_leaves",
-    "aux_from_bytes",
     "aux_to_bytes",
     "dumps_nodes",
     "loads_nodes",
@@ -849,34 +848,3 @@ def state_from_bytes(node: NodeType, data: bytes | str) -> Any:
         raise TreespecLoadError(
             f"the saved auxdata of {node.qualname} is not valid JSON: {brief(str(e), 200)}"
         ) from None
-
-
-def aux_from_bytes(node: NodeType, data: bytes | str) -> Any:
-    """Inverse of :func:`aux_to_bytes`, for a structure that cannot gain children.
-
-    Raises:
-        TreespecLoadError: ``data`` is not valid JSON or does not fit the class (including
-            a state that leaves data fields out of the children: only treespec documents
-            can be given the ``None`` children or the defaults that stand for them).
-        UnregisteredNameError: a static value names a type not registered here.
-    """
-    aux, plan = node.load_state(state_from_bytes(node, data))
-    if isinstance(plan, Layout) and plan.fills and node.info is not None:
-        filled = [node.info.data_fields[t] for t in plan.fills]
-        raise cannot_fill(node.qualname, filled, "this structure")
-    if isinstance(plan, Layout):
-        kept = [n for n, t in zip(plan.names, plan.targets) if t >= 0]
-        raise TreespecLoadError(
-            f"the saved auxdata of {node.qualname} holds the removed field(s) "
-            f"{[n for n in plan.names if n not in kept]!r} as children, which this structure "
-            "cannot drop (its children are fixed); export or save it again with the class as "
-            "it is now."
-        )
-    if plan is not None:
-        missing = [f for f, present in zip(node.data_fields, plan) if not present]
-        raise TreespecLoadError(
-            f"the saved auxdata of {node.qualname} leaves the data field(s) {missing!r} out of "
-            "the children (an older treeclass wrote None-valued fields that way), which this "
-            "structure cannot take back; export or save it again with this treeclass."
-        )
-    return aux
