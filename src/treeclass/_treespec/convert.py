@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any, Final, TypeAlias
 
 from .._core.fields import is_namedtuple_class
@@ -206,9 +207,8 @@ def refuse_dropping(spec: TreeSpec, framework: str) -> None:
     Raises:
         TreespecLoadError: from :func:`~treeclass._core.state.fixed_children_error`.
     """
-    for e in spec._entries:
-        if e is not None and e[0].dropped:
-            nt = e[0]
+    for nt in dict.fromkeys(map(itemgetter(0), filter(None, spec._entries))):
+        if nt.dropped:
             what = f"the treespec (to {framework})"
             raise fixed_children_error(nt.qualname, nt.dropped, nt.filled, what)
 

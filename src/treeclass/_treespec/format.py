@@ -22,9 +22,7 @@ from .._core.json import (
     census,
     dumps_canonical,
     loads_checked,
-    loads_counted,
     loads_strict,
-    no_duplicates,
     strict_scanner,
 )
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
@@ -174,27 +172,18 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     return spec if spec is not None else _nodes_to_spec_planned(nodes)
 
 
-def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None) -> TreeSpec | None:
+def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
     """:func:`nodes_to_spec` for documents whose nodes hold all their children.
 
-    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan. With
-    ``tally`` (``[0, 0]``), adds the members of the states' objects and the ``:`` in their
-    strings and the names to it (:func:`treeclass._core.json.no_duplicates`); then ``nodes``
-    may be unchecked (a parsed document's list): ``None`` also for a node list that is not
-    one complete tree, or a node that does not load (:func:`loads_nodes` and
-    :func:`nodes_to_spec` say what is wrong).
+    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan.
     """
-    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape),
-    # its arity and its census.
-    checking = tally is not None
-    need = 1
+    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape)
+    # and its arity.
     cache: dict[str, list[Any]] = {}
     entries: list[Any] = []
     append = entries.append
     n = len(nodes)
     leaves = 0
-    members = 0
-    colons = 0
     i = 0
     while i < n:
         item = nodes[i]
@@ -202,23 +191,11 @@ def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None)
             append(None)
             leaves += 1
             i += 1
-            need -= 1
             continue
-        if checking and (
-            not need
-            or item.__class__ is not list
-            or len(item) != 3
-            or item[0].__class__ is not str
-            or item[2].__class__ is not int
-            or not 0 <= item[2] <= n - i - 1
-        ):
-            return None
         name, state, k = item
         memo = cache.get(name)
         if memo is None:
-            if checking and node_for_name(name) is None:
-                return None
-            memo = cache[name] = [_node_type(name), _UNSET, None, None, None, 0, 0]
+            memo = cache[name] = [_node_type(name), _UNSET, None, None, None]
         nt: NodeType = memo[0]
         plain = memo[1]
         # A state read before (equal, with the same static keys in order and the same
@@ -235,32 +212,20 @@ def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None)
         ):
             aux = memo[2]  # a state read before: its auxdata and arity, checked then
             expect = memo[4]
-            members += memo[5]
-            colons += memo[6]
         else:
             try:
                 aux, plan = nt.load_state(state)
             except TreespecLoadError as e:
-                if checking:
-                    return None
                 # (a migrate hook's own error stays the cause, for the traceback)
                 raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
             if plan is not None:
                 return None
             expect = nt.arity_of(aux)
-            m = c = 0
-            if tally is not None:
-                m, c = census(state)
-                c += name.count(":")
-                members += m
-                colons += c
             if state is None:  # (a None node's, a builtin's without state)
-                memo[1:] = None, aux, None, expect, m, c
+                memo[1:] = None, aux, None, expect
             elif _plain_state(state):
-                memo[1:] = state, aux, _shape(state), expect, m, c
+                memo[1:] = state, aux, _shape(state), expect
         if expect is not None and expect != k:
-            if checking:
-                return None
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
                 f"it {expect}."
@@ -274,14 +239,6 @@ def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None)
         if leafy:
             leaves += k
             i += k
-            need -= 1
-        else:
-            need += k - 1
-    if checking and need:
-        return None
-    if tally is not None:
-        tally[0] += members
-        tally[1] += colons
     return TreeSpec._make(tuple(entries), leaves)
 
 
@@ -451,9 +408,8 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
     What :func:`treeclass.treespec_loads` and :func:`treeclass.load` read documents with:
     the same checks and errors as the two functions. A document in canonical form is read
     by walking its text, each distinct node text parsed once (:func:`_loads_canonical`; in
-    its node list, nodes of one text are one list: read only); any other is parsed whole,
-    the duplicate-key check made while the states are loaded (each distinct state counted
-    once), not by the parser.
+    its node list, nodes of one text are one list: read only); any other is read by the two
+    functions.
 
     Raises:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
@@ -471,30 +427,6 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
         return nodes, nodes_to_spec(nodes)
     if done is not None:
         return done
-    try:
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
-    if colons is None:  # parsed strictly already
-        nodes = _check_document(doc, states=False)[0]
-        return nodes, nodes_to_spec(nodes)
-    # The fast path: the node list checked as the spec is built, one pass; anything unusual
-    # (an error, a node that needs a plan, a dropped duplicate key) goes the general way,
-    # which says what is wrong.
-    found: Any = doc.get("nodes") if doc.__class__ is dict else None
-    if found.__class__ is list and found and doc.keys() == _KEYS:
-        tally = [len(doc), 0]
-        spec = _nodes_to_spec_simple(found, tally)
-        if (
-            spec is not None
-            and doc["format"] == FORMAT_ID
-            and doc["version"].__class__ is int
-            and doc["version"] in READABLE_VERSIONS
-            and doc["leaves"].__class__ is int
-            and doc["leaves"] == spec.num_leaves
-            and no_duplicates(colons, tally[0], tally[1])
-        ):
-            return found, spec
     nodes = loads_nodes(text)
     return nodes, nodes_to_spec(nodes)
 
