@@ -139,7 +139,7 @@ def decode_float(value: Any) -> float:
         ValueError: ``value`` is neither a finite float nor a :data:`FLOAT_WORDS` word.
     """
     if value.__class__ is float and value - value == 0.0:
-        return value  # type: ignore[no-any-return]
+        return value
     if value.__class__ is str and value in FLOAT_WORDS:
         return FLOAT_WORDS[value]
     shown = repr(value)[:40] if value.__class__ is str else str(value)[:40]

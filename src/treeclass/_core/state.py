@@ -48,7 +48,6 @@ from .statics import (
 
 __all__ = [
     "Layout",
-    "LoadPlan",
     "StateCodec",
     "decode_for",
     "encode_for",
@@ -156,20 +155,6 @@ class Layout:
         self.fills = fills
         self.dropped = tuple(n for n, t in zip(names, targets) if t < 0)
         self.filled = tuple(data[t] for t in fills)
-
-    def __repr__(self) -> str:
-        return (
-            f"Layout(plan={self.plan!r}, targets={self.targets!r}, names={self.names!r}, "
-            f"fills={self.fills!r})"
-        )
-
-
-#: What a state's load says about the node's children besides its auxdata: ``None`` (the
-#: document holds every data field as a child, in order), for each data field in order
-#: whether the document holds it as a child (the others come back as ``None`` children:
-#: written by a version of the class without them), or a :class:`Layout` (the document also
-#: holds removed fields' children, or lacks a data field whose default is not ``None``).
-LoadPlan = "tuple[bool, ...] | Layout | None"
 
 
 class StateCodec:

@@ -383,11 +383,12 @@ def default_problem(cls: type, field: str, value: Any) -> str | None:
     The writers' own check and encoding (``StateCodec.getstate``), for this one field.
     """
     node = registered_node(cls)
-    if node is None or node.codec is None:  # pragma: no cover - a record is of a registered class
+    check = None if node is None or node.codec is None else node.codec.check_statics
+    if node is None or check is None:  # pragma: no cover - a class with static fields has one
         return None
     values = tuple(value if s == field else None for s in node.static_fields)
     try:
-        node.codec.check_statics(values, frozenset((field,)), True)
+        check(values, frozenset((field,)), True)
         encode_for(node.qualname, f"static field {field!r}", value)
     except UnserializableStaticError as e:
         return str(e)
