@@ -432,7 +432,7 @@ def fixed_children_error(
     state holds as children, and ``filled``, the data fields it lacks whose default is not
     ``None``. ``what`` says what was saved (``"the serialized function"``, ...).
     """
-    parts = []
+    parts: list[str] = []
     if dropped:
         parts.append(f"with the removed field(s) {list(dropped)!r} as children")
     if filled:

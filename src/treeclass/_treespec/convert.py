@@ -16,7 +16,7 @@ from typing import Any, Final, TypeAlias
 
 from .._core.fields import is_namedtuple_class
 from .._core.names import DEFAULT_DICT
-from .._core.nodes import BUILTIN_NODE_TYPES
+from .._core.nodes import BUILTIN_NODE_TYPES, NodeType
 from .._core.registry import registered_node
 from .._core.state import fixed_children_error
 from .._core.tree import TreeSpec
@@ -207,7 +207,8 @@ def refuse_dropping(spec: TreeSpec, framework: str) -> None:
     Raises:
         TreespecLoadError: from :func:`~treeclass._core.state.fixed_children_error`.
     """
-    for nt in dict.fromkeys(map(itemgetter(0), filter(None, spec._entries))):
+    entries: tuple[tuple[NodeType, Any, int, bool] | None, ...] = spec._entries
+    for nt in dict.fromkeys(map(itemgetter(0), filter(None, entries))):
         if nt.dropped:
             what = f"the treespec (to {framework})"
             raise fixed_children_error(nt.qualname, nt.dropped, nt.filled, what)
