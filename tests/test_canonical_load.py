@@ -58,10 +58,7 @@ def _general(text: str) -> tuple[Any, Any]:
 def _walked(text: str) -> Any:
     """The walk's result, or ``None`` where it leaves ``text`` to the general path (a node's
     state that does not load included)."""
-    try:
-        return fmt._loads_canonical(text)
-    except fmt._StateRefused:
-        return None
+    return fmt._loads_canonical(text)
 
 
 def _same_as_general(text: str) -> bool:

@@ -415,19 +415,10 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
         UnregisteredNameError: as :func:`nodes_to_spec`.
     """
-    if not isinstance(text, str):
-        nodes = loads_nodes(text)  # bytes (or a wrong type): the general path
-        return nodes, nodes_to_spec(nodes)
-    try:
-        done = _loads_canonical(text)
-    except _StateRefused:
-        # A node's state does not load: the general path reads the text and names the error
-        # (the one-pass path below would only stop at the same state: a third reading).
-        nodes = loads_nodes(text)
-        return nodes, nodes_to_spec(nodes)
+    done = _loads_canonical(text) if isinstance(text, str) else None
     if done is not None:
         return done
-    nodes = loads_nodes(text)
+    nodes = loads_nodes(text)  # (bytes, another form, anything unusual: the general path)
     return nodes, nodes_to_spec(nodes)
 
 
@@ -514,16 +505,8 @@ def _null_run(text: str, pos: int, k: int) -> bool:
     return text.startswith(_NULL_RUNS[k], pos)
 
 
-class _StateRefused(Exception):
-    """Internal: :func:`_loads_canonical` met a node whose state does not load."""
-
-
 def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int) -> _Seen | None:
-    """The node whose text starts at ``text[pos]``, parsed strictly and loaded, or ``None``.
-
-    Raises:
-        _StateRefused: the node's state does not load.
-    """
+    """The node whose text starts at ``text[pos]``, parsed strictly and loaded, or ``None``."""
     try:
         item, end = scan(text, pos)
     except (ValueError, RecursionError):
@@ -539,7 +522,7 @@ def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int)
     try:
         aux, plan = nt.load_state(state)
     except TreespecLoadError:
-        raise _StateRefused from None
+        return None
     expect = nt.arity_of(aux)
     if plan is not None or (expect is not None and expect != k):
         return None
@@ -562,10 +545,7 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
         ``(nodes, spec)`` as :func:`loads_spec` gives them (in ``nodes``, nodes of one text
         are one list: the list is read only); ``None`` for a text in any other form, or
         with anything unusual (an error, a node that needs a plan), which the general path
-        reads and names.
-
-    Raises:
-        _StateRefused: a node's state does not load (the general path names the error).
+        reads and names (a node whose state does not load included).
     """
     if text.__class__ is not str or not text.startswith(_HEAD):  # (a subclass: the general way)
         return None
