@@ -21,6 +21,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from .._errors import brief
+
 _T = TypeVar("_T")
 
 __all__ = [
@@ -102,12 +104,7 @@ def encode_int(value: int) -> int | str:
 
 
 def decode_int(value: Any) -> int:
-    """Inverse of :func:`encode_int`: a number in (-2**53, 2**53) or canonical hex text.
-
-    Raises:
-        ValueError: anything else (hex text must be what ``hex()`` writes, of at most
-            :data:`MAX_INT_DIGITS` decimal digits).
-    """
+    """Inverse of :func:`encode_int` (hex text as ``hex()`` writes it); else ``ValueError``."""
     cls = value.__class__
     if cls is int and -SAFE_INT < value < SAFE_INT:
         return value  # type: ignore[no-any-return]
@@ -118,9 +115,8 @@ def decode_int(value: Any) -> int:
             n = None
         if n is not None and hex(n) == value and -_INT_LIMIT < n < _INT_LIMIT:
             return n
-    shown = repr(value)[:40] if value.__class__ is str else str(value)[:40]
     raise ValueError(
-        f"{shown} is not an int: a number in (-2**53, 2**53), or the hex text of one "
+        f"{brief(value, 40)} is not an int: a number in (-2**53, 2**53), or the hex text of one "
         f'("0x1f", "-0x1f", as hex() writes it) of at most {MAX_INT_DIGITS:,} decimal digits'
     )
 
@@ -133,17 +129,12 @@ def encode_float(value: float) -> float | str:
 
 
 def decode_float(value: Any) -> float:
-    """Inverse of :func:`encode_float` (a nan comes back as ``math.nan``'s own object).
-
-    Raises:
-        ValueError: ``value`` is neither a finite float nor a :data:`FLOAT_WORDS` word.
-    """
+    """Inverse of :func:`encode_float` (nan is ``math.nan`` itself); else ``ValueError``."""
     if value.__class__ is float and value - value == 0.0:
         return value
     if value.__class__ is str and value in FLOAT_WORDS:
         return FLOAT_WORDS[value]
-    shown = repr(value)[:40] if value.__class__ is str else str(value)[:40]
-    raise ValueError(f"{shown} is not a float (a finite number, or nan, inf or -inf)")
+    raise ValueError(f"{brief(value, 40)} is not a float (a finite number, or nan, inf or -inf)")
 
 
 def _parse_int(text: str) -> int:
