@@ -168,15 +168,6 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
         UnregisteredNameError: a name is not registered in this process.
     """
-    spec = _nodes_to_spec_simple(nodes)
-    return spec if spec is not None else _nodes_to_spec_planned(nodes)
-
-
-def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
-    """:func:`nodes_to_spec` for documents whose nodes hold all their children.
-
-    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan.
-    """
     # Per name: its node type, the last plain state read, its auxdata, its shape (_shape)
     # and its arity.
     cache: dict[str, list[Any]] = {}
@@ -185,7 +176,24 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
     n = len(nodes)
     leaves = 0
     i = 0
-    while i < n:
+    # Open nodes inside a node that lacks children in the document (only there: the None
+    # children its plan adds go between theirs): [plan, next child, children left].
+    frames: list[list[Any]] = []
+    while True:
+        while frames:  # fill in planned None children; close finished nodes
+            frame = frames[-1]
+            if not frame[2]:
+                frames.pop()
+            elif not frame[0][frame[1]]:
+                append(_NONE_ENTRY)
+                frame[1] += 1
+                frame[2] -= 1
+            else:
+                frame[1] += 1
+                frame[2] -= 1
+                break
+        if i >= n:
+            break
         item = nodes[i]
         if item is None:
             append(None)
@@ -198,6 +206,7 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
             memo = cache[name] = [_node_type(name), _UNSET, None, None, None]
         nt: NodeType = memo[0]
         plain = memo[1]
+        plan: Any = None
         # A state read before (equal, with the same static keys in order and the same
         # classes of static values: then the same values) gives the same auxdata.
         if state is plain or (
@@ -218,19 +227,27 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
             except TreespecLoadError as e:
                 # (a migrate hook's own error stays the cause, for the traceback)
                 raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-            if plan is not None:
-                return None
-            expect = nt.arity_of(aux)
-            if state is None:  # (a None node's, a builtin's without state)
-                memo[1:] = None, aux, None, expect
-            elif _plain_state(state):
-                memo[1:] = state, aux, _shape(state), expect
+            if plan is None:
+                expect = nt.arity_of(aux)
+                if state is None:  # (a None node's, a builtin's without state)
+                    memo[1:] = None, aux, None, expect
+                elif _plain_state(state):
+                    memo[1:] = state, aux, _shape(state), expect
+            else:
+                if isinstance(plan, Layout):  # removed fields' children: a node that drops them
+                    nt = dropping_node(nt, plan)
+                    plan = plan.plan
+                expect = sum(plan)
         if expect is not None and expect != k:
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
                 f"it {expect}."
             )
         i += 1
+        if plan is not None:  # some children are not in the document: no leafy shortcut
+            append((nt, aux, len(plan), False))
+            frames.append([plan, 0, len(plan)])
+            continue
         # Canonical form (as tree_flatten makes it): a node whose children are all leaves
         # holds them itself; they get no entries of their own. (A small node is checked in
         # one slice; a large one by all_leaves, which keeps the walk linear.)
@@ -239,6 +256,8 @@ def _nodes_to_spec_simple(nodes: Sequence[Node]) -> TreeSpec | None:
         if leafy:
             leaves += k
             i += k
+        elif k and frames:
+            frames.append([_ALL_PRESENT, 0, k])
     return TreeSpec._make(tuple(entries), leaves)
 
 
@@ -265,71 +284,6 @@ _UNSET: Final = object()  # no state memoized yet
 
 #: The classes of JSON values for which equal values are the same value.
 _SCALAR_CLASSES: Final = frozenset((str, int, bool, type(None)))
-
-
-def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
-    """:func:`nodes_to_spec` for documents where some nodes leave data fields out."""
-    cache: dict[str, NodeType] = {}
-    entries: list[Any] = []
-    append = entries.append
-    leaves = 0
-    i = 0
-    # Open nodes whose children come from a plan: [plan, next child, children left].
-    frames: list[list[Any]] = []
-    while True:
-        while frames:  # fill in planned None children; close finished nodes
-            frame = frames[-1]
-            if not frame[2]:
-                frames.pop()
-            elif not frame[0][frame[1]]:
-                append(_NONE_ENTRY)
-                frame[1] += 1
-                frame[2] -= 1
-            else:
-                frame[1] += 1
-                frame[2] -= 1
-                break
-        if i >= len(nodes):
-            break
-        item = nodes[i]
-        if item is None:
-            append(None)
-            leaves += 1
-            i += 1
-            continue
-        name, state, k = item
-        nt = cache.get(name)
-        if nt is None:
-            nt = cache[name] = _node_type(name)
-        try:
-            aux, plan = nt.load_state(state)
-        except TreespecLoadError as e:
-            # (a migrate hook's own error stays the cause, for the traceback)
-            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-        if plan is not None and isinstance(plan, Layout):
-            nt = dropping_node(nt, plan)  # removed fields' children: a node type that drops them
-            plan = plan.plan
-        expect = nt.arity_of(aux) if plan is None else sum(plan)
-        if expect is not None and expect != k:
-            raise TreespecLoadError(
-                f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
-                f"it {expect}."
-            )
-        i += 1
-        if plan is not None:  # some children are not in the document: no leafy shortcut
-            append((nt, aux, len(plan), False))
-            frames.append([plan, 0, len(plan)])
-            continue
-        # Canonical form (as tree_flatten makes it): a node whose children are all leaves
-        # holds them itself; they get no entries of their own.
-        leafy = all_leaves(nodes, i, k)
-        append((nt, aux, k, leafy))
-        if leafy:
-            leaves += k
-            i += k
-        elif k:
-            frames.append([_ALL_PRESENT, 0, k])
-    return TreeSpec._make(tuple(entries), leaves)
 
 
 class _AllPresent:
