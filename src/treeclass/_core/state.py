@@ -227,14 +227,6 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     static_order = tuple(sorted(enumerate(statics), key=lambda p: p[1]))
     n_static = len(statics)
 
-    def explain(values: tuple[Any, ...]) -> Exception:
-        for s, value in zip(statics, values):
-            try:
-                encode_static(value)
-            except (Unencodable, RecursionError) as e:
-                return _unserializable(label, f"static field {s!r}", value, e)
-        return UnserializableStaticError(f"the static fields of {label} cannot be serialized.")
-
     # What the class could have produced (annotations, hashability, attrs validators):
     # worked out on first use, since annotations may name things defined after the class.
     checker: list[StaticCheck | None] = []
@@ -257,8 +249,10 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         check_statics(values, None, True)  # what no loader would read back is never written
         try:
             return {s: encode_static(values[i]) for i, s in static_order}
-        except (Unencodable, RecursionError):
-            raise explain(values) from None
+        except (Unencodable, RecursionError):  # the first field (in class order) that fails
+            for s, value in zip(statics, values):
+                encode_for(label, f"static field {s!r}", value)
+            raise  # pragma: no cover - one of them failed
 
     def getstate(aux: Any) -> Any:
         return {"data": list(data), "none": [], "static": encode(aux)}
