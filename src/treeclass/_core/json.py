@@ -26,6 +26,7 @@ from .._errors import brief
 _T = TypeVar("_T")
 
 __all__ = [
+    "EXACT_SCALARS",
     "FLOAT_WORDS",
     "MAX_INT_DIGITS",
     "SAFE_INT",
@@ -45,6 +46,10 @@ __all__ = [
 #: The classes of the scalar values the parsers make (immutable: a value of one of them can be
 #: shared by everything that read it).
 SCALAR_TYPES: Final = frozenset((str, int, float, bool, type(None)))
+#: Those whose equal values are the same value (not float: ``0.0 == -0.0``; and a nan): a
+#: static value of one of them is its own JSON form, and equal states holding only these
+#: give equal auxdata.
+EXACT_SCALARS: Final = frozenset((str, int, bool, type(None)))
 
 #: The most decimal digits of an int treeclass reads or writes, in any form (CPython's own
 #: default ``int`` <-> ``str`` limit, ``sys.get_int_max_str_digits()``): what it reads it can

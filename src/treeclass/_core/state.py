@@ -26,7 +26,7 @@ result the same way. Classes without one get the codec above, unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Final
+from typing import Any
 
 from .._errors import (
     TreespecLoadError,
@@ -35,6 +35,7 @@ from .._errors import (
     brief,
 )
 from .fields import ClassInfo, Evolution
+from .json import EXACT_SCALARS
 from .statics import (
     SUPPORTED,
     BadStatic,
@@ -56,8 +57,6 @@ __all__ = [
 ]
 
 GetState = Callable[[Any], Any]
-# Static values that decode as themselves (not float: it may be a nan a migrate hook made).
-_SCALARS: Final = frozenset((str, int, bool, type(None)))
 SetState = Callable[[Any], Any]
 
 
@@ -270,7 +269,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
                 try:
                     return tuple(
                         [
-                            v if v.__class__ in _SCALARS else decode_static(v)
+                            v if v.__class__ in EXACT_SCALARS else decode_static(v)
                             for v in map(static.__getitem__, statics)
                         ]
                     )

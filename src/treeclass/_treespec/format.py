@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from .._core.json import (
+    EXACT_SCALARS,
     SCALAR_TYPES,
     census,
     dumps_canonical,
@@ -128,7 +129,7 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         ):
             node = h[4] = (h[0], h[1](aux), k)
             h[2] = aux
-            plain = aux.__class__ is tuple and _SCALAR_CLASSES.issuperset(map(type, aux))
+            plain = aux.__class__ is tuple and EXACT_SCALARS.issuperset(map(type, aux))
             h[3] = tuple(map(type, aux)) if plain else None
         append(node)
         if leafy and k:
@@ -271,7 +272,7 @@ def _plain_state(state: Any) -> bool:
     if state.__class__ is not dict:
         return False
     static = state.get("static")
-    return static.__class__ is dict and _SCALAR_CLASSES.issuperset(map(type, static.values()))
+    return static.__class__ is dict and EXACT_SCALARS.issuperset(map(type, static.values()))
 
 
 def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
@@ -281,9 +282,6 @@ def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
 
 
 _UNSET: Final = object()  # no state memoized yet
-
-#: The classes of JSON values for which equal values are the same value.
-_SCALAR_CLASSES: Final = frozenset((str, int, bool, type(None)))
 
 
 class _AllPresent:
