@@ -388,7 +388,7 @@ class _Seen:
 
     __slots__ = ("entry", "fresh", "item", "k", "leafy", "nt", "shared", "size", "text")
 
-    def __init__(self, text: str, item: list[Any], nt: NodeType, aux: Any) -> None:
+    def __init__(self, text: str, item: list[Any], nt: NodeType) -> None:
         k: int = item[2]
         self.text = text
         self.size = len(text)
@@ -397,17 +397,19 @@ class _Seen:
         self.nt = nt
         #: Whether other nodes of its text may share its auxdata (worked out on first use).
         self.shared: bool | None = None
-        self.entry = (nt, aux, k, False)
-        self.leafy = (nt, aux, k, True)
+        #: Its entry in the spec, and as a node whose children are all leaves (see load).
+        self.entry: tuple[NodeType, Any, int, bool] = (nt, None, k, False)
+        self.leafy = self.entry
         #: Whether the state is parsed again for each load: a class's migrate hook may
         #: change the state it is given (as the general path, which parses every node).
         evolution = None if nt.info is None else nt.info.evolution
         self.fresh = evolution is not None and evolution.migrate is not None
 
-    def load(self) -> bool:
-        """Load the state again, for another node of the same text: a new auxdata."""
+    def load(self, first: bool = False) -> bool:
+        """Load the state (again, for another node of the same text: a new auxdata)."""
         try:
-            state = strict_scanner()(self.text, 0)[0][1] if self.fresh else self.item[1]
+            again = self.fresh and not first
+            state = strict_scanner()(self.text, 0)[0][1] if again else self.item[1]
             aux, plan = self.nt.load_state(state)
         except (TreespecLoadError, ValueError, RecursionError):
             return False
@@ -465,20 +467,14 @@ def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int)
         return None
     if item.__class__ is not list or len(item) != 3:
         return None
-    name, state, k = item
+    name, _, k = item
     if name.__class__ is not str or k.__class__ is not int or k < 0:
         return None
     nt = node_for_name(name)
     if nt is None:
         return None
-    try:
-        aux, plan = nt.load_state(state)
-    except TreespecLoadError:
-        return None
-    expect = nt.arity_of(aux)
-    if plan is not None or (expect is not None and expect != k):
-        return None
-    return _Seen(text[pos:end], item, nt, aux)
+    seen = _Seen(text[pos:end], item, nt)
+    return seen if seen.load(first=True) else None
 
 
 def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
