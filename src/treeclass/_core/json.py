@@ -90,11 +90,11 @@ def dumps_canonical(obj: Any) -> str:
 
 
 def encode_int(value: int) -> int | str:
-    """An int as JSON: the number in (-2**53, 2**53), else its hex text ``"0x1f"`` / ``"-0x1f"``.
+    """An int as JSON: itself in (-2**53, 2**53), else its hex text ``"0x1f"`` / ``"-0x1f"``.
 
     Raises:
-        ValueError: the int has more than :data:`MAX_INT_DIGITS` decimal digits; its args
-            are the problem and the fix, as every writer words them ("it is ...").
+        ValueError: more than :data:`MAX_INT_DIGITS` digits; its args are the problem and the
+            fix, as every writer words them.
     """
     if -SAFE_INT < value < SAFE_INT:
         return value
@@ -110,15 +110,14 @@ def encode_int(value: int) -> int | str:
 
 def decode_int(value: Any) -> int:
     """Inverse of :func:`encode_int` (hex text as ``hex()`` writes it); else ``ValueError``."""
-    cls = value.__class__
-    if cls is int and -SAFE_INT < value < SAFE_INT:
-        return value  # type: ignore[no-any-return]
-    if cls is str and len(value) <= _MAX_HEX and value.lstrip("-").startswith("0x"):
+    if value.__class__ is int and -SAFE_INT < value < SAFE_INT:
+        return value
+    if value.__class__ is str and len(value) <= _MAX_HEX and value.lstrip("-")[:2] == "0x":
         try:
             n = int(value, 16)
         except ValueError:
-            n = None
-        if n is not None and hex(n) == value and -_INT_LIMIT < n < _INT_LIMIT:
+            n = _INT_LIMIT
+        if -_INT_LIMIT < n < _INT_LIMIT and hex(n) == value:
             return n
     raise ValueError(
         f"{brief(value, 40)} is not an int: a number in (-2**53, 2**53), or the hex text of one "
@@ -127,7 +126,7 @@ def decode_int(value: Any) -> int:
 
 
 def encode_float(value: float) -> float | str:
-    """A float as JSON: the number if finite, else its :data:`FLOAT_WORDS` word."""
+    """A float as JSON: itself if finite, else its :data:`FLOAT_WORDS` word."""
     if value - value == 0.0:
         return value
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
