@@ -40,7 +40,7 @@ CHANGES = (
     "migrate",  # a migrate hook turns the static "pct" into "frac"
 )
 #: Loaders whose structure has one child per data field.
-FIXED = ("to=jax", "to=torch", "to=optree", "jax.export", "torch treespec")
+FIXED = ("to=jax", "to=torch", "to=optree", "jax.export", "torch treespec", "tc.torch treespec")
 LOADERS = ("treespec", *FIXED, "tc.load", "pickle", "torch.load")
 CELLS = [(a, b) for a, b in itertools.combinations_with_replacement(CHANGES, 2)]
 
@@ -190,9 +190,14 @@ class Cell:
         if loader == "torch.load":
             torch = pytest.importorskip("torch")
             return torch.load(io.BytesIO(self.written["torch.load"]), weights_only=True)
-        assert loader == "torch treespec"
         pt = pytest.importorskip("torch.utils._pytree")
-        return pt.tree_unflatten(leaves, pt.treespec_loads(self.written[loader].decode()))
+        text = self.written["torch treespec"].decode()
+        if loader == "tc.torch treespec":  # treeclass's safe reader of torch's JSON
+            return pt.tree_unflatten(
+                leaves, pytest.importorskip("treeclass.torch").treespec_loads(text)
+            )
+        assert loader == "torch treespec"
+        return pt.tree_unflatten(leaves, pt.treespec_loads(text))
 
 
 @pytest.mark.parametrize("changes", CELLS, ids=["+".join(sorted(set(c))) for c in CELLS])
