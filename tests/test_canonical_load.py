@@ -3,7 +3,7 @@
 ``treeclass._treespec.format._loads_canonical`` reads a document in the form
 ``treespec_dumps`` writes without parsing it whole: a node whose text was read before in the
 same document loads as that node did, a new one is parsed strictly. It must never accept a
-text the general path (``loads_counted`` + the node list checks) would refuse, nor load one
+text the general path (``loads_nodes`` + ``nodes_to_spec``) would refuse, nor load one
 differently: these tests compare the two on canonical documents and on every small edit of
 one, and pin that the walk hands anything unusual to the general path, which names it.
 """
@@ -58,10 +58,7 @@ def _general(text: str) -> tuple[Any, Any]:
 def _walked(text: str) -> Any:
     """The walk's result, or ``None`` where it leaves ``text`` to the general path (a node's
     state that does not load included)."""
-    try:
-        return fmt._loads_canonical(text)
-    except fmt._StateRefused:
-        return None
+    return fmt._loads_canonical(text)
 
 
 def _same_as_general(text: str) -> bool:

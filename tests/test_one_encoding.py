@@ -113,6 +113,22 @@ def test_ints_are_bounded_like_the_rest_of_the_project() -> None:
         decode_scalar("int", 2**53)  # a JSON number beyond what every reader holds exactly
 
 
+@pytest.mark.parametrize("text", ["0x0001", "0X1F", "12", "0x_1", "-0x", "--0x1", " 0x1"])
+def test_statics_and_scalar_leaves_read_ints_alike(text: str) -> None:
+    """One number codec (issue 28, item 2): non-canonical hex text is refused by both."""
+    from treeclass._core.statics import BadStatic, decode_static
+
+    wording = re.escape(repr(text)) + r" is not an int: a number in \(-2\*\*53, 2\*\*53\), or "
+    with pytest.raises(ValueError, match=wording):
+        decode_scalar("int", text)
+    with pytest.raises(BadStatic, match=r'\{"int": \.\.\.\}: ' + wording):
+        decode_static({"int": text})
+    for n in (2**53, -(2**200) + 3, 10**4299):
+        assert decode_static({"int": hex(n)}) == decode_scalar("int", hex(n)) == n
+    for word in ("nan", "inf", "-inf"):
+        assert _same_value(decode_static({"float": word}), decode_scalar("float", word))
+
+
 @pytest.mark.parametrize(
     ("tag", "value", "match"),
     [

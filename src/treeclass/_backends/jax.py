@@ -31,7 +31,7 @@ import jax.tree_util
 
 from .._core.nodes import NodeType
 from .._core.registry import Change, Undo
-from .._core.state import Layout, cannot_fill
+from .._core.state import Layout, fixed_children_error
 from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
     RegistrationError,
@@ -268,22 +268,13 @@ def _deserialize_aux(node: NodeType, data: bytes) -> Any:
     """The auxdata of a node of a serialized function, evolved as the class says.
 
     Raises:
-        TreespecLoadError: the saved node holds a removed data field (the program takes its
-            leaves as inputs), names the class, the field and why.
+        TreespecLoadError: the saved node's children are not one per data field today (see
+            :func:`~treeclass._core.state.fixed_children_error`).
     """
     aux, plan = node.load_state(state_from_bytes(node, data))
-    if isinstance(plan, Layout) and plan.fills:
-        filled = [node.info.data_fields[t] for t in plan.fills] if node.info else []
-        raise cannot_fill(node.qualname, filled, "the serialized function")
     if isinstance(plan, Layout):
-        dropped = [n for n, t in zip(plan.names, plan.targets) if t < 0]
-        raise TreespecLoadError(
-            f"the serialized function takes the removed field(s) {dropped!r} of "
-            f"{node.qualname} as input (their leaves are arguments of the compiled program), "
-            "so it cannot run with the class as it is now, which has no such field; export "
-            "the function again with the class as it is now, or load it with the class as "
-            "it was."
-        )
+        what = "the serialized function"
+        raise fixed_children_error(node.qualname, plan.dropped, plan.filled, what)
     if plan is not None:
         return _Padded(aux, plan)
     return aux

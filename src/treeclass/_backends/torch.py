@@ -49,7 +49,7 @@ from .._core.fields import ClassInfo, is_namedtuple_class
 from .._core.json import SCALAR_TYPES, dumps_canonical
 from .._core.nodes import NodeType
 from .._core.registry import Change, Undo, registered_node
-from .._core.state import Layout, cannot_fill
+from .._core.state import Layout, fixed_children_error
 from .._core.tree import TreeSpec
 from .._errors import (
     NameConflictError,
@@ -497,16 +497,6 @@ def _family(node: NodeType) -> Family:
     return _NONE_FORM if _none_form(node) else _LIST_FORM
 
 
-def _cannot_drop(node: NodeType, layout: Layout) -> TreespecLoadError:
-    dropped = [n for n, t in zip(layout.names, layout.targets) if t < 0]
-    return TreespecLoadError(
-        f"the saved auxdata of {node.qualname} holds the removed field(s) {dropped!r} as "
-        "children, which a torch structure cannot drop (its children are fixed); load the "
-        "document with treeclass.treespec_loads (or treeclass.load), which drops them, or save "
-        "it again with the class as it is now."
-    )
-
-
 def _context_codec(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     """``(context -> state, state -> context)`` of a class: its state codec, in the None form."""
     assert node.codec is not None  # every registered class has one
@@ -530,10 +520,8 @@ def _context_codec(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any]
         if plan is None:
             return ((), *values) if none_form else values
         if isinstance(plan, Layout):
-            if plan.fills:
-                filled = [data[i] for i in plan.fills]
-                raise cannot_fill(node.qualname, filled, "a torch structure")
-            raise _cannot_drop(node, plan)
+            what = "a torch structure"
+            raise fixed_children_error(node.qualname, plan.dropped, plan.filled, what)
         if not none_form:
             absent = sorted(f for f, held in zip(data, plan) if not held)
             raise TreespecLoadError(

@@ -16,17 +16,27 @@ strict parser at an offset.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 from typing import Any, Final, TypeVar
 
+from .._errors import brief
+
 _T = TypeVar("_T")
 
 __all__ = [
+    "EXACT_SCALARS",
+    "FLOAT_WORDS",
     "MAX_INT_DIGITS",
+    "SAFE_INT",
     "SCALAR_TYPES",
     "census",
+    "decode_float",
+    "decode_int",
     "dumps_canonical",
+    "encode_float",
+    "encode_int",
     "loads_counted",
     "loads_strict",
     "no_duplicates",
@@ -36,9 +46,22 @@ __all__ = [
 #: The classes of the scalar values the parsers make (immutable: a value of one of them can be
 #: shared by everything that read it).
 SCALAR_TYPES: Final = frozenset((str, int, float, bool, type(None)))
+#: Those whose equal values are the same value (not float: ``0.0 == -0.0``; and a nan): a
+#: static value of one of them is its own JSON form, and equal states holding only these
+#: give equal auxdata.
+EXACT_SCALARS: Final = frozenset((str, int, bool, type(None)))
 
-#: Longest integer literal accepted (CPython's own default ``int`` <-> ``str`` limit).
+#: The most decimal digits of an int treeclass reads or writes, in any form (CPython's own
+#: default ``int`` <-> ``str`` limit, ``sys.get_int_max_str_digits()``): what it reads it can
+#: print, and write again.
 MAX_INT_DIGITS: Final = 4300
+_INT_LIMIT: Final = 10**MAX_INT_DIGITS
+_MAX_HEX: Final = len(hex(_INT_LIMIT)) + 1  # the longest hex text, sign included
+#: Ints in (-SAFE_INT, SAFE_INT) are JSON numbers (every JSON reader holds them exactly, as
+#: IEEE doubles); the others are their hex text.
+SAFE_INT: Final = 1 << 53
+#: The JSON text of the floats that have no JSON number.
+FLOAT_WORDS: Final = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 _encode: Callable[[Any], str] | None = None
 _decode: Callable[[str], Any] | None = None
@@ -61,6 +84,61 @@ def dumps_canonical(obj: Any) -> str:
 
         _encode = json.JSONEncoder(separators=(",", ":"), sort_keys=True, allow_nan=False).encode
     return _encode(obj)
+
+
+# --- numbers: the one codec of the ints and floats of static values and scalar leaves ----------
+
+
+def encode_int(value: int) -> int | str:
+    """An int as JSON: itself in (-2**53, 2**53), else its hex text ``"0x1f"`` / ``"-0x1f"``.
+
+    Raises:
+        ValueError: more than :data:`MAX_INT_DIGITS` digits; its args are the problem and the
+            fix, as every writer words them.
+    """
+    if -SAFE_INT < value < SAFE_INT:
+        return value
+    if not -_INT_LIMIT < value < _INT_LIMIT:
+        raise ValueError(
+            f"an integer of more than {MAX_INT_DIGITS:,} decimal digits (about "
+            f"{value.bit_length():,} bits), more than treeclass stores (Python cannot print or "
+            "parse it)",
+            "store a smaller integer, or its text",
+        )
+    return hex(value)
+
+
+def decode_int(value: Any) -> int:
+    """Inverse of :func:`encode_int` (hex text as ``hex()`` writes it); else ``ValueError``."""
+    if value.__class__ is int and -SAFE_INT < value < SAFE_INT:
+        return value
+    if value.__class__ is str and len(value) <= _MAX_HEX and value.lstrip("-")[:2] == "0x":
+        try:
+            n = int(value, 16)
+        except ValueError:
+            n = _INT_LIMIT
+        if -_INT_LIMIT < n < _INT_LIMIT and hex(n) == value:
+            return n
+    raise ValueError(
+        f"{brief(value, 40)} is not an int: a number in (-2**53, 2**53), or the hex text of one "
+        f'("0x1f", "-0x1f", as hex() writes it) of at most {MAX_INT_DIGITS:,} decimal digits'
+    )
+
+
+def encode_float(value: float) -> float | str:
+    """A float as JSON: itself if finite, else its :data:`FLOAT_WORDS` word."""
+    if value - value == 0.0:
+        return value
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def decode_float(value: Any) -> float:
+    """Inverse of :func:`encode_float` (nan is ``math.nan`` itself); else ``ValueError``."""
+    if value.__class__ is float and value - value == 0.0:
+        return value
+    if value.__class__ is str and value in FLOAT_WORDS:
+        return FLOAT_WORDS[value]
+    raise ValueError(f"{brief(value, 40)} is not a float (a finite number, or nan, inf or -inf)")
 
 
 def _parse_int(text: str) -> int:

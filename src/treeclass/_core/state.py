@@ -25,8 +25,8 @@ result the same way. Classes without one get the codec above, unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .._errors import (
     TreespecLoadError,
@@ -35,6 +35,7 @@ from .._errors import (
     brief,
 )
 from .fields import ClassInfo, Evolution
+from .json import EXACT_SCALARS
 from .statics import (
     SUPPORTED,
     BadStatic,
@@ -48,17 +49,14 @@ from .statics import (
 
 __all__ = [
     "Layout",
-    "LoadPlan",
     "StateCodec",
-    "cannot_fill",
     "decode_for",
     "encode_for",
+    "fixed_children_error",
     "make_state_codec",
 ]
 
 GetState = Callable[[Any], Any]
-# Static values that decode as themselves (not float: it may be a nan a migrate hook made).
-_SCALARS: Final = frozenset((str, int, bool, type(None)))
 SetState = Callable[[Any], Any]
 
 
@@ -136,35 +134,26 @@ class Layout:
             again).
         fills: the indices of the data fields the document does not hold whose default is
             not ``None``: no child; unflatten gives each its default.
+        dropped: the names of the removed fields among the children.
+        filled: the names of the fields in ``fills``.
     """
 
-    __slots__ = ("fills", "names", "plan", "targets")
+    __slots__ = ("dropped", "filled", "fills", "names", "plan", "targets")
 
     def __init__(
         self,
         plan: tuple[bool, ...],
         targets: tuple[int, ...],
         names: tuple[str, ...],
-        fills: tuple[int, ...] = (),
+        fills: tuple[int, ...],
+        data: tuple[str, ...],
     ) -> None:
         self.plan = plan
         self.targets = targets
         self.names = names
         self.fills = fills
-
-    def __repr__(self) -> str:
-        return (
-            f"Layout(plan={self.plan!r}, targets={self.targets!r}, names={self.names!r}, "
-            f"fills={self.fills!r})"
-        )
-
-
-#: What a state's load says about the node's children besides its auxdata: ``None`` (the
-#: document holds every data field as a child, in order), for each data field in order
-#: whether the document holds it as a child (the others come back as ``None`` children:
-#: written by a version of the class without them), or a :class:`Layout` (the document also
-#: holds removed fields' children, or lacks a data field whose default is not ``None``).
-LoadPlan = "tuple[bool, ...] | Layout | None"
+        self.dropped = tuple(n for n, t in zip(names, targets) if t < 0)
+        self.filled = tuple(data[t] for t in fills)
 
 
 class StateCodec:
@@ -237,14 +226,6 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     static_order = tuple(sorted(enumerate(statics), key=lambda p: p[1]))
     n_static = len(statics)
 
-    def explain(values: tuple[Any, ...]) -> Exception:
-        for s, value in zip(statics, values):
-            try:
-                encode_static(value)
-            except (Unencodable, RecursionError) as e:
-                return _unserializable(label, f"static field {s!r}", value, e)
-        return UnserializableStaticError(f"the static fields of {label} cannot be serialized.")
-
     # What the class could have produced (annotations, hashability, attrs validators):
     # worked out on first use, since annotations may name things defined after the class.
     checker: list[StaticCheck | None] = []
@@ -267,8 +248,10 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         check_statics(values, None, True)  # what no loader would read back is never written
         try:
             return {s: encode_static(values[i]) for i, s in static_order}
-        except (Unencodable, RecursionError):
-            raise explain(values) from None
+        except (Unencodable, RecursionError):  # the first field (in class order) that fails
+            for s, value in zip(statics, values):
+                encode_for(label, f"static field {s!r}", value)
+            raise  # pragma: no cover - one of them failed
 
     def getstate(aux: Any) -> Any:
         return {"data": list(data), "none": [], "static": encode(aux)}
@@ -286,7 +269,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
                 try:
                     return tuple(
                         [
-                            v if v.__class__ in _SCALARS else decode_static(v)
+                            v if v.__class__ in EXACT_SCALARS else decode_static(v)
                             for v in map(static.__getitem__, statics)
                         ]
                     )
@@ -432,19 +415,34 @@ def _from_fields(
     return out
 
 
-def cannot_fill(label: str, fields: list[str] | tuple[str, ...], what: str) -> TreespecLoadError:
-    """The error of a loader whose structure cannot give new data fields their default.
+def fixed_children_error(
+    label: str, dropped: Sequence[str], filled: Sequence[str], what: str
+) -> TreespecLoadError:
+    """The error of a loader whose structure has one child per data field of the class today.
 
-    ``fields``: the data fields the saved state lacks whose default is not ``None``; ``what``
-    says what was saved (``"the serialized function"``, ``"a JAX structure"``, ...).
+    A JAX, torch or optree structure and a compiled program's inputs cannot hold a saved node
+    whose children are not one per data field: ``dropped``, the removed fields the saved
+    state holds as children, and ``filled``, the data fields it lacks whose default is not
+    ``None``. ``what`` says what was saved (``"the serialized function"``, ...).
     """
+    parts: list[str] = []
+    if dropped:
+        parts.append(f"with the removed field(s) {list(dropped)!r} as children")
+    if filled:
+        parts.append(
+            f"without its data field(s) {list(filled)!r}, added to the class since with a "
+            "default other than None"
+        )
+    does = " and ".join(
+        (["drop the removed field(s)' leaves"] if dropped else [])
+        + (["give the field its default"] if filled else [])
+    )
     return TreespecLoadError(
-        f"{what} holds {label} without its data field(s) {list(fields)!r}, added to the class "
-        "since with a default other than None: a JAX, torch or optree structure has one child "
-        "per data field (and a compiled program a fixed set of inputs), so it cannot take the "
-        "default. treeclass.treespec_loads, treeclass.load and treeclass.orbax.restore give the "
-        "field its default; otherwise save (export) it again with the class as it is now, or "
-        "load it with the class as it was."
+        f"{what} holds {label} {' and '.join(parts)}: a JAX, torch or optree structure has one "
+        "child per data field (and a compiled program a fixed set of inputs), so it cannot "
+        "take the change. treeclass.treespec_loads (with to=None), treeclass.load and "
+        f"treeclass.orbax.restore {does}; otherwise save (export) it again with the class as it "
+        "is now, or load it with the class as it was."
     )
 
 
@@ -483,7 +481,8 @@ def _layout(
         plan.append(False)
         targets.append(t)
         names.append(data[t])
-    return Layout(tuple(plan), tuple(targets), tuple(names), tuple(sorted(index[f] for f in fills)))
+    fill = tuple(sorted(index[f] for f in fills))
+    return Layout(tuple(plan), tuple(targets), tuple(names), fill, data)
 
 
 def _evolver(
@@ -599,7 +598,7 @@ def _checked(
     take another default (or default factory), and the static values. ``raw``: the static
     values are values already (a pickle's), not their JSON form. A loader whose structure
     cannot give the new data fields their default (a JAX or torch structure, a compiled
-    program) refuses them with :func:`cannot_fill`.
+    program) refuses them with :func:`fixed_children_error`.
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:

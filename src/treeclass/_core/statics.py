@@ -18,7 +18,6 @@ Decoding is strict and never imports: a registered type is looked up by its name
 
 from __future__ import annotations
 
-import math
 from _thread import RLock
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
@@ -40,11 +39,10 @@ from .fields import (
     is_dataclass_class,
     is_namedtuple_class,
 )
-from .json import dumps_canonical
+from .json import decode_float, decode_int, dumps_canonical, encode_float, encode_int
 from .names import Origin, check_name, registration_origin
 
 __all__ = [
-    "MAX_INT_DIGITS",
     "MAX_STATIC_DEPTH",
     "BadStatic",
     "StaticCheck",
@@ -63,15 +61,6 @@ __all__ = [
 
 #: How deeply static values may nest (containers inside containers).
 MAX_STATIC_DEPTH: Final = 100
-#: The most decimal digits a static int may have: what ``str()`` prints and ``json`` parses
-#: under CPython's default limit (``sys.get_int_max_str_digits()``), so that every int a
-#: document holds, plain or in hex, can be written again.
-MAX_INT_DIGITS: Final = 4300
-_INT_LIMIT: Final = 10**MAX_INT_DIGITS
-_INT_HEX_DIGITS: Final = (_INT_LIMIT - 1).bit_length() // 4 + 1
-# Ints that every JSON reader holds exactly (IEEE doubles); others are written in hex.
-_SAFE_INT: Final = 1 << 53
-_INT_HEX: Final = frozenset("0123456789abcdef")
 #: Distinct values allowed to share a hash in one frozenset or dict node before a document
 #: counts as crafted to make hashing quadratic (real data has a handful at most).
 _HASH_COLLISIONS: Final = 64
@@ -201,21 +190,14 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
     if t is str or t is bool or value is None:
         return value
     if t is int:
-        if -_SAFE_INT < value < _SAFE_INT:
-            return value
-        if not -_INT_LIMIT < value < _INT_LIMIT:
-            raise Unencodable(
-                value,
-                f"it is an integer of more than {MAX_INT_DIGITS:,} decimal digits (about "
-                f"{value.bit_length():,} bits), more than a treespec holds (Python cannot print "
-                "or parse it)",
-                "store a smaller integer, or its text",
-            )
-        return {"int": hex(value)}  # exact at any size; "0x1f" / "-0x1f"
+        try:
+            n = encode_int(value)
+        except ValueError as e:
+            raise Unencodable(value, f"it is {e.args[0]}", e.args[1]) from None
+        return n if n.__class__ is int else {"int": n}
     if t is float:
-        if value - value == 0.0:
-            return value
-        return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+        x = encode_float(value)
+        return x if x.__class__ is float else {"float": x}
     if _depth >= MAX_STATIC_DEPTH:
         raise Unencodable(
             value, f"it nests deeper than {MAX_STATIC_DEPTH} levels (or contains itself)"
@@ -276,19 +258,6 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
 # --- decoding ---------------------------------------------------------------------------------
 
 
-def _decode_int(v: Any) -> int:
-    if v.__class__ is str and 3 <= len(v) <= 3 + _INT_HEX_DIGITS:
-        digits = v[3:] if v.startswith("-0x") else (v[2:] if v.startswith("0x") else "")
-        if digits and _INT_HEX.issuperset(digits):
-            value = int(v, 16)
-            if -_INT_LIMIT < value < _INT_LIMIT:
-                return value
-    raise BadStatic(
-        f'{{"int": {brief(v, 60)}}} is not an integer in hex like "0x1f" or "-0x1f" of at '
-        f"most {MAX_INT_DIGITS:,} decimal digits"
-    )
-
-
 def _decode_bytes(v: str) -> bytes:
     import base64
     import binascii
@@ -333,15 +302,12 @@ def _decode_tagged(data: dict[str, Any], d: int) -> Any:
     elif tag == "dict":
         if vt is dict:
             return {k: decode_static(x, d) for k, x in v.items()}
-    elif tag == "int":
-        return _decode_int(v)
-    elif tag == "float":
-        if v == "nan":
-            return math.nan  # the same object each time, so that equal auxdata compare ==
-        if v == "inf":
-            return math.inf
-        if v == "-inf":
-            return -math.inf
+    elif tag in ("int", "float"):
+        if vt is str:  # (the numbers that are not their own JSON number)
+            try:
+                return decode_int(v) if tag == "int" else decode_float(v)
+            except ValueError as e:
+                raise BadStatic(f'{{"{tag}": ...}}: {e}') from None
     elif tag == "bytes":
         if vt is str:
             return _decode_bytes(v)

@@ -24,9 +24,10 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._backends.activation import FRAMEWORKS
-from .._core.registry import class_for_name, name_of, registered_nodes
-from .._core.statics import Unencodable, encode_static, static_for_name
-from .._errors import TreeclassError
+from .._core.registry import class_for_name, name_of, registered_node, registered_nodes
+from .._core.state import encode_for
+from .._core.statics import static_for_name
+from .._errors import TreeclassError, UnserializableStaticError
 from .artifacts import Artifact, needed_names, read_artifact
 from .demo import run as run_demo
 
@@ -376,14 +377,21 @@ def registered_classes() -> list[ClassRecord]:
     return out
 
 
-def static_problem(value: Any) -> str | None:
-    """Why ``value`` cannot be a serialized static value, or ``None`` if it can."""
+def default_problem(cls: type, field: str, value: Any) -> str | None:
+    """What saving ``cls`` with ``value`` in static field ``field`` says, or ``None`` if it saves.
+
+    The writers' own check and encoding (``StateCodec.getstate``), for this one field.
+    """
+    node = registered_node(cls)
+    check = None if node is None or node.codec is None else node.codec.check_statics
+    if node is None or check is None:  # pragma: no cover - a class with static fields has one
+        return None
+    values = tuple(value if s == field else None for s in node.static_fields)
     try:
-        encode_static(value)
-    except Unencodable as e:
-        return e.problem
-    except RecursionError:
-        return "it nests too deeply"
+        check(values, frozenset((field,)), True)
+        encode_for(node.qualname, f"static field {field!r}", value)
+    except UnserializableStaticError as e:
+        return str(e)
     return None
 
 
@@ -419,12 +427,7 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
                 if isinstance(value, Exception):
                     problem = f"its default factory raised {type(value).__name__}: {value}"
                 else:
-                    problem = static_problem(value)
-                    if problem is None:
-                        try:
-                            hash(value)
-                        except TypeError:
-                            problem = "it is unhashable (JAX caches compiled code by statics)"
+                    problem = default_problem(r.cls, field, value)
             if problem is not None:
                 flags.append(f"the default of static field {field!r} cannot be used: {problem}")
             statics.append(

@@ -3,27 +3,25 @@
 :func:`treeclass.save` and :mod:`treeclass.orbax` accept the same scalar leaves and write the
 same JSON values for them. A leaf whose type is exactly ``bool``, ``int``, ``float``,
 ``complex`` or ``str`` is stored by value, as a type tag and a JSON value (the ints and floats
-as the static codec, :mod:`treeclass._core.statics`, writes them)::
+in the number codec of static values, :func:`treeclass._core.json.encode_int` and
+:func:`~treeclass._core.json.encode_float`)::
 
     "bool"     true / false
-    "int"      the number, in (-2**53, 2**53) (exact in every JSON reader); beyond, its hex
-               text "0x1f..." / "-0x1f..." (at most MAX_INT_DIGITS decimal digits)
-    "float"    the number if finite (Python's shortest repr: exact, -0.0 included); else
-               "nan", "inf" or "-inf"
+    "int"      the number, in (-2**53, 2**53); beyond, its hex text "0x1f..." / "-0x1f..."
+    "float"    the number if finite (-0.0 included); else "nan", "inf" or "-inf"
     "complex"  [real, imag], each written as a "float"
     "str"      the text
 
 Decoding is strict: a value of the wrong JSON type, a hex text that is not the canonical one
-or longer than the limit, is a ``ValueError``. A nan comes back as ``math.nan`` (its sign and
-payload are not kept).
+or longer than the limit, is a ``ValueError``. A nan comes back as ``math.nan``.
 """
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
-from .._core.json import MAX_INT_DIGITS, dumps_canonical
+from .._core.json import SAFE_INT as _SAFE_INT
+from .._core.json import decode_float, decode_int, dumps_canonical, encode_float, encode_int
 from .._errors import TreeclassTypeError, brief
 
 if TYPE_CHECKING:
@@ -53,16 +51,6 @@ SCALAR_TYPES: Final = tuple(_TAGS)
 SCALAR_TAGS: Final = frozenset(_TAGS.values())
 
 _NUMBERS: Final = frozenset((float, int))
-_SAFE_INT: Final = 1 << 53
-_INT_LIMIT: Final = 10**MAX_INT_DIGITS
-_MAX_HEX: Final = len(hex(_INT_LIMIT)) + 1  # the longest hex text, sign included
-_WORDS: Final = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-
-
-def _float(x: float) -> float | str:
-    if x - x == 0.0:
-        return x
-    return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
 
 
 def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
@@ -73,7 +61,8 @@ def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
         where: its key path, for messages.
 
     Raises:
-        TreeclassTypeError: an int of more than :data:`MAX_INT_DIGITS` decimal digits.
+        TreeclassTypeError: an int too long to store (see
+            :func:`~treeclass._core.json.encode_int`).
 
     Example:
         >>> from treeclass._io.scalars import encode_scalar
@@ -82,19 +71,14 @@ def encode_scalar(leaf: Any, where: str) -> tuple[str, Any] | None:
     """
     tag = _TAGS.get(leaf.__class__)
     if tag == "int":
-        if -_SAFE_INT < leaf < _SAFE_INT:
-            return tag, leaf
-        if not -_INT_LIMIT < leaf < _INT_LIMIT:
-            raise TreeclassTypeError(
-                f"the leaf at {where} is an integer of more than {MAX_INT_DIGITS:,} decimal "
-                f"digits (about {leaf.bit_length():,} bits), more than treeclass stores (Python "
-                "cannot print or parse it); store a smaller integer, or its text."
-            )
-        return tag, hex(leaf)
+        try:
+            return tag, encode_int(leaf)
+        except ValueError as e:
+            raise TreeclassTypeError(f"the leaf at {where} is {e.args[0]}; {e.args[1]}.") from None
     if tag == "float":
-        return tag, _float(leaf)
+        return tag, encode_float(leaf)
     if tag == "complex":
-        return tag, [_float(leaf.real), _float(leaf.imag)]
+        return tag, [encode_float(leaf.real), encode_float(leaf.imag)]
     return None if tag is None else (tag, leaf)
 
 
@@ -154,14 +138,6 @@ def encode_scalars(
     return out
 
 
-def _decode_float(value: Any) -> float:
-    if value.__class__ is float:
-        return value
-    if value.__class__ is str and value in _WORDS:
-        return _WORDS[value]
-    raise ValueError(f"{brief(value, 40)} is not a float (a number, or nan, inf or -inf)")
-
-
 def decode_scalar(tag: str, value: Any) -> Any:
     """Inverse of :func:`encode_scalar`: the leaf ``value`` encodes under ``tag``.
 
@@ -175,26 +151,13 @@ def decode_scalar(tag: str, value: Any) -> Any:
     """
     cls = value.__class__
     if tag == "int":
-        if cls is int and -_SAFE_INT < value < _SAFE_INT:
-            return value
-        if cls is str and len(value) <= _MAX_HEX and value.lstrip("-").startswith("0x"):
-            try:
-                n = int(value, 16)
-            except ValueError:
-                pass
-            else:
-                if hex(n) == value and -_INT_LIMIT < n < _INT_LIMIT:
-                    return n
-        raise ValueError(
-            f"{brief(value, 40)} is not an int (a number in (-2**53, 2**53), or its hex text "
-            f"of at most {MAX_INT_DIGITS:,} decimal digits)"
-        )
+        return decode_int(value)
     if tag == "float":
-        return _decode_float(value)
+        return decode_float(value)
     if tag == "complex":
         if cls is not list or len(value) != 2:
             raise ValueError(f"{brief(value, 40)} is not a complex ([real, imag])")
-        return complex(_decode_float(value[0]), _decode_float(value[1]))
+        return complex(decode_float(value[0]), decode_float(value[1]))
     if tag == "bool" and cls is bool:
         return value
     if tag == "str" and cls is str:

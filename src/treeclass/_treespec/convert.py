@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any, Final, TypeAlias
 
 from .._core.fields import is_namedtuple_class
 from .._core.names import DEFAULT_DICT
-from .._core.nodes import BUILTIN_NODE_TYPES
+from .._core.nodes import BUILTIN_NODE_TYPES, NodeType
 from .._core.registry import registered_node
-from .._core.state import cannot_fill
+from .._core.state import fixed_children_error
 from .._core.tree import TreeSpec
 from .._core.unnamed import several, unnamed_message
 from .._errors import StructureMismatchError, TreespecLoadError, UnnamedClassError, brief, qualname
@@ -30,6 +31,7 @@ __all__ = [
     "encode_node",
     "leaf_count_error",
     "nodes_of",
+    "refuse_dropping",
     "skeleton",
 ]
 
@@ -197,6 +199,21 @@ def _every_unnamed(framework: str, root: Any, read: Read) -> UnnamedClassError:
     return several(messages.values())
 
 
+def refuse_dropping(spec: TreeSpec, framework: str) -> None:
+    """Refuse a spec that holds removed fields' children: a framework's structure cannot.
+
+    (Its node of the class has one child per data field today, so the leaves would shift.)
+
+    Raises:
+        TreespecLoadError: from :func:`~treeclass._core.state.fixed_children_error`.
+    """
+    entries: tuple[tuple[NodeType, Any, int, bool] | None, ...] = spec._entries
+    for nt in dict.fromkeys(map(itemgetter(0), filter(None, entries))):
+        if nt.dropped:
+            what = f"the treespec (to {framework})"
+            raise fixed_children_error(nt.qualname, nt.dropped, nt.filled, what)
+
+
 def leaf_count_error(
     framework: str, spec: TreeSpec, got: int, is_node: Callable[[type], bool]
 ) -> TreespecLoadError:
@@ -204,15 +221,9 @@ def leaf_count_error(
     seen: dict[type, None] = {}
     for e in spec._entries:
         if e is not None:
-            if e[0].filled:  # loaded without new fields: only a TreeSpec fills their default in
-                return cannot_fill(e[0].qualname, e[0].filled, f"the treespec (to {framework})")
-            if e[0].dropped:  # loaded with removed fields' children: only a TreeSpec drops them
-                return TreespecLoadError(
-                    f"the treespec holds the removed field(s) {list(e[0].dropped)!r} of "
-                    f"{e[0].qualname} as children, which a {framework} structure cannot hold "
-                    "(a treeclass TreeSpec drops them when it unflattens); load it with "
-                    "to=None, or save it again with the class as it is now."
-                )
+            if e[0].filled:  # the new fields' defaults have leaves: only a TreeSpec fills them in
+                what = f"the treespec (to {framework})"
+                return fixed_children_error(e[0].qualname, (), e[0].filled, what)
             seen.setdefault(e[0].type)
     missing = [qualname(t) for t in seen if not is_node(t)]
     why = (

@@ -18,18 +18,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeAlias
 
 from .._core.json import (
+    EXACT_SCALARS,
     SCALAR_TYPES,
     census,
     dumps_canonical,
     loads_checked,
-    loads_counted,
     loads_strict,
-    no_duplicates,
     strict_scanner,
 )
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
-from .._core.state import Layout, cannot_fill
+from .._core.state import Layout
 from .._core.tree import TreeSpec
 from .._core.unnamed import unnamed_error
 from .._errors import TreespecLoadError, UnnamedClassError, UnregisteredNameError, brief
@@ -40,7 +39,6 @@ __all__ = [
     "READABLE_VERSIONS",
     "Node",
     "all_leaves",
-    "aux_from_bytes",
     "aux_to_bytes",
     "dumps_nodes",
     "loads_nodes",
@@ -131,7 +129,7 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         ):
             node = h[4] = (h[0], h[1](aux), k)
             h[2] = aux
-            plain = aux.__class__ is tuple and _SCALAR_CLASSES.issuperset(map(type, aux))
+            plain = aux.__class__ is tuple and EXACT_SCALARS.issuperset(map(type, aux))
             h[3] = tuple(map(type, aux)) if plain else None
         append(node)
         if leafy and k:
@@ -171,154 +169,16 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
         UnregisteredNameError: a name is not registered in this process.
     """
-    spec = _nodes_to_spec_simple(nodes)
-    return spec if spec is not None else _nodes_to_spec_planned(nodes)
-
-
-def _nodes_to_spec_simple(nodes: Sequence[Node], tally: list[int] | None = None) -> TreeSpec | None:
-    """:func:`nodes_to_spec` for documents whose nodes hold all their children.
-
-    The usual case: one pass, no bookkeeping; ``None`` as soon as a node needs a plan. With
-    ``tally`` (``[0, 0]``), adds the members of the states' objects and the ``:`` in their
-    strings and the names to it (:func:`treeclass._core.json.no_duplicates`); then ``nodes``
-    may be unchecked (a parsed document's list): ``None`` also for a node list that is not
-    one complete tree, or a node that does not load (:func:`loads_nodes` and
-    :func:`nodes_to_spec` say what is wrong).
-    """
-    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape),
-    # its arity and its census.
-    checking = tally is not None
-    need = 1
+    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape)
+    # and its arity.
     cache: dict[str, list[Any]] = {}
     entries: list[Any] = []
     append = entries.append
     n = len(nodes)
     leaves = 0
-    members = 0
-    colons = 0
     i = 0
-    while i < n:
-        item = nodes[i]
-        if item is None:
-            append(None)
-            leaves += 1
-            i += 1
-            need -= 1
-            continue
-        if checking and (
-            not need
-            or item.__class__ is not list
-            or len(item) != 3
-            or item[0].__class__ is not str
-            or item[2].__class__ is not int
-            or not 0 <= item[2] <= n - i - 1
-        ):
-            return None
-        name, state, k = item
-        memo = cache.get(name)
-        if memo is None:
-            if checking and node_for_name(name) is None:
-                return None
-            memo = cache[name] = [_node_type(name), _UNSET, None, None, None, 0, 0]
-        nt: NodeType = memo[0]
-        plain = memo[1]
-        # A state read before (equal, with the same static keys in order and the same
-        # classes of static values: then the same values) gives the same auxdata.
-        if state is plain or (
-            plain is not _UNSET
-            and (
-                state.__class__ is dict
-                and state == plain
-                and (static := state["static"]).__class__ is dict
-                and tuple(static) == memo[3][0]
-                and tuple(map(type, static.values())) == memo[3][1]
-            )
-        ):
-            aux = memo[2]  # a state read before: its auxdata and arity, checked then
-            expect = memo[4]
-            members += memo[5]
-            colons += memo[6]
-        else:
-            try:
-                aux, plan = nt.load_state(state)
-            except TreespecLoadError as e:
-                if checking:
-                    return None
-                # (a migrate hook's own error stays the cause, for the traceback)
-                raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-            if plan is not None:
-                return None
-            expect = nt.arity_of(aux)
-            m = c = 0
-            if tally is not None:
-                m, c = census(state)
-                c += name.count(":")
-                members += m
-                colons += c
-            if state is None:  # (a None node's, a builtin's without state)
-                memo[1:] = None, aux, None, expect, m, c
-            elif _plain_state(state):
-                memo[1:] = state, aux, _shape(state), expect, m, c
-        if expect is not None and expect != k:
-            if checking:
-                return None
-            raise TreespecLoadError(
-                f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
-                f"it {expect}."
-            )
-        i += 1
-        # Canonical form (as tree_flatten makes it): a node whose children are all leaves
-        # holds them itself; they get no entries of their own. (A small node is checked in
-        # one slice; a large one by all_leaves, which keeps the walk linear.)
-        leafy = nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)
-        append((nt, aux, k, leafy))
-        if leafy:
-            leaves += k
-            i += k
-            need -= 1
-        else:
-            need += k - 1
-    if checking and need:
-        return None
-    if tally is not None:
-        tally[0] += members
-        tally[1] += colons
-    return TreeSpec._make(tuple(entries), leaves)
-
-
-def _plain_state(state: Any) -> bool:
-    """Whether ``state`` is a class's state whose static values are JSON scalars (no floats).
-
-    Two such states that compare equal, key order and value classes included, give the same
-    auxdata: for these classes ``==`` is identity of value (``1 == True`` and ``0.0 == -0.0``
-    are why the classes and floats are left out).
-    """
-    if state.__class__ is not dict:
-        return False
-    static = state.get("static")
-    return static.__class__ is dict and _SCALAR_CLASSES.issuperset(map(type, static.values()))
-
-
-def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
-    """The static keys of a plain state in order, and the classes of their values."""
-    static: dict[str, Any] = state["static"]
-    return tuple(static), tuple(map(type, static.values()))
-
-
-_UNSET: Final = object()  # no state memoized yet
-
-#: The classes of JSON values for which equal values are the same value.
-_SCALAR_CLASSES: Final = frozenset((str, int, bool, type(None)))
-
-
-def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
-    """:func:`nodes_to_spec` for documents where some nodes leave data fields out."""
-    cache: dict[str, NodeType] = {}
-    entries: list[Any] = []
-    append = entries.append
-    leaves = 0
-    i = 0
-    # Open nodes whose children come from a plan: [plan, next child, children left].
+    # Open nodes inside a node that lacks children in the document (only there: the None
+    # children its plan adds go between theirs): [plan, next child, children left].
     frames: list[list[Any]] = []
     while True:
         while frames:  # fill in planned None children; close finished nodes
@@ -333,7 +193,7 @@ def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
                 frame[1] += 1
                 frame[2] -= 1
                 break
-        if i >= len(nodes):
+        if i >= n:
             break
         item = nodes[i]
         if item is None:
@@ -342,18 +202,43 @@ def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
             i += 1
             continue
         name, state, k = item
-        nt = cache.get(name)
-        if nt is None:
-            nt = cache[name] = _node_type(name)
-        try:
-            aux, plan = nt.load_state(state)
-        except TreespecLoadError as e:
-            # (a migrate hook's own error stays the cause, for the traceback)
-            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-        if plan is not None and isinstance(plan, Layout):
-            nt = dropping_node(nt, plan)  # removed fields' children: a node type that drops them
-            plan = plan.plan
-        expect = nt.arity_of(aux) if plan is None else sum(plan)
+        memo = cache.get(name)
+        if memo is None:
+            memo = cache[name] = [_node_type(name), _UNSET, None, None, None]
+        nt: NodeType = memo[0]
+        plain = memo[1]
+        plan: Any = None
+        # A state read before (equal, with the same static keys in order and the same
+        # classes of static values: then the same values) gives the same auxdata.
+        if state is plain or (
+            plain is not _UNSET
+            and (
+                state.__class__ is dict
+                and state == plain
+                and (static := state["static"]).__class__ is dict
+                and tuple(static) == memo[3][0]
+                and tuple(map(type, static.values())) == memo[3][1]
+            )
+        ):
+            aux = memo[2]  # a state read before: its auxdata and arity, checked then
+            expect = memo[4]
+        else:
+            try:
+                aux, plan = nt.load_state(state)
+            except TreespecLoadError as e:
+                # (a migrate hook's own error stays the cause, for the traceback)
+                raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
+            if plan is None:
+                expect = nt.arity_of(aux)
+                if state is None:  # (a None node's, a builtin's without state)
+                    memo[1:] = None, aux, None, expect
+                elif _plain_state(state):
+                    memo[1:] = state, aux, _shape(state), expect
+            else:
+                if isinstance(plan, Layout):  # removed fields' children: a node that drops them
+                    nt = dropping_node(nt, plan)
+                    plan = plan.plan
+                expect = sum(plan)
         if expect is not None and expect != k:
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
@@ -365,15 +250,38 @@ def _nodes_to_spec_planned(nodes: Sequence[Node]) -> TreeSpec:
             frames.append([plan, 0, len(plan)])
             continue
         # Canonical form (as tree_flatten makes it): a node whose children are all leaves
-        # holds them itself; they get no entries of their own.
-        leafy = all_leaves(nodes, i, k)
+        # holds them itself; they get no entries of their own. (A small node is checked in
+        # one slice; a large one by all_leaves, which keeps the walk linear.)
+        leafy = nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)
         append((nt, aux, k, leafy))
         if leafy:
             leaves += k
             i += k
-        elif k:
+        elif k and frames:
             frames.append([_ALL_PRESENT, 0, k])
     return TreeSpec._make(tuple(entries), leaves)
+
+
+def _plain_state(state: Any) -> bool:
+    """Whether ``state`` is a class's state whose static values are JSON scalars (no floats).
+
+    Two such states that compare equal, key order and value classes included, give the same
+    auxdata: for these classes ``==`` is identity of value (``1 == True`` and ``0.0 == -0.0``
+    are why the classes and floats are left out).
+    """
+    if state.__class__ is not dict:
+        return False
+    static = state.get("static")
+    return static.__class__ is dict and EXACT_SCALARS.issuperset(map(type, static.values()))
+
+
+def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
+    """The static keys of a plain state in order, and the classes of their values."""
+    static: dict[str, Any] = state["static"]
+    return tuple(static), tuple(map(type, static.values()))
+
+
+_UNSET: Final = object()  # no state memoized yet
 
 
 class _AllPresent:
@@ -452,51 +360,17 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
     What :func:`treeclass.treespec_loads` and :func:`treeclass.load` read documents with:
     the same checks and errors as the two functions. A document in canonical form is read
     by walking its text, each distinct node text parsed once (:func:`_loads_canonical`; in
-    its node list, nodes of one text are one list: read only); any other is parsed whole,
-    the duplicate-key check made while the states are loaded (each distinct state counted
-    once), not by the parser.
+    its node list, nodes of one text are one list: read only); any other is read by the two
+    functions.
 
     Raises:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
         UnregisteredNameError: as :func:`nodes_to_spec`.
     """
-    if not isinstance(text, str):
-        nodes = loads_nodes(text)  # bytes (or a wrong type): the general path
-        return nodes, nodes_to_spec(nodes)
-    try:
-        done = _loads_canonical(text)
-    except _StateRefused:
-        # A node's state does not load: the general path reads the text and names the error
-        # (the one-pass path below would only stop at the same state: a third reading).
-        nodes = loads_nodes(text)
-        return nodes, nodes_to_spec(nodes)
+    done = _loads_canonical(text) if isinstance(text, str) else None
     if done is not None:
         return done
-    try:
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
-    if colons is None:  # parsed strictly already
-        nodes = _check_document(doc, states=False)[0]
-        return nodes, nodes_to_spec(nodes)
-    # The fast path: the node list checked as the spec is built, one pass; anything unusual
-    # (an error, a node that needs a plan, a dropped duplicate key) goes the general way,
-    # which says what is wrong.
-    found: Any = doc.get("nodes") if doc.__class__ is dict else None
-    if found.__class__ is list and found and doc.keys() == _KEYS:
-        tally = [len(doc), 0]
-        spec = _nodes_to_spec_simple(found, tally)
-        if (
-            spec is not None
-            and doc["format"] == FORMAT_ID
-            and doc["version"].__class__ is int
-            and doc["version"] in READABLE_VERSIONS
-            and doc["leaves"].__class__ is int
-            and doc["leaves"] == spec.num_leaves
-            and no_duplicates(colons, tally[0], tally[1])
-        ):
-            return found, spec
-    nodes = loads_nodes(text)
+    nodes = loads_nodes(text)  # (bytes, another form, anything unusual: the general path)
     return nodes, nodes_to_spec(nodes)
 
 
@@ -514,7 +388,7 @@ class _Seen:
 
     __slots__ = ("entry", "fresh", "item", "k", "leafy", "nt", "shared", "size", "text")
 
-    def __init__(self, text: str, item: list[Any], nt: NodeType, aux: Any) -> None:
+    def __init__(self, text: str, item: list[Any], nt: NodeType) -> None:
         k: int = item[2]
         self.text = text
         self.size = len(text)
@@ -523,17 +397,19 @@ class _Seen:
         self.nt = nt
         #: Whether other nodes of its text may share its auxdata (worked out on first use).
         self.shared: bool | None = None
-        self.entry = (nt, aux, k, False)
-        self.leafy = (nt, aux, k, True)
+        #: Its entry in the spec, and as a node whose children are all leaves (see load).
+        self.entry: tuple[NodeType, Any, int, bool] = (nt, None, k, False)
+        self.leafy = self.entry
         #: Whether the state is parsed again for each load: a class's migrate hook may
         #: change the state it is given (as the general path, which parses every node).
         evolution = None if nt.info is None else nt.info.evolution
         self.fresh = evolution is not None and evolution.migrate is not None
 
-    def load(self) -> bool:
-        """Load the state again, for another node of the same text: a new auxdata."""
+    def load(self, first: bool = False) -> bool:
+        """Load the state (again, for another node of the same text: a new auxdata)."""
         try:
-            state = strict_scanner()(self.text, 0)[0][1] if self.fresh else self.item[1]
+            again = self.fresh and not first
+            state = strict_scanner()(self.text, 0)[0][1] if again else self.item[1]
             aux, plan = self.nt.load_state(state)
         except (TreespecLoadError, ValueError, RecursionError):
             return False
@@ -583,36 +459,22 @@ def _null_run(text: str, pos: int, k: int) -> bool:
     return text.startswith(_NULL_RUNS[k], pos)
 
 
-class _StateRefused(Exception):
-    """Internal: :func:`_loads_canonical` met a node whose state does not load."""
-
-
 def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int) -> _Seen | None:
-    """The node whose text starts at ``text[pos]``, parsed strictly and loaded, or ``None``.
-
-    Raises:
-        _StateRefused: the node's state does not load.
-    """
+    """The node whose text starts at ``text[pos]``, parsed strictly and loaded, or ``None``."""
     try:
         item, end = scan(text, pos)
     except (ValueError, RecursionError):
         return None
     if item.__class__ is not list or len(item) != 3:
         return None
-    name, state, k = item
+    name, _, k = item
     if name.__class__ is not str or k.__class__ is not int or k < 0:
         return None
     nt = node_for_name(name)
     if nt is None:
         return None
-    try:
-        aux, plan = nt.load_state(state)
-    except TreespecLoadError:
-        raise _StateRefused from None
-    expect = nt.arity_of(aux)
-    if plan is not None or (expect is not None and expect != k):
-        return None
-    return _Seen(text[pos:end], item, nt, aux)
+    seen = _Seen(text[pos:end], item, nt)
+    return seen if seen.load(first=True) else None
 
 
 def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
@@ -631,10 +493,7 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
         ``(nodes, spec)`` as :func:`loads_spec` gives them (in ``nodes``, nodes of one text
         are one list: the list is read only); ``None`` for a text in any other form, or
         with anything unusual (an error, a node that needs a plan), which the general path
-        reads and names.
-
-    Raises:
-        _StateRefused: a node's state does not load (the general path names the error).
+        reads and names (a node whose state does not load included).
     """
     if text.__class__ is not str or not text.startswith(_HEAD):  # (a subclass: the general way)
         return None
@@ -849,34 +708,3 @@ def state_from_bytes(node: NodeType, data: bytes | str) -> Any:
         raise TreespecLoadError(
             f"the saved auxdata of {node.qualname} is not valid JSON: {brief(str(e), 200)}"
         ) from None
-
-
-def aux_from_bytes(node: NodeType, data: bytes | str) -> Any:
-    """Inverse of :func:`aux_to_bytes`, for a structure that cannot gain children.
-
-    Raises:
-        TreespecLoadError: ``data`` is not valid JSON or does not fit the class (including
-            a state that leaves data fields out of the children: only treespec documents
-            can be given the ``None`` children or the defaults that stand for them).
-        UnregisteredNameError: a static value names a type not registered here.
-    """
-    aux, plan = node.load_state(state_from_bytes(node, data))
-    if isinstance(plan, Layout) and plan.fills and node.info is not None:
-        filled = [node.info.data_fields[t] for t in plan.fills]
-        raise cannot_fill(node.qualname, filled, "this structure")
-    if isinstance(plan, Layout):
-        kept = [n for n, t in zip(plan.names, plan.targets) if t >= 0]
-        raise TreespecLoadError(
-            f"the saved auxdata of {node.qualname} holds the removed field(s) "
-            f"{[n for n in plan.names if n not in kept]!r} as children, which this structure "
-            "cannot drop (its children are fixed); export or save it again with the class as "
-            "it is now."
-        )
-    if plan is not None:
-        missing = [f for f, present in zip(node.data_fields, plan) if not present]
-        raise TreespecLoadError(
-            f"the saved auxdata of {node.qualname} leaves the data field(s) {missing!r} out of "
-            "the children (an older treeclass wrote None-valued fields that way), which this "
-            "structure cannot take back; export or save it again with this treeclass."
-        )
-    return aux

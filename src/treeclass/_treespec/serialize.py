@@ -22,6 +22,7 @@ from .._errors import (
     brief,
     qualname,
 )
+from .convert import refuse_dropping
 from .format import dumps_nodes, loads_spec, spec_to_nodes
 
 __all__ = ["treespec_dumps", "treespec_loads"]
@@ -147,6 +148,7 @@ def treespec_loads(text: str | bytes | bytearray, *, to: FrameworkName | None = 
         raise TreespecLoadError(
             f"treespec_loads(to={to!r}) cannot build a {framework.name} structure: {e}"
         ) from e
+    refuse_dropping(spec, framework.name)
     try:
         return module.spec_from_spec(spec)
     except TreespecLoadError:
