@@ -679,34 +679,6 @@ def test_files_that_lie_are_clear_errors(tmp_path: Path, edit: Any, match: str) 
         tc.load(path)
 
 
-V1_FILE = Path(__file__).parent / "data" / "v1_file.safetensors"
-
-
-@pytest.mark.parametrize(
-    ("edit", "match"),
-    [
-        (edit_ours(lambda d: d["leaves"].reverse()), "key paths disagree with the structure"),
-        (
-            edit_ours(lambda d: d["leaves"].pop()),
-            "structure has 14 leaves but its leaf list has 13",
-        ),
-        (
-            edit_ours(lambda d: d["leaves"][6].update(value="7")),
-            "leaf 6 is typed 'int', but '7' is not an int",
-        ),
-        (edit_ours(lambda d: d["leaves"][8].update(tensor="['x']")), "must be \"\\['ids'\\]\""),
-        (edit_ours(lambda d: d["leaves"][8].update(type="blob")), "leaf 8 has the unknown type"),
-        (edit_ours(lambda d: d.update(kinds="")), "entry has the keys"),
-    ],
-)
-def test_version_1_files_that_lie_are_clear_errors(tmp_path: Path, edit: Any, match: str) -> None:
-    path = tmp_path / "v1.safetensors"
-    path.write_bytes(V1_FILE.read_bytes())
-    rewrite_header(path, edit)
-    with pytest.raises(tc.FileLoadError, match=match):
-        tc.load(path)
-
-
 def test_an_unregistered_class_name_says_what_to_import(tmp_path: Path) -> None:
     path = tmp_path / "t.safetensors"
     tc.save(path, Output(np.ones(1)))

@@ -11,8 +11,7 @@ by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metad
   tensor named by the leaf's key path, which follows from the structure; ``b`` / ``i`` /
   ``f`` / ``c`` / ``s`` a Python ``bool`` / ``int`` / ``float`` / ``complex`` / ``str``), and
   ``values`` the scalar leaves' values in leaf order, as :mod:`treeclass._io.scalars`
-  encodes them (as :mod:`treeclass.orbax` does). Version 1 (still read) had ``"leaves"``, an
-  object ``{"path", "type", "tensor" | "value"}`` per leaf;
+  encodes them (as :mod:`treeclass.orbax` does);
 - the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
 
 Loading never unpickles and never imports: classes are looked up by registered name through
@@ -39,6 +38,7 @@ from typing import TYPE_CHECKING
 
 from .._backends.activation import module_installed
 from .._core.json import census, loads_checked
+from .._core.keys import INDEX_ENTRY
 from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
@@ -84,22 +84,17 @@ __all__ = [
 
 #: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
 FILE_FORMAT: Final = "treeclass.file"
-#: The version of that entry this release writes (and the versions it reads): see the table
-#: in ``docs/files.md``.
+#: The version of that entry this release writes (and the only one it reads): see
+#: ``docs/files.md``.
 FILE_VERSION: Final = 2
-_READABLE: Final = (1, 2)
 _FILE_KEY: Final = "treeclass.file"
 _SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
 #: The leaf types stored as tensors (each one tensor); the others go into ``"values"``.
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
-_ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
-_NO_KEYS: Final[frozenset[str]] = frozenset()
-_VALUE_KEYS: Final = frozenset(("path", "type", "value"))
-_FILE_KEYS: Final = frozenset(("format", "version", "leaves"))  # version 1
-_FILE_KEYS_2: Final = frozenset(("format", "version", "kinds", "values"))
-#: Version 2's letter for each leaf type (``"kinds"``: one letter per leaf).
+_FILE_KEYS: Final = frozenset(("format", "version", "kinds", "values"))
+#: The letter for each leaf type (``"kinds"``: one letter per leaf).
 _KIND_LETTERS: Final = {
     "numpy": "n",
     "numpy-scalar": "N",
@@ -111,7 +106,7 @@ _KIND_LETTERS: Final = {
     "complex": "c",
     "str": "s",
 }
-#: Version 2's leaf type of each letter of ``"kinds"``.
+#: The leaf type of each letter of ``"kinds"``.
 LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 _LETTER_SET: Final = frozenset(LEAF_KINDS)
 #: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
@@ -433,7 +428,7 @@ def save(
                 raise FileSaveError(
                     f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
                 ) from None
-            key_paths.extend(found or [])  # (None only when lengths are given to compare with)
+            key_paths.extend(found)
         return key_paths[i]
 
     # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
@@ -519,32 +514,9 @@ def _is_ours(metadata: dict[str, str]) -> bool:
     return any(k.startswith(_RESERVED) for k in metadata)
 
 
-class _Leaves:
-    """The checked leaf list of a treeclass file, whatever its version.
-
-    ``types``: each leaf's type name (``"numpy"``..., ``"int"``...); ``values``: each leaf's
-    decoded Python scalar (``None`` for an array); version 1 only (``None`` in version 2,
-    where they follow from the structure): ``paths``, each leaf's stored key path, and
-    ``tensors``, each array leaf's stored tensor name.
-    """
-
-    __slots__ = ("paths", "tensors", "types", "values")
-
-    def __init__(
-        self,
-        types: list[str],
-        values: list[Any],
-        paths: list[str] | None = None,
-        tensors: list[str] | None = None,
-    ) -> None:
-        self.types = types
-        self.values = values
-        self.paths = paths
-        self.tensors = tensors
-
-
-def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
-    """The checked leaf list and the treespec document text of a treeclass file."""
+def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[tuple[list[str], list[Any]], str]:
+    """The checked leaf list (each leaf's type, its value or ``None``) and the treespec document
+    text of a treeclass file."""
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
     )
@@ -565,7 +537,7 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
     return leaves, metadata[_SPEC_KEY]
 
 
-def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
+def _check_leaf_list(source: str, doc: Any) -> tuple[tuple[list[str], list[Any]], int, int]:
     """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census.
 
     The census: the members of its objects and the ``:`` in its strings
@@ -576,14 +548,12 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             source, f'its {_FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
         )
     version = doc.get("version")
-    if version.__class__ is not int or version not in _READABLE:
+    if version.__class__ is not int or version != FILE_VERSION:
         raise FileLoadError(
             f"{source} was written in treeclass file version {version!r:.40}; this release "
-            f"reads version(s) {', '.join(map(str, _READABLE))}. Upgrade treeclass to load it."
+            f"reads version {FILE_VERSION}. Upgrade treeclass to load it."
         )
-    if version == 1:
-        return _check_version_1(source, doc)
-    if frozenset(doc) != _FILE_KEYS_2:
+    if frozenset(doc) != _FILE_KEYS:
         raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
     kinds = doc["kinds"]
     values = doc["values"]
@@ -629,59 +599,7 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             m, c = census(v)
             members += m
             colons += c
-    return _Leaves(types, out), members, colons
-
-
-def _check_version_1(source: str, doc: Any) -> tuple[_Leaves, int, int]:
-    """:func:`_check_leaf_list` of version 1: ``"leaves"``, one object per leaf."""
-    if frozenset(doc) != _FILE_KEYS:
-        raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
-    leaves = doc["leaves"]
-    if leaves.__class__ is not list:
-        raise _bad(source, '"leaves" is not a list.')
-    members = len(doc)
-    colons = 0
-    strings: list[str] = []  # every string of the entries (the tags have no ":")
-    push = strings.append
-    types: list[str] = []
-    values: list[Any] = []
-    paths: list[str] = []
-    tensors: list[str] = []
-    for i, entry in enumerate(leaves):
-        if entry.__class__ is not dict or entry.get("path").__class__ is not str:
-            raise _bad(source, f'leaf {i} is not an object with a "path" string: {entry!r:.100}.')
-        kind = entry.get("type")
-        if kind.__class__ is not str:
-            raise _bad(source, f"leaf {i} has a type that is not a string: {kind!r:.60}.")
-        if kind in _ARRAY_TYPES:
-            tensor = entry.get("tensor")
-            keys: frozenset[str] = _ARRAY_KEYS if tensor.__class__ is str else _NO_KEYS
-        elif kind in SCALAR_TAGS:
-            keys = _VALUE_KEYS
-            tensor = entry.get("value")
-        else:
-            raise _bad(source, f"leaf {i} has the unknown type {kind!r:.60}.")
-        if entry.keys() != keys:
-            raise _bad(source, f"leaf {i} ({kind}) has the keys {sorted(entry)!r:.100}.")
-        members += 3
-        push(entry["path"])
-        paths.append(entry["path"])
-        types.append(kind)
-        if keys is _ARRAY_KEYS:
-            tensors.append(entry["tensor"])
-            values.append(None)
-        else:
-            try:
-                values.append(decode_scalar(kind, tensor))
-            except ValueError as e:
-                raise _bad(source, f"leaf {i} is typed {kind!r}, but {e}.") from None
-        if tensor.__class__ is str:
-            push(tensor)
-        elif tensor.__class__ is list or tensor.__class__ is dict:  # complex; or bad values
-            m, c = census(tensor)
-            members += m
-            colons += c
-    return _Leaves(types, values, paths, tensors), members, colons + "".join(strings).count(":")
+    return (types, out), members, colons
 
 
 class _Selection:
@@ -1014,7 +932,7 @@ def _load_plain(
     for name in names:
         _check_loadable(source, header.tensors[name], target)
     selection = _Selection(paths)
-    keys = [f"[{name!r}]" for name in names]
+    keys = list(map(INDEX_ENTRY.format, names))
     chosen: list[bool] = []
     selection.visit([], 0)
     for key in keys:
@@ -1042,7 +960,7 @@ def _load_tree(
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
         raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
-    types = leaves.types
+    types, values = leaves  # (the arrays go into values once read)
     if len(types) != spec.num_leaves:
         raise _bad(
             source,
@@ -1053,32 +971,14 @@ def _load_tree(
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
         raise _bad(source, f"its dict keys do not decode: {e}") from None
     chosen: list[bool] | None = None  # None: every leaf
-    stored = leaves.paths
-    key_paths: list[str] = []
-    if stored is not None:  # version 1: the key paths stored are checked against the structure
-        if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
-            chosen = _select(source, nodes, children, stored, paths)
-        key_paths = stored
     at = list(compress(count(), map(_ARRAY_TYPES.__contains__, types)))  # the array leaves
-    if stored is None:  # version 2: the key paths are the structure's (needed with arrays)
-        key_paths = leaf_paths(nodes, children) or [] if at or paths is not None else []
-        if paths is not None:
-            chosen = _select(source, nodes, children, key_paths, paths)
-
+    # The key paths are the structure's (needed with arrays or paths=).
+    key_paths = leaf_paths(nodes, children) if at or paths is not None else []
+    if paths is not None:
+        chosen = _select(source, nodes, children, key_paths, paths)
     # Tensor names are the array leaves' key paths, made unique.
-    array_paths = list(map(key_paths.__getitem__, at))
-    names = tensor_names(array_paths)
-    written = leaves.tensors
-    if written is not None and written != names:
-        for where, name, got in zip(array_paths, names, written):
-            if got != name:
-                raise _bad(
-                    source,
-                    f"the leaf at {where!r:.200} names the tensor {got!r:.200}; by its "
-                    f"key path it must be {name!r:.200}.",
-                )
+    names = tensor_names(list(map(key_paths.__getitem__, at)))
     tensors = header.tensors
-    values = leaves.values  # the arrays go in once read
     kinds = list(map(types.__getitem__, at))
     targets = {kind: _target_of(kind, to) for kind in set(kinds)}  # type -> target
     infos: list[Any] = list(map(tensors.get, names))
@@ -1133,11 +1033,11 @@ def _select(
     source: str,
     nodes: list[Any],
     children: list[list[str] | None],
-    stored: list[str],
+    key_paths: list[str],
     paths: PathSelection,
 ) -> list[bool]:
-    """Which leaves ``paths=`` selects, as the structure is walked; the key paths checked."""
-    # Stored key paths are as the document writes them; paths= selects by the names fields
+    """Which leaves ``paths=`` selects, as the structure is walked."""
+    # Key paths are as the document writes them; paths= selects by the names fields
     # have today (a renamed field's aliases, a migrate hook), where those differ.
     current = current_child_entries(nodes, children)
     renamed = None if current is None else walk(nodes, current)
@@ -1154,20 +1054,13 @@ def _select(
             selection.visit(now, now_length)
         if nodes[i] is not None:
             continue
-        path = stored[j]
-        if length != len(path) or "".join(parts) != path:
-            raise _bad(
-                source,
-                f"leaf {j} is stored under the key path {path!r:.200}, but the structure puts "
-                f"it at {''.join(parts)[:200]!r}; the key paths disagree with the structure.",
-            )
         if renamed is None:
-            chosen.append(selection.leaf(path))
+            chosen.append(selection.leaf(key_paths[j]))
         else:
             current_paths.append("".join(now))
             chosen.append(selection.leaf(current_paths[-1]))
         j += 1
-    selection.check(source, lambda: current_paths if renamed else stored)
+    selection.check(source, lambda: current_paths if renamed else key_paths)
     return chosen
 
 
