@@ -125,6 +125,7 @@ _PLAIN_FORMATS: Final = {
 _NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items()}
 _TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
+_MAX_DIMS: Final = 64  # numpy's most dimensions
 _PLAIN_DTYPES: Final = frozenset(FILE_DTYPES) - {"F4"}  # loadable with no further check
 _LITTLE: Final = sys.byteorder == "little"
 #: safetensors code -> numpy dtype, for the plain dtypes numpy itself has (filled on use).
@@ -803,18 +804,24 @@ class _Reader:
             same = list(group)
             dtype = _PLAIN_NUMPY.get(code) if _LITTLE else None
             at = same[0].begin - base
-            if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
-                if shape and len(same) > 1:  # (the rows of a 1-d array would be scalars)
-                    rows = scratch[at : same[-1].end - base].view(dtype)
-                    raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
+            try:  # (a shape numpy cannot hold: too many dimensions, too big even if empty)
+                if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
+                    # The rows of one array (not of a 1-d array: they would be scalars).
+                    if 0 < len(shape) < _MAX_DIMS and len(same) > 1:
+                        rows = scratch[at : same[-1].end - base].view(dtype)
+                        raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
+                        continue
+                    for info in same:
+                        raw = scratch[info.begin - base : info.end - base]
+                        raws[info.name] = raw.view(dtype).reshape(shape)
                     continue
                 for info in same:
-                    raw = scratch[info.begin - base : info.end - base]
-                    raws[info.name] = raw.view(dtype).reshape(shape)
-                continue
-            for info in same:
-                raw = scratch[info.begin - base : info.end - base].copy()
-                raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
+                    raw = scratch[info.begin - base : info.end - base].copy()
+                    raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
+            except ValueError as e:
+                raise _bad(
+                    self.source, f"tensor {same[0].name!r:.200} cannot be allocated ({e})."
+                ) from None
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
