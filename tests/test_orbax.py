@@ -523,8 +523,8 @@ def test_unregistered_names_are_reported_before_any_array_is_read(
     message = got["error"]
     for name in ("tests.orbax_fresh.State", "tests.orbax_fresh.Params", "tests.orbax_fresh.Pair"):
         assert repr(name) in message
-    assert "import the module(s) that define those classes" in message
-    assert "Only the structure was read" in message
+    assert "(only the structure was read), which no class is registered under" in message
+    assert "import the modules that define the classes" in message
 
 
 # --- part 3: hostile directories, restored in a fresh process ----------------------------------

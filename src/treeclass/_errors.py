@@ -7,7 +7,10 @@ that catch the built-in keep working.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "DISTRIBUTION",
@@ -32,6 +35,8 @@ __all__ = [
     "missing_framework",
     "qualname",
     "report_failures",
+    "superseded_class",
+    "unregistered_name",
 ]
 
 
@@ -189,4 +194,53 @@ def missing_framework(feature: str, extra: str, error: ImportError) -> MissingDe
     return MissingDependencyError(
         f"{feature} needs {extra}, which is not installed ({error}); install it with "
         f"{install_hint(extra)}."
+    )
+
+
+# --- one builder per condition: every raise site of that condition uses it --------------------
+
+_NAMES_SHOWN: Final = 20
+
+
+def unregistered_name(
+    names: str | Sequence[str], holder: str, note: str = ""
+) -> UnregisteredNameError:
+    """The error of a treespec, file, checkpoint or pickle naming unregistered classes.
+
+    ``holder`` is what names them (``"this treespec"``), ``names`` the serialized names no
+    class is registered under in this process; ``note`` says more, right after the names.
+
+    Example:
+        >>> unregistered_name("pkg.Gone", "this treespec")
+        UnregisteredNameError("this treespec uses the serialized name 'pkg.Gone', which no \
+class is registered under in this process; import the module that defines the class \
+(registered with name=... by pytree_dataclass, register_dataclass or register_namedtuple) \
+before loading: treeclass's loaders never import anything by themselves.")
+    """
+    listed = [names] if isinstance(names, str) else list(names)
+    shown = ", ".join(brief(n, 200) for n in listed[:_NAMES_SHOWN])
+    if len(listed) > _NAMES_SHOWN:
+        shown += f" and {len(listed) - _NAMES_SHOWN} more"
+    many = len(listed) > 1
+    return UnregisteredNameError(
+        f"{holder} uses the serialized name{'s' * many} {shown}{note}, which no class is "
+        f"registered under in this process; import the "
+        f"{'modules that define the classes' if many else 'module that defines the class'} "
+        "(registered with name=... by pytree_dataclass, register_dataclass or "
+        "register_namedtuple) before loading: treeclass's loaders never import anything by "
+        "themselves."
+    )
+
+
+def superseded_class(label: str, name: str, doing: str) -> UnnamedClassError:
+    """The error of an instance of a superseded class asked to be written.
+
+    ``label``: the class, whose class statement ran again, so that ``name`` now belongs to the
+    new class; ``doing``: what was asked (``"pickling"``...).
+    """
+    return UnnamedClassError(
+        f"{label} was defined again (its class statement ran a second time, as in a notebook "
+        f"or after importlib.reload), and the name {name!r} now belongs to the new class; this "
+        "object is an instance of the old class, so rebuild the object from the current class "
+        f"before {doing} it (copy.deepcopy still works)."
     )

@@ -92,6 +92,7 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     brief,
+    unregistered_name,
 )
 from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
 from ._io.scalars import decode_scalar, encode_scalar
@@ -113,7 +114,6 @@ _ARRAY_KINDS: Final = frozenset({"jax", "numpy", "numpy-scalar"})
 _MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
 _MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its item size
-_MAX_NAMES_SHOWN: Final = 20
 
 _UNSUPPORTED_LEAF: Final = (
     "the leaf at {path} is a {type}, which treeclass.orbax cannot save; it saves jax and numpy "
@@ -135,12 +135,7 @@ _BAD_DOCUMENT: Final = (
     "the treeclass structure of the checkpoint at {path} is not valid: {problem}. The "
     "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
 )
-_UNREGISTERED: Final = (
-    "the checkpoint at {path} uses the serialized name(s) {names}, which no class is "
-    "registered under in this process; import the module(s) that define those classes "
-    "(registered with these name=) before restoring. Only the structure was read; loading "
-    "never imports anything by itself."
-)
+_ONLY_STRUCTURE: Final = " (only the structure was read)"
 
 
 def _checkpointer() -> Any:
@@ -337,10 +332,7 @@ def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
         missing = _unregistered_names(treespec)
         if not missing:
             raise
-        shown = ", ".join(repr(n[:200]) for n in missing[:_MAX_NAMES_SHOWN])
-        if len(missing) > _MAX_NAMES_SHOWN:
-            shown += f" and {len(missing) - _MAX_NAMES_SHOWN} more"
-        raise UnregisteredNameError(_UNREGISTERED.format(path=where, names=shown)) from e
+        raise unregistered_name(missing, f"the checkpoint at {where}", _ONLY_STRUCTURE) from e
 
 
 def _bad(where: str, problem: str) -> TreespecLoadError:

@@ -55,9 +55,7 @@ from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths
 from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import EXTENT, Header, TensorInfo, read_header, write_file
 from .scalars import (
-    SCALAR_TAGS,
     ScalarDecodeError,
-    decode_scalar,
     decode_scalars,
     encode_scalars,
 )
@@ -70,6 +68,7 @@ if TYPE_CHECKING:
 
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
+    _Leaves: TypeAlias = tuple[list[str], list[Any]]  # each leaf's type; value (arrays: None)
 
 __all__ = [
     "ARRAY_LETTERS",
@@ -515,9 +514,11 @@ def _is_ours(metadata: dict[str, str]) -> bool:
     return any(k.startswith(_RESERVED) for k in metadata)
 
 
-def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[tuple[list[str], list[Any]], str]:
-    """The checked leaf list (each leaf's type, its value or ``None``) and the treespec document
-    text of a treeclass file."""
+def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
+    """The checked leaf list and the treespec document text of a treeclass file.
+
+    The leaf list: each leaf's type, and its value (``None`` for an array).
+    """
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
     )
@@ -538,7 +539,7 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[tuple[list[str],
     return leaves, metadata[_SPEC_KEY]
 
 
-def _check_leaf_list(source: str, doc: Any) -> tuple[tuple[list[str], list[Any]], int, int]:
+def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
     """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census.
 
     The census: the members of its objects and the ``:`` in its strings
