@@ -22,9 +22,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _pickle
 from ._backends.activation import activate_backends
+from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
-from ._core.registry import active_backends, class_for_name, is_registered, name_of
+from ._core.registry import (
+    activate_backend,
+    active_backends,
+    class_for_name,
+    is_registered,
+    name_of,
+)
 from ._core.statics import register_static
 from ._core.tree import (
     TreeSpec,
@@ -38,6 +46,7 @@ from ._core.tree import (
     tree_unflatten,
 )
 from ._errors import (
+    VERSION,
     FileLoadError,
     FileSaveError,
     MissingDependencyError,
@@ -57,7 +66,6 @@ from ._errors import (
 )
 from ._io.files import load, load_metadata, save
 from ._treespec.format import FORMAT_VERSION
-from ._treespec.serialize import treespec_dumps, treespec_loads
 
 if TYPE_CHECKING:
     from ._core.api import (
@@ -69,7 +77,7 @@ if TYPE_CHECKING:
         replace,
     )
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "FORMAT_VERSION",
@@ -160,5 +168,7 @@ if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any 
 
 from ._backends.activation import install as _install_hooks  # noqa: E402 (once everything above is defined)
 
+# Instances of named classes pickle by name: the reducers are installed as classes register.
+activate_backend(_pickle.BACKEND, framework=False)
 _install_hooks()
-del _install_hooks
+del _install_hooks, activate_backend

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
-from .. import _pickle
 from .._errors import (
     NotAPytreeClassError,
     RegistrationError,
@@ -30,7 +29,7 @@ from .fields import (
 )
 from .names import registration_origin
 from .nodes import class_node
-from .registry import activate_backend, node_type_for, register
+from .registry import node_type_for, register
 from .replace import attach_replace, replace, replace_changes
 
 if sys.version_info >= (3, 11):
@@ -54,9 +53,6 @@ T = TypeVar("T")
 _R = TypeVar("_R")
 _C = TypeVar("_C", bound=type)
 _NT = TypeVar("_NT", bound="type[tuple[Any, ...]]")
-
-# Instances of named classes pickle by name: the reducers are installed as classes register.
-activate_backend(_pickle.BACKEND, framework=False)
 
 # The stdlib dataclass options pytree_dataclass passes through, with dataclasses' defaults.
 _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
