@@ -235,7 +235,7 @@ before loading: treeclass's loaders never import anything by themselves.")
     )
 
 
-def superseded_class(label: str, name: str, doing: str) -> UnnamedClassError:
+def superseded_class(label: str, name: str | None, doing: str) -> UnnamedClassError:
     """The error of an instance of a superseded class asked to be written.
 
     ``label``: the class, whose class statement ran again, so that ``name`` now belongs to the

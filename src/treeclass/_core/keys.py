@@ -50,7 +50,7 @@ class _Key:
         return f"{type(self).__name__}({self.__match_args__[0]}={self._value()!r})"
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other._value() == self._value()  # type: ignore[attr-defined]
+        return type(other) is type(self) and other._value() == self._value()
 
     def __hash__(self) -> int:
         return hash((type(self), self._value()))

@@ -127,9 +127,9 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
             ):
                 entries = list(map(_index_entry, keys))  # str keys, the usual case
             elif keys.__class__ is list and len(keys) == arity:
-                found = list(map(_scalar_entry, keys))
-                if None not in found:
-                    entries = found  # type: ignore[assignment]
+                scalars: list[Any] = list(map(_scalar_entry, keys))
+                if None not in scalars:
+                    entries = scalars
                 else:
                     pending.append((i, keys))
                     entries = []  # filled in below
