@@ -22,17 +22,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _pickle
+from . import _pickle  # noqa: F401 (instances of named classes pickle by name from now on)
 from ._backends.activation import activate_backends
 from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
-from ._core.registry import (
-    activate_backend,
-    active_backends,
-    class_for_name,
-    is_registered,
-    name_of,
-)
+from ._core.registry import active_backends, class_for_name, is_registered, name_of
 from ._core.statics import register_static
 from ._core.tree import (
     TreeSpec,
@@ -168,7 +162,5 @@ if not TYPE_CHECKING:  # hidden from checkers, which would otherwise accept any 
 
 from ._backends.activation import install as _install_hooks  # noqa: E402 (once everything above is defined)
 
-# Instances of named classes pickle by name: the reducers are installed as classes register.
-activate_backend(_pickle.BACKEND, framework=False)
 _install_hooks()
-del _install_hooks, activate_backend
+del _install_hooks

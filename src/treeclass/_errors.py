@@ -208,17 +208,9 @@ _NAMES_SHOWN: Final = 20
 def unregistered_name(
     names: str | Sequence[str], holder: str, note: str = ""
 ) -> UnregisteredNameError:
-    """The error of a treespec, file, checkpoint or pickle naming unregistered classes.
+    """``holder`` (``"this treespec"``...) names classes no class is registered as here.
 
-    ``holder`` is what names them (``"this treespec"``), ``names`` the serialized names no
-    class is registered under in this process; ``note`` says more, right after the names.
-
-    Example:
-        >>> unregistered_name("pkg.Gone", "this treespec")
-        UnregisteredNameError("this treespec uses the serialized name 'pkg.Gone', which no \
-class is registered under in this process; import the module that defines the class \
-(registered with name=... by pytree_dataclass, register_dataclass or register_namedtuple) \
-before loading: treeclass's loaders never import anything by themselves.")
+    ``note`` says more, right after the names.
     """
     listed = [names] if isinstance(names, str) else list(names)
     shown = ", ".join(brief(n, 200) for n in listed[:_NAMES_SHOWN])
@@ -236,10 +228,9 @@ before loading: treeclass's loaders never import anything by themselves.")
 
 
 def superseded_class(label: str, name: str | None, doing: str) -> UnnamedClassError:
-    """The error of an instance of a superseded class asked to be written.
+    """An instance of ``label`` is asked to be written (``doing``) after a class re-run.
 
-    ``label``: the class, whose class statement ran again, so that ``name`` now belongs to the
-    new class; ``doing``: what was asked (``"pickling"``...).
+    The class statement ran again, and ``name`` now belongs to the new class.
     """
     return UnnamedClassError(
         f"{label} was defined again (its class statement ran a second time, as in a notebook "

@@ -67,7 +67,13 @@ from weakref import WeakKeyDictionary
 
 from ._core.codegen import compile_function
 from ._core.fields import is_namedtuple_class
-from ._core.registry import Change, class_for_name, get_node_named, registered_node
+from ._core.registry import (
+    Change,
+    activate_backend,
+    class_for_name,
+    get_node_named,
+    registered_node,
+)
 from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
@@ -622,5 +628,6 @@ class PickleBackend:
         return "<treeclass pickle backend>"
 
 
-#: The backend the registry holds (activated when the decorators are first used).
+#: The backend the registry holds: active from the import of this module (by ``treeclass``).
 BACKEND: Final = PickleBackend()
+activate_backend(BACKEND, framework=False)

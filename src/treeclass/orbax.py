@@ -97,7 +97,7 @@ from ._errors import (
 from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
 from ._io.scalars import decode_scalar, encode_scalar
 from ._treespec.format import loads_nodes
-from ._treespec.treedoc import child_entries, walk
+from ._treespec.treedoc import child_entries, leaf_paths
 
 __all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
 
@@ -451,12 +451,8 @@ def _leaf_labels(treespec: str, count: int) -> list[str]:
     ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
     """
     nodes = loads_nodes(treespec)  # treespec_loads accepted it: this cannot raise
-    entries = child_entries(nodes, strict=False)
-    labels = [
-        f"the leaf at {''.join(parts) or 'the root'}"
-        for i, parts, _ in walk(nodes, entries)
-        if nodes[i] is None
-    ]
+    paths = leaf_paths(nodes, child_entries(nodes, strict=False))
+    labels = [f"the leaf at {path or 'the root'}" for path in paths]
     return labels if len(labels) == count else [f"leaf {i}" for i in range(count)]
 
 
