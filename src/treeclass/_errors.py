@@ -79,99 +79,74 @@ def qualname(cls: object) -> str:
 
 
 class TreeclassError(Exception):
-    """Base class of every error treeclass raises."""
+    """Base class of every error treeclass raises (each shown under ``treeclass``, its home)."""
 
     __module__ = "treeclass"
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if cls.__module__ == __name__:  # (a subclass defined elsewhere keeps its module)
+            cls.__module__ = "treeclass"
 
 
 class RegistrationError(TreeclassError, ValueError):
     """A class could not be registered (bad options, a conflict, a framework refused it)."""
 
-    __module__ = "treeclass"
-
 
 class RegistrationTypeError(TreeclassError, TypeError):
     """A class of the wrong kind was given to a registration function."""
-
-    __module__ = "treeclass"
 
 
 class NotAPytreeClassError(RegistrationTypeError):
     """``register_dataclass`` got something that is neither a dataclass nor an attrs class."""
 
-    __module__ = "treeclass"
-
 
 class NameConflictError(RegistrationError):
     """A serialized name is already taken by another class (or the class by another name)."""
-
-    __module__ = "treeclass"
 
 
 class UnnamedClassError(TreeclassError, ValueError):
     """A class registered without ``name=`` was asked to be serialized."""
 
-    __module__ = "treeclass"
-
 
 class UnserializableStaticError(TreeclassError, TypeError):
     """A static field holds a value that has no JSON form."""
-
-    __module__ = "treeclass"
 
 
 class UnhashableStaticError(TreeclassError, TypeError):
     """A static field holds an unhashable value, so the tree's structure cannot be hashed."""
 
-    __module__ = "treeclass"
-
 
 class TreeclassTypeError(TreeclassError, TypeError):
     """A treeclass function got an argument of the wrong type."""
-
-    __module__ = "treeclass"
 
 
 class RebuildError(TreeclassError, TypeError):
     """Unflatten could not rebuild an instance (its class's own ``__setattr__`` refused)."""
 
-    __module__ = "treeclass"
-
 
 class StructureMismatchError(TreeclassError, ValueError):
     """Two trees (or a tree and a spec) do not have the same structure."""
-
-    __module__ = "treeclass"
 
 
 class TreespecLoadError(TreeclassError, ValueError):
     """A serialized treespec or auxdata could not be loaded."""
 
-    __module__ = "treeclass"
-
 
 class UnregisteredNameError(TreespecLoadError):
     """A serialized document names a class that is not registered in this process."""
-
-    __module__ = "treeclass"
 
 
 class FileLoadError(TreespecLoadError):
     """A file given to :func:`treeclass.load` is malformed, hostile or not loadable as asked."""
 
-    __module__ = "treeclass"
-
 
 class FileSaveError(TreeclassError, ValueError):
     """A tree could not be written by :func:`treeclass.save` (a value the file cannot hold)."""
 
-    __module__ = "treeclass"
-
 
 class MissingDependencyError(TreeclassError, ImportError):
     """An optional dependency that a treeclass feature needs is not installed."""
-
-    __module__ = "treeclass"
 
 
 #: The name treeclass is installed under (``pip install stable-pytrees``); it imports as
