@@ -679,6 +679,10 @@ def _check_loadable(source: str, info: TensorInfo, target: str) -> None:
         )
 
 
+def _unallocatable(source: str, info: TensorInfo, e: Exception) -> FileLoadError:
+    return _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).")
+
+
 def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
     view = memoryview(buf).cast("B")
     f.seek(offset)
@@ -820,9 +824,14 @@ class _Reader:
                     raw = scratch[info.begin - base : info.end - base].copy()
                     raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
             except ValueError as e:
-                raise _bad(
-                    self.source, f"tensor {same[0].name!r:.200} cannot be allocated ({e})."
-                ) from None
+                raise _unallocatable(self.source, same[0], e) from None
+
+    def _fill(self, buf: Any, info: TensorInfo, raw: Any) -> None:
+        """Put the bytes of ``info`` into ``buf``: ``raw`` if given, else read from the file."""
+        if raw is None:
+            _read_exact(self.f, self.header.data_start + info.begin, buf, self.source)
+        else:
+            buf[:] = raw
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
@@ -847,15 +856,9 @@ class _Reader:
             try:
                 t = torch.empty(shape, dtype=dtype)
             except (RuntimeError, ValueError, OverflowError) as e:
-                raise _bad(
-                    source, f"tensor {info.name!r:.200} cannot be allocated ({e})."
-                ) from None
+                raise _unallocatable(source, info, e) from None
             if info.nbytes:
-                buf = t.reshape(-1).view(torch.uint8).numpy()
-                if raw is None:
-                    _read_exact(self.f, self.header.data_start + info.begin, buf, source)
-                else:
-                    buf[:] = raw
+                self._fill(t.reshape(-1).view(torch.uint8).numpy(), info, raw)
             if sys.byteorder == "big":  # pragma: no cover - no big-endian machine in CI
                 t = torch.from_numpy(t.numpy().byteswap())
             return t
@@ -864,8 +867,7 @@ class _Reader:
             if info.dtype == "F4":
                 packed = raw
                 if packed is None:
-                    packed = np.empty(info.nbytes, np.uint8)
-                    _read_exact(self.f, self.header.data_start + info.begin, packed, source)
+                    self._fill(packed := np.empty(info.nbytes, np.uint8), info, None)
                 codes = np.empty(info.nbytes * 2, np.uint8)
                 codes[0::2] = packed & 0x0F
                 codes[1::2] = packed >> 4
@@ -877,13 +879,9 @@ class _Reader:
             else:
                 arr = np.empty(info.shape, dtype)
                 if arr.nbytes:
-                    buf = arr.reshape(-1).view(np.uint8)
-                    if raw is None:
-                        _read_exact(self.f, self.header.data_start + info.begin, buf, source)
-                    else:
-                        buf[:] = raw
+                    self._fill(arr.reshape(-1).view(np.uint8), info, raw)
         except (ValueError, OverflowError) as e:
-            raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
+            raise _unallocatable(source, info, e) from None
         if sys.byteorder == "big" and arr.dtype.itemsize > 1:  # pragma: no cover
             arr = arr.byteswap()
         if target == "jax":
