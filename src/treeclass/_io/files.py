@@ -1046,27 +1046,16 @@ def _select(
     # Key paths are as the document writes them; paths= selects by the names fields
     # have today (a renamed field's aliases, a migrate hook), where those differ.
     current = current_child_entries(nodes, children)
-    renamed = None if current is None else walk(nodes, current)
-    current_paths: list[str] = []
+    if current is not None:
+        key_paths = leaf_paths(nodes, current)
     selection = _Selection(paths)
+    leaves = iter(key_paths)
     chosen: list[bool] = []
-    j = 0
-    for i, parts, length in walk(nodes, children):
-        now = parts
-        if renamed is None:
-            selection.visit(parts, length)
-        else:
-            _, now, now_length = next(renamed)
-            selection.visit(now, now_length)
-        if nodes[i] is not None:
-            continue
-        if renamed is None:
-            chosen.append(selection.leaf(key_paths[j]))
-        else:
-            current_paths.append("".join(now))
-            chosen.append(selection.leaf(current_paths[-1]))
-        j += 1
-    selection.check(source, lambda: current_paths if renamed else key_paths)
+    for i, parts, length in walk(nodes, children if current is None else current):
+        selection.visit(parts, length)
+        if nodes[i] is None:
+            chosen.append(selection.leaf(next(leaves)))
+    selection.check(source, lambda: key_paths)
     return chosen
 
 
