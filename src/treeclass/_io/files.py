@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from .._backends.activation import module_installed
 from .._core.json import census, loads_checked
-from .._core.keys import INDEX_ENTRY
+from .._core.names import DICT
 from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
@@ -937,14 +937,11 @@ def _load_plain(
     names = sorted(header.tensors)
     for name in names:
         _check_loadable(source, header.tensors[name], target)
-    selection = _Selection(paths)
-    keys = list(map(INDEX_ENTRY.format, names))
-    chosen: list[bool] = []
-    selection.visit([], 0)
-    for key in keys:
-        selection.visit([key], len(key))
-        chosen.append(selection.leaf(key))
-    selection.check(source, lambda: keys)
+    chosen = [True] * len(names)
+    if paths is not None:  # selected as the leaves of the tree {name: tensor} are
+        nodes: list[Any] = [(DICT, names, len(names)), *[None] * len(names)]
+        entries = child_entries(nodes)
+        chosen = _select(source, nodes, entries, leaf_paths(nodes, entries), paths)
     wanted = [(header.tensors[name], target) for name, keep in zip(names, chosen) if keep]
     arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else []
     got = {info.name: arr for (info, _), arr in zip(wanted, arrays)}
