@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from . import _pickle  # noqa: F401 (instances of named classes pickle by name from now on)
+from . import _pickle  # noqa: F401  # pyright: ignore[reportUnusedImport] (pickles by name from now on)
 from ._backends.activation import activate_backends
 from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
