@@ -1098,7 +1098,7 @@ def load(
     Raises:
         UnregisteredNameError: the file names a class that is not registered here.
         FileLoadError: the file is malformed or hostile (truncated, a header that lies about
-            sizes, offsets, dtypes or shapes, key paths that disagree with the structure,
+            sizes, offsets, dtypes or shapes, tensors that disagree with the structure,
             metadata that is not treeclass's...), ``paths`` names no node, ``to`` is unknown.
         MissingDependencyError: numpy (or the framework ``to`` names) is not installed.
 
