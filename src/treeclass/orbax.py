@@ -70,7 +70,7 @@ import functools
 import math
 import os
 from collections.abc import Generator, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import treeclass as tc
 
@@ -368,19 +368,14 @@ def _dtype(name: Any, where: str, label: str) -> np.dtype[Any]:
     raise _bad(where, f"{label} has dtype {str(name)[:40]!r}, not a numeric dtype")
 
 
-class _Array:
+class _Array(NamedTuple):
     """A checked array description."""
 
-    __slots__ = ("dtype", "key", "kind", "label", "shape")
-
-    def __init__(
-        self, kind: str, dtype: np.dtype[Any], shape: tuple[int, ...], key: str | None, label: str
-    ) -> None:
-        self.kind = kind
-        self.dtype = dtype
-        self.shape = shape
-        self.key = key
-        self.label = label
+    kind: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    key: str | None
+    label: str
 
 
 def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:

@@ -226,16 +226,12 @@ def _register(
     pickle_by_name: bool = True,
 ) -> None:
     """Register ``cls`` with the options of :data:`_NODE_OPTIONS` (and ``static``)."""
-    if isinstance(aliases, str):
-        raise RegistrationTypeError(
-            f"aliases= for {cls.__qualname__} must be a collection of earlier names, got the "
-            f"str {aliases!r}; write aliases=({aliases!r},)."
-        )
-    if isinstance(static, str):
-        raise RegistrationTypeError(
-            f"static= for {cls.__qualname__} must be a collection of field names, got the str "
-            f"{static!r}; write static=({static!r},)."
-        )
+    for option, value, what in (("aliases", aliases, "earlier"), ("static", static, "field")):
+        if isinstance(value, str):
+            raise RegistrationTypeError(
+                f"{option}= for {cls.__qualname__} must be a collection of {what} names, got "
+                f"the str {value!r}; write {option}=({value!r},)."
+            )
     _check_return_none_fields(return_none_fields)
     origin = registration_origin(cls)
     if is_namedtuple_class(cls):
