@@ -1,31 +1,16 @@
 """Portable pytree files: :func:`save` and :func:`load` (one safetensors file per tree).
 
-A file is an ordinary safetensors file (``docs/files.md``): one tensor per array leaf, named
-by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metadata__``:
+The format is ``docs/files.md``'s: one tensor per array leaf, named by the leaf's key path
+(:func:`treeclass.keystr`), the structure (``"treeclass.treespec"``) and the leaf list
+(``"treeclass.file"``: a letter of :data:`LEAF_KINDS` per leaf, the Python scalars' values as
+:mod:`treeclass._io.scalars` encodes them) in the header's ``__metadata__``, with the user's.
 
-- ``"treeclass.treespec"``: the tree's structure, the document of
-  :func:`treeclass.treespec_dumps` (classes by registered name, statics, ``None`` fields);
-- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 2, "kinds": "...",
-  "values": [...]}``: ``kinds`` has one letter per leaf in leaf order (:data:`LEAF_KINDS`:
-  ``n`` numpy, ``N`` numpy scalar, ``j`` JAX, ``t`` torch -- :data:`ARRAY_LETTERS`, each one
-  tensor named by the leaf's key path, which follows from the structure; ``b`` / ``i`` /
-  ``f`` / ``c`` / ``s`` a Python ``bool`` / ``int`` / ``float`` / ``complex`` / ``str``), and
-  ``values`` the scalar leaves' values in leaf order, as :mod:`treeclass._io.scalars`
-  encodes them (as :mod:`treeclass.orbax` does);
-- the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
-
-Loading never unpickles and never imports: classes are looked up by registered name through
-:func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
-any tensor is read, then the structure, the leaf list and the tensors are checked against each
-other; only the bytes of the selected leaves are read: large tensors straight into a new array
-of the target framework, small ones (up to 64 KiB) in runs of up to 1 MiB (one read each),
-numpy arrays then views of their run's buffer (other frameworks' copied out of it), or, with
-``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
-:class:`~treeclass.FileLoadError` (or, for a name that is not registered,
-:class:`~treeclass.UnregisteredNameError`).
-
-numpy (and ml_dtypes, for bfloat16 and the float8 / float4 types) are needed only for array
-leaves, and imported only then. jax and torch are imported only to make their arrays.
+Loading never unpickles and never imports (classes by registered name, through
+:func:`treeclass.treespec_loads`); the header (:mod:`treeclass._io.safetensors`), the
+structure, the leaf list and the tensors are checked against each other before the selected
+leaves' bytes are read: large tensors straight into their arrays, small ones (up to 64 KiB) in
+runs of up to 1 MiB, or views of a copy-on-write map with ``mmap=True``. numpy (and ml_dtypes)
+is imported only for array leaves; jax and torch only to make their arrays.
 """
 
 from __future__ import annotations
