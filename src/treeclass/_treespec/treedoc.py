@@ -1,15 +1,12 @@
 """Key paths read straight from a treespec document's node list, building no class.
 
-A document (``docs/format.md``, format version 1) says everything a key path needs: a
-``tuple`` or ``list`` node's children are ``[0]``, ``[1]``, ...; a ``dict``-like node's are its
-keys (``['k']``, ``[1]``); a registered class's are its ``data`` fields (``.logits``) and a
-namedtuple's its ``fields``. So the key paths :func:`treeclass.keystr` gives for a tree's
-leaves can be computed from its document alone, without unflattening anything (no
+A document (``docs/format.md``) says everything a key path needs: a ``tuple`` / ``list``
+node's children are positions, a ``dict``-like node's its keys, a registered class's its
+``data`` fields and a namedtuple's its ``fields``; each entry is written by the one rule of
+:mod:`treeclass._core.keys`, as :func:`treeclass.keystr` writes it. No class is built (no
 ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders).
-
-Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded
-in one batch by :func:`treeclass._treespec.format.nodes_to_spec` of a small node list holding only
-those dicts, so they print exactly as ``keystr`` prints them.
+Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded in
+one batch by :func:`treeclass._treespec.format.nodes_to_spec` of a node list of those dicts.
 
 The walk is iterative (any depth) and yields each node's path as a live list of entries plus
 its length, so a caller can compare a path with a stored one without joining every prefix:
