@@ -1,32 +1,49 @@
 """Path entries of the embedded registry, and the one rule for key-path text.
 
 ``keystr((DictKey('k'), SequenceKey(0), GetAttrKey('x')))`` is ``"['k'][0].x"``: a position
-is ``[0]``, a dict key ``['k']`` (its ``repr`` in brackets), a field ``.name``. The templates
-below are that rule; :func:`keystr`, the key classes' ``str``, the key paths read from a
-treespec document (:mod:`treeclass._treespec.treedoc`) and so the tensor names of
-:func:`treeclass.save` files all use them.
+is ``[0]``, a dict key ``['k']`` (its ``repr`` in brackets), a field ``.name``.
+:func:`index_entry` and :func:`attr_entry` are that rule; :func:`keystr`, the key classes'
+``str``, the key paths read from a treespec document (:mod:`treeclass._treespec.treedoc`) and
+so the tensor names of :func:`treeclass.save` files all use them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import Any, ClassVar, Final
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, ClassVar
 
 __all__ = [
-    "ATTR_ENTRY",
-    "INDEX_ENTRY",
     "DictKey",
     "GetAttrKey",
     "KeyEntry",
     "KeyPath",
     "SequenceKey",
+    "attr_entries",
+    "attr_entry",
+    "index_entries",
+    "index_entry",
     "keystr",
 ]
 
-#: The key-path text of a child by position or dict key (``[0]``, ``['k']``): ``.format(key)``.
-INDEX_ENTRY: Final = "[{!r}]"
-#: The key-path text of a registered class's or namedtuple's field (``.name``).
-ATTR_ENTRY: Final = ".{}"
+
+def index_entry(key: object) -> str:
+    """The key-path text of a child by position or dict key: ``[0]``, ``['k']``."""
+    return f"[{key!r}]"
+
+
+def attr_entry(name: str) -> str:
+    """The key-path text of a registered class's or namedtuple's field: ``.name``."""
+    return f".{name}"
+
+
+def index_entries(keys: Iterable[object]) -> list[str]:
+    """:func:`index_entry` of each key."""
+    return list(map(index_entry, keys))
+
+
+def attr_entries(names: Iterable[str]) -> list[str]:
+    """:func:`attr_entry` of each name."""
+    return list(map(attr_entry, names))
 
 
 class _Key:
@@ -34,7 +51,6 @@ class _Key:
 
     __slots__ = ()
     __module__ = "treeclass"
-    _TEXT: ClassVar[str]  # the key-path text rule of this kind of entry
     __match_args__: ClassVar[tuple[str]]
 
     def _value(self) -> Any:
@@ -42,9 +58,6 @@ class _Key:
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
-
-    def __str__(self) -> str:
-        return self._TEXT.format(self._value())
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.__match_args__[0]}={self._value()!r})"
@@ -65,12 +78,14 @@ class SequenceKey(_Key):
     __slots__ = ("idx",)
     __module__ = "treeclass"
     __match_args__ = ("idx",)
-    _TEXT = INDEX_ENTRY
 
     idx: int
 
     def __init__(self, idx: int) -> None:
         object.__setattr__(self, "idx", idx)
+
+    def __str__(self) -> str:
+        return index_entry(self.idx)
 
 
 class DictKey(_Key):
@@ -79,12 +94,14 @@ class DictKey(_Key):
     __slots__ = ("key",)
     __module__ = "treeclass"
     __match_args__ = ("key",)
-    _TEXT = INDEX_ENTRY
 
     key: Hashable
 
     def __init__(self, key: Hashable) -> None:
         object.__setattr__(self, "key", key)
+
+    def __str__(self) -> str:
+        return index_entry(self.key)
 
 
 class GetAttrKey(_Key):
@@ -93,12 +110,14 @@ class GetAttrKey(_Key):
     __slots__ = ("name",)
     __module__ = "treeclass"
     __match_args__ = ("name",)
-    _TEXT = ATTR_ENTRY
 
     name: str
 
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "name", name)
+
+    def __str__(self) -> str:
+        return attr_entry(self.name)
 
 
 KeyEntry = SequenceKey | DictKey | GetAttrKey
@@ -125,4 +144,4 @@ def keystr(path: Sequence[object], *, simple: bool = False, separator: str = "")
     """
     if simple:
         return separator.join(str(k._value()) if isinstance(k, _Key) else str(k) for k in path)
-    return separator.join(str(k) for k in path)
+    return separator.join(map(str, path))

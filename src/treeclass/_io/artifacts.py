@@ -35,7 +35,7 @@ import json
 from typing import TYPE_CHECKING
 
 from .._core.json import loads_strict
-from .._core.keys import ATTR_ENTRY, INDEX_ENTRY
+from .._core.keys import attr_entries, index_entries, index_entry
 from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
@@ -275,7 +275,7 @@ def _safetensors(path: str, source: str) -> Artifact:
             raise _bad(source, "treeclass file", str(e)) from None
         return art
     nodes = [Node(0, "", False, "dict", None, "")]
-    nodes += [Node(1, INDEX_ENTRY.format(n), True, "leaf", None, describe(n))
+    nodes += [Node(1, index_entry(n), True, "leaf", None, describe(n))
               for n in sorted(header.tensors)]  # fmt: skip
     art.trees.append(Tree("structure", nodes))
     return art
@@ -695,7 +695,7 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
         elif shown == "dict":
             names = fb.vector(t, 2, 4)
             if len(names) == len(children):
-                keys = [INDEX_ENTRY.format(fb.string(p)) for p in names]
+                keys = index_entries(map(fb.string, names))
         elif shown == "custom":
             name_at = fb.field(t, 3)
             needed = fb.string(name_at) if name_at else "?"
@@ -710,12 +710,12 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
                     _registered_statics(state, art.static_names)
                     data = state.get("data", state.get("fields"))
                     if data.__class__ is list and len(data) == len(children):
-                        keys = list(map(ATTR_ENTRY.format, data))
+                        keys = attr_entries(data)
                     detail = _state_summary(state)
             art.names.add(needed)
         out.append(Node(depth, key, False, shown, needed, detail))
         for j in range(len(children) - 1, -1, -1):
-            k = keys[j] if keys is not None else INDEX_ENTRY.format(j)
+            k = keys[j] if keys is not None else index_entry(j)
             stack.append((fb.ref(children[j]), depth + 1, k))
     return Tree(label, out)
 

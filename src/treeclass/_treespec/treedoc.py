@@ -19,7 +19,7 @@ from itertools import chain, compress, count, cycle, repeat
 from operator import add, is_not
 from typing import TYPE_CHECKING
 
-from .._core.keys import ATTR_ENTRY, INDEX_ENTRY
+from .._core.keys import attr_entries, index_entries, index_entry
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
 from .._core.registry import node_for_name
 from .._errors import TreeclassError
@@ -34,8 +34,6 @@ __all__ = ["child_entries", "leaf_paths", "walk"]
 _DICTS: Final = frozenset((DICT, ORDERED_DICT))
 _NONE_AT_ALL: Final[list[str]] = []  # the entries of every node without children (read only)
 _SEQUENCES: Final = frozenset((TUPLE, LIST))
-_index_entry: Final = INDEX_ENTRY.format  # the one rule of key-path text (_core/keys.py)
-_attr_entry: Final = ATTR_ENTRY.format
 
 
 def _scalar_entry(key: Any) -> str | None:
@@ -43,7 +41,7 @@ def _scalar_entry(key: Any) -> str | None:
     cls = key.__class__
     if cls is str or cls is bool or cls is float or cls is int or key is None:
         try:
-            return _index_entry(key)
+            return index_entry(key)
         except ValueError:  # an int of more digits than int -> str allows
             return None
     return None
@@ -61,7 +59,7 @@ def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for (index, _), d in zip(batch, dicts):
         ordered = sorted(d.items(), key=lambda kv: kv[1])
-        out[index] = [_index_entry(k) for k, _ in ordered]
+        out[index] = index_entries(k for k, _ in ordered)
     return out
 
 
@@ -115,14 +113,14 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
         if name in _SEQUENCES:
             entries = positions.get(arity)
             if entries is None:
-                entries = positions[arity] = list(map(_index_entry, range(arity)))
+                entries = positions[arity] = index_entries(range(arity))
         elif keys is not None:
             if (
                 keys.__class__ is list
                 and len(keys) == arity
                 and tuple(map(type, keys)) == (str,) * arity
             ):
-                entries = list(map(_index_entry, keys))  # str keys, the usual case
+                entries = index_entries(keys)  # str keys, the usual case
             elif keys.__class__ is list and len(keys) == arity:
                 scalars: list[Any] = list(map(_scalar_entry, keys))
                 if None not in scalars:
@@ -137,11 +135,11 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                 and len(fields) == arity
                 and all(f.__class__ is str for f in fields)
             ):
-                entries = list(map(_attr_entry, fields))
+                entries = attr_entries(fields)
                 if name != DEFAULT_DICT:  # (a class: later nodes with these fields share them)
                     last[name] = (fields, entries)
         if entries is None:
-            entries = list(map(_index_entry, range(arity)))
+            entries = index_entries(range(arity))
         elif not pending or pending[-1][0] != i:  # (a pending node's entries come below)
             met[id(item)] = entries
         out[i] = entries
@@ -326,7 +324,7 @@ def current_child_entries(
             continue
         if names is None or len(names) != item[2]:
             continue  # pragma: no cover - as above
-        renamed = list(map(_attr_entry, names))
+        renamed = attr_entries(names)
         if renamed != entries[i]:
             if out is None:
                 out = list(entries)
