@@ -9,7 +9,7 @@ so the tensor names of :func:`treeclass.save` files all use them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, ClassVar
 
 __all__ = [
@@ -18,9 +18,7 @@ __all__ = [
     "KeyEntry",
     "KeyPath",
     "SequenceKey",
-    "attr_entries",
     "attr_entry",
-    "index_entries",
     "index_entry",
     "keystr",
 ]
@@ -34,16 +32,6 @@ def index_entry(key: object) -> str:
 def attr_entry(name: str) -> str:
     """The key-path text of a registered class's or namedtuple's field: ``.name``."""
     return f".{name}"
-
-
-def index_entries(keys: Iterable[object]) -> list[str]:
-    """:func:`index_entry` of each key."""
-    return list(map(index_entry, keys))
-
-
-def attr_entries(names: Iterable[str]) -> list[str]:
-    """:func:`attr_entry` of each name."""
-    return list(map(attr_entry, names))
 
 
 class _Key:

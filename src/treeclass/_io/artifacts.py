@@ -35,7 +35,7 @@ import json
 from typing import TYPE_CHECKING
 
 from .._core.json import loads_strict
-from .._core.keys import attr_entries, index_entries, index_entry
+from .._core.keys import attr_entry, index_entry
 from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
@@ -275,8 +275,8 @@ def _safetensors(path: str, source: str) -> Artifact:
             raise _bad(source, "treeclass file", str(e)) from None
         return art
     nodes = [Node(0, "", False, "dict", None, "")]
-    nodes += [Node(1, index_entry(n), True, "leaf", None, describe(n))
-              for n in sorted(header.tensors)]  # fmt: skip
+    for n in sorted(header.tensors):
+        nodes.append(Node(1, index_entry(n), True, "leaf", None, describe(n)))
     art.trees.append(Tree("structure", nodes))
     return art
 
@@ -695,7 +695,7 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
         elif shown == "dict":
             names = fb.vector(t, 2, 4)
             if len(names) == len(children):
-                keys = index_entries(map(fb.string, names))
+                keys = list(map(index_entry, map(fb.string, names)))
         elif shown == "custom":
             name_at = fb.field(t, 3)
             needed = fb.string(name_at) if name_at else "?"
@@ -710,7 +710,7 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
                     _registered_statics(state, art.static_names)
                     data = state.get("data", state.get("fields"))
                     if data.__class__ is list and len(data) == len(children):
-                        keys = attr_entries(data)
+                        keys = list(map(attr_entry, data))
                     detail = _state_summary(state)
             art.names.add(needed)
         out.append(Node(depth, key, False, shown, needed, detail))

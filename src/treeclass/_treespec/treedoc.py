@@ -19,7 +19,7 @@ from itertools import chain, compress, count, cycle, repeat
 from operator import add, is_not
 from typing import TYPE_CHECKING
 
-from .._core.keys import attr_entries, index_entries, index_entry
+from .._core.keys import attr_entry, index_entry
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
 from .._core.registry import node_for_name
 from .._errors import TreeclassError
@@ -59,7 +59,7 @@ def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for (index, _), d in zip(batch, dicts):
         ordered = sorted(d.items(), key=lambda kv: kv[1])
-        out[index] = index_entries(k for k, _ in ordered)
+        out[index] = [index_entry(k) for k, _ in ordered]
     return out
 
 
@@ -113,14 +113,14 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
         if name in _SEQUENCES:
             entries = positions.get(arity)
             if entries is None:
-                entries = positions[arity] = index_entries(range(arity))
+                entries = positions[arity] = list(map(index_entry, range(arity)))
         elif keys is not None:
             if (
                 keys.__class__ is list
                 and len(keys) == arity
                 and tuple(map(type, keys)) == (str,) * arity
             ):
-                entries = index_entries(keys)  # str keys, the usual case
+                entries = list(map(index_entry, keys))  # str keys, the usual case
             elif keys.__class__ is list and len(keys) == arity:
                 scalars: list[Any] = list(map(_scalar_entry, keys))
                 if None not in scalars:
@@ -135,11 +135,11 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                 and len(fields) == arity
                 and all(f.__class__ is str for f in fields)
             ):
-                entries = attr_entries(fields)
+                entries = list(map(attr_entry, fields))
                 if name != DEFAULT_DICT:  # (a class: later nodes with these fields share them)
                     last[name] = (fields, entries)
         if entries is None:
-            entries = index_entries(range(arity))
+            entries = list(map(index_entry, range(arity)))
         elif not pending or pending[-1][0] != i:  # (a pending node's entries come below)
             met[id(item)] = entries
         out[i] = entries
@@ -324,7 +324,7 @@ def current_child_entries(
             continue
         if names is None or len(names) != item[2]:
             continue  # pragma: no cover - as above
-        renamed = attr_entries(names)
+        renamed = list(map(attr_entry, names))
         if renamed != entries[i]:
             if out is None:
                 out = list(entries)
