@@ -366,8 +366,8 @@ def test_unregistered_name_says_what_is_missing() -> None:
     before = set(sys.modules)
     with pytest.raises(
         tc.UnregisteredNameError,
-        match=r"names 'antigravity.Thing', which is not registered in this process; import the "
-        r"module that defines the class .* Loading never imports anything",
+        match=r"name 'antigravity.Thing', which no class is registered under in this process; "
+        r"import the module that defines the class .* loaders never import anything",
     ) as info:
         tc.treespec_loads(doc([["antigravity.Thing", {"data": [], "none": [], "static": {}}, 0]]))
     assert isinstance(info.value, ValueError)

@@ -131,5 +131,38 @@ def test_the_imports_inside_functions_are_the_documented_ones() -> None:
         ("__init__.py", "importlib.import_module(f'{__name__}.{name}')"),
         ("_backends/optree.py", "importlib.import_module('treeclass._backends.torch')"),
         ("torch/__init__.py", "from .._backends.torch import allow_pickled_instances"),
-        ("_io/cli.py", "import treeclass"),
     }
+
+
+_WINGS = {"_errors": 0, "_core": 1, "_pickle": 2, "_treespec": 2, "_backends": 3, "_io": 4}
+
+
+def _wing(module: str) -> int:
+    """The layer of a module of the package (``treeclass.x.y``): the public modules on top."""
+    parts = module.split(".")
+    return _WINGS.get(parts[1], 5) if len(parts) > 1 else 5
+
+
+def test_no_module_imports_from_a_higher_wing() -> None:
+    # docs/contributing.md: a wing imports only the wings listed before it.
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "src" / "treeclass"
+    climbs = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).with_suffix("").as_posix().replace("/", ".")
+        module = rel.removesuffix(".__init__")
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    target = f"{base}.{node.module}" if node.module else base
+                    targets = [target] if node.module else [f"{base}.{a.name}" for a in node.names]
+                elif (node.module or "").startswith("treeclass"):
+                    targets = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names if a.name.split(".")[0] == "treeclass"]
+            climbs += [(module, t) for t in targets if _wing(t) > _wing(module)]
+    assert climbs == []

@@ -187,33 +187,16 @@ def test_nan_and_negative_zero_round_trip(tmp_path: pathlib.Path) -> None:
     assert c == complex(float("-inf"), 1e-310)
 
 
-def test_version_1_checkpoints_still_restore(tmp_path: pathlib.Path) -> None:
-    # Version 1 wrote floats as float.hex text and ints as plain JSON numbers.
-    tree = [1.5, -0.0, float("inf"), float("nan"), complex(0.25, -1e-310), 2**60, -3, True, "s"]
-    tco.save(tmp_path / "ckpt", tree)
-
-    def to_version_1(doc: dict[str, Any]) -> None:
-        assert doc["version"] == 2
-        doc["version"] = 1
-        for leaf in doc["leaves"]:
-            if "float" in leaf:
-                leaf["float"] = float.hex(float(leaf["float"]))
-            elif "complex" in leaf:
-                leaf["complex"] = [float.hex(float(x)) for x in leaf["complex"]]
-            elif "int" in leaf and isinstance(leaf["int"], str):
-                leaf["int"] = int(leaf["int"], 16)
-
-    _edit(tmp_path / "ckpt", to_version_1)
-    doc = json.loads(_document_path(tmp_path / "ckpt").read_text())
-    assert doc["leaves"][0] == {"float": "0x1.8000000000000p+0"}
-    assert doc["leaves"][5] == {"int": 2**60}
-    got = tco.restore(tmp_path / "ckpt")
-    assert str(got[1]) == "-0.0" and got[3] != got[3]
-    assert got[:3] == tree[:3] and got[4:] == tree[4:]
-    assert [type(v) for v in got] == [type(v) for v in tree]
-    # In version 2 the float.hex text is no float.
-    doc["version"] = 2
-    _document_path(tmp_path / "ckpt").write_text(json.dumps(doc))
+def test_only_version_2_documents_restore(tmp_path: pathlib.Path) -> None:
+    # No release wrote another version: a version-1 document is refused, and float.hex text
+    # (what a version 1 might have held) is no float.
+    tco.save(tmp_path / "ckpt", [1.5, 2])
+    _edit(tmp_path / "ckpt", lambda doc: doc.update(version=1))
+    with pytest.raises(tc.TreespecLoadError, match="does not have the fields of version 1"):
+        tco.restore(tmp_path / "ckpt")
+    _edit(tmp_path / "ckpt", lambda doc: doc.update(version=2))
+    assert tco.restore(tmp_path / "ckpt") == [1.5, 2]
+    _edit(tmp_path / "ckpt", lambda doc: doc["leaves"].__setitem__(0, {"float": "0x1.8p+0"}))
     with pytest.raises(tc.TreespecLoadError, match="invalid 'float' description"):
         tco.restore(tmp_path / "ckpt")
 
@@ -540,8 +523,8 @@ def test_unregistered_names_are_reported_before_any_array_is_read(
     message = got["error"]
     for name in ("tests.orbax_fresh.State", "tests.orbax_fresh.Params", "tests.orbax_fresh.Pair"):
         assert repr(name) in message
-    assert "import the module(s) that define those classes" in message
-    assert "Only the structure was read" in message
+    assert "(only the structure was read), which no class is registered under" in message
+    assert "import the modules that define the classes" in message
 
 
 # --- part 3: hostile directories, restored in a fresh process ----------------------------------

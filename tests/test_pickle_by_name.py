@@ -308,7 +308,8 @@ def test_superseded_instances_refuse_pickling_but_deepcopy(uname: str) -> None:
     with pytest.raises(
         tc.UnnamedClassError,
         match=rf"Rerun was defined again .* the name '{uname}' now belongs to the new class; "
-        r"this object is an instance of the old class, so rebuild it from the new class",
+        r"this object is an instance of the old class, so rebuild the object from the current "
+        r"class before pickling it",
     ):
         pickle.dumps(old)
     with pytest.raises(tc.UnnamedClassError, match="defined again"):
@@ -344,11 +345,32 @@ def test_unregistered_name_and_missing_module_is_a_clear_error() -> None:
     tampered = data.replace(b"tests.pbn.Fallback", b"tests.pbn.Fxllback").replace(module, gone)
     with pytest.raises(
         tc.UnregisteredNameError,
-        match=r"registered as 'tests\.pbn\.Fxllback' \(pickled from x+\.Fallback\), but no "
-        r"class is registered under 'tests\.pbn\.Fxllback' in this process and x+\.Fallback "
-        r"cannot be imported \(ModuleNotFoundError",
+        match=r"this pickle uses the serialized name 'tests\.pbn\.Fxllback' \(pickled from "
+        r"x+\.Fallback, which cannot be imported: ModuleNotFoundError: .*\), which no class is "
+        r"registered under in this process; import the module that defines the class",
     ):
         pickle.loads(tampered)
+
+
+class _Crafted:
+    """What a crafted by-name pickle reduces to: ``rebuild(name, module, qualname, fields)``."""
+
+    def __init__(self, rebuild: Any, name: Any) -> None:
+        self.args = (rebuild, name)
+
+    def __reduce__(self) -> Any:
+        rebuild, name = self.args
+        return (rebuild, (name, __name__, "Fallback", {"x": 1, "tag": "s"}))
+
+
+@pytest.mark.parametrize("name", [["tests.pbn.Fallback"], {"a": 1}, ("tests.pbn.Fallback",), 7])
+@pytest.mark.parametrize("rebuild", [_pickle.rebuild_by_name, _pickle.rebuild_registered])
+def test_a_name_that_is_not_a_str_is_an_unregistered_name(rebuild: Any, name: Any) -> None:
+    data = pickle.dumps(_Crafted(rebuild, name))
+    with pytest.raises(
+        tc.UnregisteredNameError, match=r"by the name .*, which is not a serialized"
+    ):
+        pickle.loads(data)
 
 
 def test_fields_that_changed_are_a_clear_error() -> None:
@@ -488,7 +510,9 @@ def test_fallback_class_that_is_not_registered_is_rebuilt_field_by_field() -> No
     with pytest.raises(tc.TreespecLoadError, match=r"has the fields \['a'\], but"):
         rebuild({"a": 1})
     # The safe variant never imports by module path.
-    with pytest.raises(tc.UnregisteredNameError, match=r"'tests.pbn.Nowhere'.*never imports"):
+    with pytest.raises(
+        tc.UnregisteredNameError, match=r"'tests.pbn.Nowhere'.*never import anything"
+    ):
         _pickle.rebuild_registered("tests.pbn.Nowhere", __name__, "NotRegistered", {"a": 1})
 
 
@@ -510,7 +534,7 @@ def test_torch_weights_only_loading_rebuilds_by_name_and_never_imports(tmp_path:
             if info.filename.endswith("data.pkl"):
                 data = data.replace(b"tests.pbn.Frozen", b"tests.pbn.Frozzz")
             dst.writestr(info, data)
-    with pytest.raises(Exception, match=r"tests.pbn.Frozzz.*never imports by module path"):
+    with pytest.raises(Exception, match=r"tests.pbn.Frozzz.*never import anything"):
         torch.load(tmp_path / "n.pt", weights_only=True)
 
 

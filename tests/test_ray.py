@@ -173,8 +173,8 @@ def test_a_worker_finds_the_class_by_name_under_another_module_name() -> None:
         # No worker has defined the name yet, and none can import the driver's module: a clear
         # error naming both, raised in the worker (Ray reports it in a RayTaskError).
         message = (
-            rf"UnregisteredNameError: this pickle holds an instance of the class registered as "
-            rf"'tests\.ray\.Point_{tag}' \(pickled from {here}\.Point\)"
+            rf"UnregisteredNameError: this pickle uses the serialized name "
+            rf"'tests\.ray\.Point_{tag}' \(pickled from {here}\.Point"
         )
         with pytest.raises(ray.exceptions.RayTaskError, match=message):
             ray.get(defs.inspect_remote.remote(ref), timeout=TIMEOUT)

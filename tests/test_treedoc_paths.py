@@ -118,17 +118,6 @@ def test_key_paths_of_random_trees() -> None:
         assert reread(tree) == want
 
 
-def test_stored_lengths_that_disagree_give_none() -> None:
-    tree = alike(40, lambda i: Pair(i, i))
-    _, spec = tc.tree_flatten(tree)
-    nodes = spec_to_nodes(spec)
-    entries = child_entries(nodes)
-    lengths = [len(p) for p in expected(tree)]
-    assert leaf_paths(nodes, entries, lengths) == expected(tree)
-    lengths[57] += 1
-    assert leaf_paths(nodes, entries, lengths) is None
-
-
 def test_a_dataclass_field_named_like_a_path_stays_distinct() -> None:
     @dataclasses.dataclass
     class Plain:  # not registered: a leaf

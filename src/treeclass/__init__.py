@@ -22,7 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from . import _pickle  # noqa: F401  # pyright: ignore[reportUnusedImport] (pickles by name from now on)
 from ._backends.activation import activate_backends
+from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.keys import DictKey, GetAttrKey, KeyEntry, KeyPath, SequenceKey, keystr
 from ._core.registry import active_backends, class_for_name, is_registered, name_of
 from ._core.statics import register_static
@@ -38,6 +40,7 @@ from ._core.tree import (
     tree_unflatten,
 )
 from ._errors import (
+    VERSION,
     FileLoadError,
     FileSaveError,
     MissingDependencyError,
@@ -57,7 +60,6 @@ from ._errors import (
 )
 from ._io.files import load, load_metadata, save
 from ._treespec.format import FORMAT_VERSION
-from ._treespec.serialize import treespec_dumps, treespec_loads
 
 if TYPE_CHECKING:
     from ._core.api import (
@@ -69,7 +71,7 @@ if TYPE_CHECKING:
         replace,
     )
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "FORMAT_VERSION",

@@ -7,10 +7,14 @@ that catch the built-in keep working.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 __all__ = [
     "DISTRIBUTION",
+    "VERSION",
     "FileLoadError",
     "FileSaveError",
     "MissingDependencyError",
@@ -32,6 +36,8 @@ __all__ = [
     "missing_framework",
     "qualname",
     "report_failures",
+    "superseded_class",
+    "unregistered_name",
 ]
 
 
@@ -73,104 +79,81 @@ def qualname(cls: object) -> str:
 
 
 class TreeclassError(Exception):
-    """Base class of every error treeclass raises."""
+    """Base class of every error treeclass raises (each shown under ``treeclass``, its home)."""
 
     __module__ = "treeclass"
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        if cls.__module__ == __name__:  # (a subclass defined elsewhere keeps its module)
+            cls.__module__ = "treeclass"
 
 
 class RegistrationError(TreeclassError, ValueError):
     """A class could not be registered (bad options, a conflict, a framework refused it)."""
 
-    __module__ = "treeclass"
-
 
 class RegistrationTypeError(TreeclassError, TypeError):
     """A class of the wrong kind was given to a registration function."""
-
-    __module__ = "treeclass"
 
 
 class NotAPytreeClassError(RegistrationTypeError):
     """``register_dataclass`` got something that is neither a dataclass nor an attrs class."""
 
-    __module__ = "treeclass"
-
 
 class NameConflictError(RegistrationError):
     """A serialized name is already taken by another class (or the class by another name)."""
-
-    __module__ = "treeclass"
 
 
 class UnnamedClassError(TreeclassError, ValueError):
     """A class registered without ``name=`` was asked to be serialized."""
 
-    __module__ = "treeclass"
-
 
 class UnserializableStaticError(TreeclassError, TypeError):
     """A static field holds a value that has no JSON form."""
-
-    __module__ = "treeclass"
 
 
 class UnhashableStaticError(TreeclassError, TypeError):
     """A static field holds an unhashable value, so the tree's structure cannot be hashed."""
 
-    __module__ = "treeclass"
-
 
 class TreeclassTypeError(TreeclassError, TypeError):
     """A treeclass function got an argument of the wrong type."""
-
-    __module__ = "treeclass"
 
 
 class RebuildError(TreeclassError, TypeError):
     """Unflatten could not rebuild an instance (its class's own ``__setattr__`` refused)."""
 
-    __module__ = "treeclass"
-
 
 class StructureMismatchError(TreeclassError, ValueError):
     """Two trees (or a tree and a spec) do not have the same structure."""
-
-    __module__ = "treeclass"
 
 
 class TreespecLoadError(TreeclassError, ValueError):
     """A serialized treespec or auxdata could not be loaded."""
 
-    __module__ = "treeclass"
-
 
 class UnregisteredNameError(TreespecLoadError):
     """A serialized document names a class that is not registered in this process."""
-
-    __module__ = "treeclass"
 
 
 class FileLoadError(TreespecLoadError):
     """A file given to :func:`treeclass.load` is malformed, hostile or not loadable as asked."""
 
-    __module__ = "treeclass"
-
 
 class FileSaveError(TreeclassError, ValueError):
     """A tree could not be written by :func:`treeclass.save` (a value the file cannot hold)."""
-
-    __module__ = "treeclass"
 
 
 class MissingDependencyError(TreeclassError, ImportError):
     """An optional dependency that a treeclass feature needs is not installed."""
 
-    __module__ = "treeclass"
-
 
 #: The name treeclass is installed under (``pip install stable-pytrees``); it imports as
 #: ``treeclass``.
 DISTRIBUTION: Final = "stable-pytrees"
+#: This release (``treeclass.__version__``; hatch reads it from here).
+VERSION = "0.1.0"
 
 
 def install_hint(extra: str) -> str:
@@ -189,4 +172,44 @@ def missing_framework(feature: str, extra: str, error: ImportError) -> MissingDe
     return MissingDependencyError(
         f"{feature} needs {extra}, which is not installed ({error}); install it with "
         f"{install_hint(extra)}."
+    )
+
+
+# --- one builder per condition: every raise site of that condition uses it --------------------
+
+_NAMES_SHOWN: Final = 20
+
+
+def unregistered_name(
+    names: str | Sequence[str], holder: str, note: str = ""
+) -> UnregisteredNameError:
+    """``holder`` (``"this treespec"``...) names classes no class is registered as here.
+
+    ``note`` says more, right after the names.
+    """
+    listed = [names] if isinstance(names, str) else list(names)
+    shown = ", ".join(brief(n, 200) for n in listed[:_NAMES_SHOWN])
+    if len(listed) > _NAMES_SHOWN:
+        shown += f" and {len(listed) - _NAMES_SHOWN} more"
+    many = len(listed) > 1
+    return UnregisteredNameError(
+        f"{holder} uses the serialized name{'s' * many} {shown}{note}, which no class is "
+        f"registered under in this process; import the "
+        f"{'modules that define the classes' if many else 'module that defines the class'} "
+        "(registered with name=... by pytree_dataclass, register_dataclass or "
+        "register_namedtuple) before loading: treeclass's loaders never import anything by "
+        "themselves."
+    )
+
+
+def superseded_class(label: str, name: str | None, doing: str) -> UnnamedClassError:
+    """An instance of ``label`` is asked to be written (``doing``) after a class re-run.
+
+    The class statement ran again, and ``name`` now belongs to the new class.
+    """
+    return UnnamedClassError(
+        f"{label} was defined again (its class statement ran a second time, as in a notebook "
+        f"or after importlib.reload), and the name {name!r} now belongs to the new class; this "
+        "object is an instance of the old class, so rebuild the object from the current class "
+        f"before {doing} it (copy.deepcopy still works)."
     )

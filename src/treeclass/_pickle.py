@@ -67,12 +67,21 @@ from weakref import WeakKeyDictionary
 
 from ._core.codegen import compile_function
 from ._core.fields import is_namedtuple_class
-from ._core.registry import Change, class_for_name, get_node_named, registered_node
+from ._core.registry import (
+    Change,
+    activate_backend,
+    class_for_name,
+    get_node_named,
+    registered_node,
+)
 from ._errors import (
     TreespecLoadError,
-    UnnamedClassError,
     UnregisteredNameError,
     UnserializableStaticError,
+    brief,
+    qualname,
+    superseded_class,
+    unregistered_name,
 )
 
 __all__ = [
@@ -264,13 +273,7 @@ class _Rebuilder:
     def __reduce__(self) -> Any:
         """Refuse: only the reducer of a superseded class hands this object to pickle."""
         cls = self.cls
-        raise UnnamedClassError(
-            f"{cls.__module__}.{cls.__qualname__} was defined again (its class statement ran "
-            "a second time, as in a notebook or after importlib.reload), and the name "
-            f"{self.name!r} now belongs to the new class; this object is an instance of the old "
-            "class, so rebuild it from the new class before pickling it (copy.deepcopy still "
-            "works)."
-        )
+        raise superseded_class(qualname(cls), self.name, "pickling")
 
     def __repr__(self) -> str:
         return f"<treeclass rebuilder for {self.name!r}>"
@@ -515,24 +518,24 @@ def _by_name(
     generated rebuild set as the node's ``unpickle``, which both functions call straight from
     then on: one lookup of ``name``. :func:`install` and :func:`uninstall` clear it.
     """
+    if name.__class__ is not str:
+        raise UnregisteredNameError(
+            f"this pickle asks to rebuild a class by the name {brief(name, 100)}, which is not "
+            "a serialized name (a str); treeclass never writes one, so the pickle was crafted "
+            "or damaged: refusing to build anything."
+        )
     cls = class_for_name(name)
     if cls is None:
         if not by_path:
-            raise UnregisteredNameError(
-                f"this file holds an instance of the class registered as {name!r} (pickled "
-                f"from {module}.{qualname}), which is not registered in this process; import "
-                "the module that defines it before loading (a safe load never imports by "
-                "module path)."
-            )
+            raise unregistered_name(name, "this pickle", f" (pickled from {module}.{qualname})")
         try:
             cls = _find_by_path(module, qualname)
         except Exception as e:
-            raise UnregisteredNameError(
-                f"this pickle holds an instance of the class registered as {name!r} (pickled "
-                f"from {module}.{qualname}), but no class is registered under {name!r} in this "
-                f"process and {module}.{qualname} cannot be imported ({type(e).__name__}: {e}); "
-                f"import the module that defines the class registered as {name!r} before "
-                "unpickling."
+            raise unregistered_name(
+                name,
+                "this pickle",
+                f" (pickled from {module}.{qualname}, which cannot be imported: "
+                f"{type(e).__name__}: {e})",
             ) from e
         return _rebuilder(cls, name)._checked(fields, statics)
     if statics is not None and _evolves(cls):
@@ -564,7 +567,10 @@ def rebuild_by_name(
         TreespecLoadError: the pickled fields are not ones this class (or an earlier version
             of it, by its ``aliases=`` / ``removed_fields=`` / ``migrate=``) has.
     """
-    node = get_node_named(name)
+    try:
+        node = get_node_named(name)
+    except TypeError:  # an unhashable name, which treeclass never writes: refused below
+        node = None
     if node is not None and (statics is None or node.info is None or node.info.evolution is None):
         rebuild = node.unpickle
         if rebuild is not None:
@@ -587,7 +593,10 @@ def rebuild_registered(
     Raises:
         UnregisteredNameError: no class is registered under ``name``.
     """
-    node = get_node_named(name)
+    try:
+        node = get_node_named(name)
+    except TypeError:  # an unhashable name, which treeclass never writes: refused below
+        node = None
     if node is not None and (statics is None or node.info is None or node.info.evolution is None):
         rebuild = node.unpickle
         if rebuild is not None:
@@ -619,5 +628,6 @@ class PickleBackend:
         return "<treeclass pickle backend>"
 
 
-#: The backend the registry holds (activated when the decorators are first used).
+#: The backend the registry holds: active from the import of this module (by ``treeclass``).
 BACKEND: Final = PickleBackend()
+activate_backend(BACKEND, framework=False)

@@ -23,9 +23,8 @@ written atomically by orbax) with two items:
   value, ``{tag: value}`` as :func:`treeclass.save` writes a Python scalar
   (:mod:`treeclass._io.scalars`): ``{"bool": true}``, ``{"int": 3}`` (``"0x..."`` hex text beyond
   2**53), ``{"float": 1.5}`` (``"nan"``, ``"inf"``, ``"-inf"`` if not finite),
-  ``{"complex": [1.5, -0.0]}`` or ``{"str": "..."}``. Version 1 (treeclass 0.1.0 before the
-  shared encoding) wrote floats as ``float.hex`` text and ints as plain numbers; it still
-  restores.
+  ``{"complex": [1.5, -0.0]}`` or ``{"str": "..."}``. Version 2 is the only version (no
+  release wrote another); restoring refuses any other.
 
 * ``arrays``: an orbax PyTree checkpoint (``PyTreeSave``) of a flat dict ``{key: array}``,
   readable with orbax alone.
@@ -71,7 +70,7 @@ import functools
 import math
 import os
 from collections.abc import Generator, Mapping
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import treeclass as tc
 
@@ -93,20 +92,19 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     brief,
+    unregistered_name,
 )
 from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
 from ._io.scalars import decode_scalar, encode_scalar
 from ._treespec.format import loads_nodes
-from ._treespec.treedoc import child_entries, walk
+from ._treespec.treedoc import child_entries, leaf_paths
 
 __all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
 
 #: The ``format`` of the structure document.
 FORMAT: Final = "treeclass.orbax"
-#: The structure document's version. History: 1 (treeclass 0.1.0), the first; 2, scalar
-#: leaves encoded as :func:`treeclass.save` encodes them (floats as numbers, not hex text).
+#: The structure document's version (the only one: no release wrote another).
 VERSION: Final = 2
-_READABLE: Final = (1, 2)
 #: The composite checkpoint's item holding the structure document (JSON).
 STRUCTURE_ITEM: Final = "treeclass"
 #: The composite checkpoint's item holding the array leaves (an orbax PyTree checkpoint).
@@ -116,8 +114,6 @@ _ARRAY_KINDS: Final = frozenset({"jax", "numpy", "numpy-scalar"})
 _MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
 _MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its item size
-_MAX_FLOAT_TEXT: Final = 40
-_MAX_NAMES_SHOWN: Final = 20
 
 _UNSUPPORTED_LEAF: Final = (
     "the leaf at {path} is a {type}, which treeclass.orbax cannot save; it saves jax and numpy "
@@ -139,12 +135,7 @@ _BAD_DOCUMENT: Final = (
     "the treeclass structure of the checkpoint at {path} is not valid: {problem}. The "
     "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
 )
-_UNREGISTERED: Final = (
-    "the checkpoint at {path} uses the serialized name(s) {names}, which no class is "
-    "registered under in this process; import the module(s) that define those classes "
-    "(registered with these name=) before restoring. Only the structure was read; loading "
-    "never imports anything by itself."
-)
+_ONLY_STRUCTURE: Final = " (only the structure was read)"
 
 
 def _checkpointer() -> Any:
@@ -341,10 +332,7 @@ def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
         missing = _unregistered_names(treespec)
         if not missing:
             raise
-        shown = ", ".join(repr(n[:200]) for n in missing[:_MAX_NAMES_SHOWN])
-        if len(missing) > _MAX_NAMES_SHOWN:
-            shown += f" and {len(missing) - _MAX_NAMES_SHOWN} more"
-        raise UnregisteredNameError(_UNREGISTERED.format(path=where, names=shown)) from e
+        raise unregistered_name(missing, f"the checkpoint at {where}", _ONLY_STRUCTURE) from e
 
 
 def _bad(where: str, problem: str) -> TreespecLoadError:
@@ -380,60 +368,27 @@ def _dtype(name: Any, where: str, label: str) -> np.dtype[Any]:
     raise _bad(where, f"{label} has dtype {str(name)[:40]!r}, not a numeric dtype")
 
 
-class _Array:
+class _Array(NamedTuple):
     """A checked array description."""
 
-    __slots__ = ("dtype", "key", "kind", "label", "shape")
-
-    def __init__(
-        self, kind: str, dtype: np.dtype[Any], shape: tuple[int, ...], key: str | None, label: str
-    ) -> None:
-        self.kind = kind
-        self.dtype = dtype
-        self.shape = shape
-        self.key = key
-        self.label = label
+    kind: str
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    key: str | None
+    label: str
 
 
-def _float(text: Any) -> float | None:
-    if text.__class__ is not str or len(text) > _MAX_FLOAT_TEXT:
-        return None
-    try:
-        return float.fromhex(text)
-    except (ValueError, OverflowError):  # not hex, or beyond float range ("0x1p99999")
-        return None
-
-
-def _scalar(tag: str, value: Any, version: int) -> tuple[bool, Any]:
-    """``(True, value)`` for a valid scalar description ``{tag: value}``, else ``(False, None)``."""
-    if version == 1 and tag in ("int", "float", "complex"):  # plain ints, float.hex text
-        if tag == "int":
-            return value.__class__ is int, value
-        if tag == "float":
-            number = _float(value)
-            return number is not None, number
-        if value.__class__ is list and len(value) == 2:
-            real, imag = _float(value[0]), _float(value[1])
-            if real is not None and imag is not None:
-                return True, complex(real, imag)
-        return False, None
-    try:
-        return True, decode_scalar(tag, value)
-    except ValueError:
-        return False, None
-
-
-def _check_leaf(desc: Any, index: int, label: str, where: str, version: int) -> Any:
+def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
     """The value a leaf description stands for, or an :class:`_Array` to read."""
     if desc.__class__ is not dict or not desc:
         raise _bad(where, f"{label} is described by {desc.__class__.__name__}, not an object")
     keys: set[str] = set(desc)
     if len(keys) == 1:
         (tag,) = keys
-        ok, value = _scalar(tag, desc[tag], version)
-        if not ok:
-            raise _bad(where, f"{label} has an invalid {tag[:40]!r} description")
-        return value
+        try:
+            return decode_scalar(tag, desc[tag])
+        except ValueError:
+            raise _bad(where, f"{label} has an invalid {tag[:40]!r} description") from None
     if keys != {"array", "dtype", "shape", "key"}:
         raise _bad(where, f"{label} has the fields {sorted(keys)[:8]}")
     kind: Any = desc["array"]
@@ -462,7 +417,7 @@ def _check_leaf(desc: Any, index: int, label: str, where: str, version: int) -> 
     return _Array(kind, dtype, dims, expected, label)
 
 
-def _check_document(raw: Any, where: str) -> tuple[str, list[Any], int]:
+def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
     if raw.__class__ is not dict:
         raise _bad(where, f"the {STRUCTURE_ITEM!r} item holds a {raw.__class__.__name__}")
     if raw.get("format") != FORMAT:
@@ -475,13 +430,13 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any], int]:
             f"the checkpoint at {where} was written by a newer treeclass (structure version "
             f"{version}; this treeclass reads version {VERSION}); upgrade treeclass to restore it."
         )
-    if version not in _READABLE or set(raw) != {"format", "version", "treespec", "leaves"}:
+    if version != VERSION or set(raw) != {"format", "version", "treespec", "leaves"}:
         raise _bad(where, f"it does not have the fields of version {version}")
     treespec: Any = raw["treespec"]
     leaves: Any = raw["leaves"]
     if treespec.__class__ is not str or leaves.__class__ is not list:
         raise _bad(where, "its treespec is not a string or its leaves not a list")
-    return treespec, leaves, version
+    return treespec, leaves
 
 
 def _leaf_labels(treespec: str, count: int) -> list[str]:
@@ -491,12 +446,8 @@ def _leaf_labels(treespec: str, count: int) -> list[str]:
     ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
     """
     nodes = loads_nodes(treespec)  # treespec_loads accepted it: this cannot raise
-    entries = child_entries(nodes, strict=False)
-    labels = [
-        f"the leaf at {''.join(parts) or 'the root'}"
-        for i, parts, _ in walk(nodes, entries)
-        if nodes[i] is None
-    ]
+    paths = leaf_paths(nodes, child_entries(nodes, strict=False))
+    labels = [f"the leaf at {path or 'the root'}" for path in paths]
     return labels if len(labels) == count else [f"leaf {i}" for i in range(count)]
 
 
@@ -603,7 +554,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
                 path, args=ocp.args.Composite(**{STRUCTURE_ITEM: ocp.args.JsonRestore()})
             )
             raw = restored[STRUCTURE_ITEM]
-        treespec, descriptions, version = _check_document(raw, where)
+        treespec, descriptions = _check_document(raw, where)
         spec = _load_spec(treespec, where)
         if len(descriptions) != spec.num_leaves:
             raise _bad(
@@ -611,7 +562,7 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
                 f"it describes {len(descriptions)} leaves for a structure of {spec.num_leaves}",
             )
         labels = _leaf_labels(treespec, spec.num_leaves)
-        checked = [_check_leaf(d, i, labels[i], where, version) for i, d in enumerate(descriptions)]
+        checked = [_check_leaf(d, i, labels[i], where) for i, d in enumerate(descriptions)]
         wanted = {a.key: a for a in checked if isinstance(a, _Array) and a.key is not None}
         if sharding is None:
             sharding = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])

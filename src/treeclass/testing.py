@@ -26,11 +26,11 @@ import sys
 from collections.abc import Callable
 from typing import Any, cast
 
+from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.api import field, pytree_dataclass
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError
 from ._io.files import load, save
-from ._treespec.serialize import treespec_dumps, treespec_loads
 
 __all__ = ["assert_roundtrip", "pytree_classes", "trees"]
 

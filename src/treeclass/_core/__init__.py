@@ -1,5 +1,5 @@
 """The core: classes described, code generated, node types, registry, statics, state, tree.
 
-Imports nothing of the package outside ``_core`` but ``treeclass._errors`` (and, at the top
-of the core, ``api`` imports ``treeclass._pickle``, which builds on the rest of the core).
+Imports nothing of the package outside ``_core`` but ``treeclass._errors``. (``treeclass._pickle``
+builds on the core; ``import treeclass`` activates its backend.)
 """

@@ -12,7 +12,6 @@ import sys
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
-from .. import _pickle
 from .._errors import (
     NotAPytreeClassError,
     RegistrationError,
@@ -30,7 +29,7 @@ from .fields import (
 )
 from .names import registration_origin
 from .nodes import class_node
-from .registry import activate_backend, node_type_for, register
+from .registry import node_type_for, register
 from .replace import attach_replace, replace, replace_changes
 
 if sys.version_info >= (3, 11):
@@ -55,10 +54,20 @@ _R = TypeVar("_R")
 _C = TypeVar("_C", bound=type)
 _NT = TypeVar("_NT", bound="type[tuple[Any, ...]]")
 
-# Instances of named classes pickle by name: the reducers are installed as classes register.
-activate_backend(_pickle.BACKEND, framework=False)
-
-# The stdlib dataclass options pytree_dataclass passes through, with dataclasses' defaults.
+#: The registration options of a class node, as every registration function takes them (those
+#: that apply to it: a namedtuple takes name, aliases and pickle_by_name; only
+#: register_dataclass takes static).
+_NODE_OPTIONS: Final = (
+    "name",
+    "aliases",
+    "removed_fields",
+    "migrate",
+    "return_none_fields",
+    "unflatten_calls_init",
+    "override",
+    "pickle_by_name",
+)
+#: The stdlib dataclass options pytree_dataclass passes through, with dataclasses' defaults.
 _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
     "init": True,
     "repr": True,
@@ -198,33 +207,32 @@ def field(
 Migrate = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def _check_return_none_fields(value: object) -> None:
+    if not isinstance(value, bool):
+        raise RegistrationTypeError(f"return_none_fields= must be True or False, got {value!r}.")
+
+
 def _register(
     cls: type,
     *,
     name: str | None,
-    static: Collection[str],
-    return_none_fields: bool,
-    unflatten_calls_init: bool,
-    override: bool,
     aliases: Collection[str] = (),
     removed_fields: Collection[str] = (),
     migrate: Migrate | None = None,
+    static: Collection[str] = (),
+    return_none_fields: bool = False,
+    unflatten_calls_init: bool = False,
+    override: bool = False,
     pickle_by_name: bool = True,
 ) -> None:
-    if isinstance(aliases, str):
-        raise RegistrationTypeError(
-            f"aliases= for {cls.__qualname__} must be a collection of earlier names, got the "
-            f"str {aliases!r}; write aliases=({aliases!r},)."
-        )
-    if isinstance(static, str):
-        raise RegistrationTypeError(
-            f"static= for {cls.__qualname__} must be a collection of field names, got the str "
-            f"{static!r}; write static=({static!r},)."
-        )
-    if not isinstance(return_none_fields, bool):
-        raise RegistrationTypeError(
-            f"return_none_fields= must be True or False, got {return_none_fields!r}."
-        )
+    """Register ``cls`` with the options of :data:`_NODE_OPTIONS` (and ``static``)."""
+    for option, value, what in (("aliases", aliases, "earlier"), ("static", static, "field")):
+        if isinstance(value, str):
+            raise RegistrationTypeError(
+                f"{option}= for {cls.__qualname__} must be a collection of {what} names, got "
+                f"the str {value!r}; write {option}=({value!r},)."
+            )
+    _check_return_none_fields(return_none_fields)
     origin = registration_origin(cls)
     if is_namedtuple_class(cls):
         node = node_type_for(cls)
@@ -393,16 +401,11 @@ def pytree_dataclass(
         >>> spec.unflatten([2.5])
         Output(logits=2.5, loss=None, mode='eval')
     """
-    if not isinstance(return_none_fields, bool):
-        raise RegistrationTypeError(
-            f"return_none_fields= must be True or False, got {return_none_fields!r}."
-        )
+    _check_return_none_fields(return_none_fields)
     if unknown:
         raise RegistrationTypeError(
-            f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes name, "
-            "aliases, removed_fields, migrate, return_none_fields, unflatten_calls_init, "
-            "override, pickle_by_name and the dataclass options "
-            f"{sorted(_DATACLASS_OPTIONS)!r}."
+            f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes "
+            f"{', '.join(_NODE_OPTIONS)} and the dataclass options {sorted(_DATACLASS_OPTIONS)!r}."
         )
     given = {
         "init": init,
@@ -448,18 +451,7 @@ def pytree_dataclass(
             if not doc:
                 klass.__doc__ = _DOC_PENDING
             try:
-                made = dataclasses.dataclass(  # pyright: ignore[reportUnknownVariableType]
-                    klass,
-                    init=init,
-                    repr=repr,
-                    eq=eq,
-                    order=order,
-                    unsafe_hash=unsafe_hash,
-                    frozen=frozen,
-                    match_args=match_args,
-                    kw_only=kw_only,
-                    slots=slots,
-                )
+                made = dataclasses.dataclass(klass, **given)  # pyright: ignore[reportUnknownVariableType]
             except BaseException:
                 if not doc:
                     klass.__doc__ = doc
@@ -470,7 +462,6 @@ def pytree_dataclass(
         _register(
             made,  # pyright: ignore[reportUnknownArgumentType]
             name=name,
-            static=(),
             return_none_fields=return_none_fields,
             unflatten_calls_init=unflatten_calls_init,
             override=override,
@@ -545,16 +536,7 @@ def register_namedtuple(
                 f"register_namedtuple() takes a namedtuple class, got {klass!r}; use "
                 "register_dataclass() for dataclasses and attrs classes."
             )
-        _register(
-            klass,
-            name=name,
-            static=(),
-            return_none_fields=False,
-            unflatten_calls_init=False,
-            override=False,
-            aliases=aliases,
-            pickle_by_name=pickle_by_name,
-        )
+        _register(klass, name=name, aliases=aliases, pickle_by_name=pickle_by_name)
         return klass
 
     if cls is None:
@@ -643,26 +625,8 @@ def register_dataclass(
     return cls
 
 
-_NODE_KEYWORDS: Final = frozenset(
-    (
-        "name",
-        "aliases",
-        "removed_fields",
-        "migrate",
-        "return_none_fields",
-        "unflatten_calls_init",
-        "override",
-        "pickle_by_name",
-        "init",
-        "repr",
-        "eq",
-        "order",
-        "unsafe_hash",
-        "frozen",
-        "match_args",
-        "kw_only",
-    )
-)
+#: The class keywords of PytreeNode: pytree_dataclass's options but slots.
+_NODE_KEYWORDS: Final = frozenset(_NODE_OPTIONS) | (_DATACLASS_OPTIONS.keys() - {"slots"})
 
 
 @dataclass_transform(field_specifiers=(field, dataclasses.field, dataclasses.Field))
@@ -726,8 +690,15 @@ class PytreeNode:
                 getattr(vars(base).get("__dataclass_params__"), "frozen", False)
                 for base in cls.__mro__[1:]
             )
-        made = dataclasses.dataclass(
-            cls,
+        pytree_dataclass(
+            name=name,
+            aliases=aliases,
+            removed_fields=removed_fields,
+            migrate=migrate,
+            return_none_fields=return_none_fields,
+            unflatten_calls_init=unflatten_calls_init,
+            override=override,
+            pickle_by_name=pickle_by_name,
             init=init,
             repr=repr,
             eq=eq,
@@ -736,19 +707,7 @@ class PytreeNode:
             frozen=frozen,
             match_args=match_args,
             kw_only=kw_only,
-        )
-        _register(
-            made,
-            name=name,
-            static=(),
-            return_none_fields=return_none_fields,
-            unflatten_calls_init=unflatten_calls_init,
-            override=override,
-            aliases=aliases,
-            removed_fields=removed_fields,
-            migrate=migrate,
-            pickle_by_name=pickle_by_name,
-        )
+        )(cls)
 
     # Typed as tc.replace is (docs/typing.md): by the class's __replace__ on 3.13+ targets.
     if sys.version_info >= (3, 13):

@@ -1,17 +1,66 @@
-"""Path entries of the embedded registry, formatted the way JAX formats them.
+"""Path entries of the embedded registry, and the one rule for key-path text.
 
-``keystr((DictKey('k'), SequenceKey(0), GetAttrKey('x')))`` is ``"['k'][0].x"``.
+``keystr((DictKey('k'), SequenceKey(0), GetAttrKey('x')))`` is ``"['k'][0].x"``: a position
+is ``[0]``, a dict key ``['k']`` (its ``repr`` in brackets), a field ``.name``.
+:func:`index_entry` and :func:`attr_entry` are that rule; :func:`keystr`, the key classes'
+``str``, the key paths read from a treespec document (:mod:`treeclass._treespec.treedoc`) and
+so the tensor names of :func:`treeclass.save` files all use them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Final
+from typing import Any, ClassVar
 
-__all__ = ["DictKey", "GetAttrKey", "KeyEntry", "KeyPath", "SequenceKey", "keystr"]
+__all__ = [
+    "DictKey",
+    "GetAttrKey",
+    "KeyEntry",
+    "KeyPath",
+    "SequenceKey",
+    "attr_entry",
+    "index_entry",
+    "keystr",
+]
 
 
-class SequenceKey:
+def index_entry(key: object) -> str:
+    """The key-path text of a child by position or dict key: ``[0]``, ``['k']``."""
+    return f"[{key!r}]"
+
+
+def attr_entry(name: str) -> str:
+    """The key-path text of a registered class's or namedtuple's field: ``.name``."""
+    return f".{name}"
+
+
+class _Key:
+    """The base of the key classes: immutable, one value, compared by class and value."""
+
+    __slots__ = ()
+    __module__ = "treeclass"
+    __match_args__: ClassVar[tuple[str]]
+
+    def _value(self) -> Any:
+        return getattr(self, self.__match_args__[0])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.__match_args__[0]}={self._value()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._value() == self._value()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._value()))
+
+    def __reduce__(self) -> tuple[type[_Key], tuple[Any]]:
+        return (type(self), (self._value(),))
+
+
+class SequenceKey(_Key):
     """The position of a child in a tuple or list: ``[0]``."""
 
     __slots__ = ("idx",)
@@ -23,26 +72,11 @@ class SequenceKey:
     def __init__(self, idx: int) -> None:
         object.__setattr__(self, "idx", idx)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
     def __str__(self) -> str:
-        return f"[{self.idx!r}]"
-
-    def __repr__(self) -> str:
-        return f"SequenceKey(idx={self.idx!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is SequenceKey and other.idx == self.idx
-
-    def __hash__(self) -> int:
-        return hash((SequenceKey, self.idx))
-
-    def __reduce__(self) -> tuple[type[SequenceKey], tuple[int]]:
-        return (SequenceKey, (self.idx,))
+        return index_entry(self.idx)
 
 
-class DictKey:
+class DictKey(_Key):
     """The key of a child in a dict: ``['k']``."""
 
     __slots__ = ("key",)
@@ -54,26 +88,11 @@ class DictKey:
     def __init__(self, key: Hashable) -> None:
         object.__setattr__(self, "key", key)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
     def __str__(self) -> str:
-        return f"[{self.key!r}]"
-
-    def __repr__(self) -> str:
-        return f"DictKey(key={self.key!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is DictKey and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash((DictKey, self.key))
-
-    def __reduce__(self) -> tuple[type[DictKey], tuple[Hashable]]:
-        return (DictKey, (self.key,))
+        return index_entry(self.key)
 
 
-class GetAttrKey:
+class GetAttrKey(_Key):
     """The field of a child in a registered class or namedtuple: ``.name``."""
 
     __slots__ = ("name",)
@@ -85,39 +104,12 @@ class GetAttrKey:
     def __init__(self, name: str) -> None:
         object.__setattr__(self, "name", name)
 
-    def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError(f"{type(self).__name__} is immutable")
-
     def __str__(self) -> str:
-        return f".{self.name}"
-
-    def __repr__(self) -> str:
-        return f"GetAttrKey(name={self.name!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is GetAttrKey and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash((GetAttrKey, self.name))
-
-    def __reduce__(self) -> tuple[type[GetAttrKey], tuple[str]]:
-        return (GetAttrKey, (self.name,))
+        return attr_entry(self.name)
 
 
 KeyEntry = SequenceKey | DictKey | GetAttrKey
 KeyPath = tuple[KeyEntry, ...]
-
-_SIMPLE_SEPARATOR: Final = ""
-
-
-def _simple(key: object) -> str:
-    if isinstance(key, SequenceKey):
-        return str(key.idx)
-    if isinstance(key, DictKey):
-        return str(key.key)
-    if isinstance(key, GetAttrKey):
-        return key.name
-    return str(key)
 
 
 def keystr(path: Sequence[object], *, simple: bool = False, separator: str = "") -> str:
@@ -139,5 +131,5 @@ def keystr(path: Sequence[object], *, simple: bool = False, separator: str = "")
         'k/0'
     """
     if simple:
-        return separator.join(_simple(k) for k in path)
-    return separator.join(str(k) for k in path)
+        return separator.join(str(k._value()) if isinstance(k, _Key) else str(k) for k in path)
+    return separator.join(map(str, path))

@@ -21,6 +21,7 @@ from .._errors import (
     UnnamedClassError,
     UnserializableStaticError,
     brief,
+    superseded_class,
 )
 from .codegen import Family, Generated, generate
 from .fields import ClassInfo, describe
@@ -237,12 +238,7 @@ class NodeType:
                 (the name belongs to the new class).
         """
         if self.superseded:
-            raise UnnamedClassError(
-                f"{self.qualname} was defined again (its class statement ran a second time, as "
-                f"in a notebook or after importlib.reload), and the name {self.name!r} now "
-                "belongs to the new class; this object is an instance of the old class, so "
-                "rebuild the object from the current class before serializing it."
-            )
+            raise superseded_class(self.qualname, self.name, "serializing")
         if self.name is None:
             short = self.type.__qualname__
             if self.kind == "namedtuple":

@@ -35,6 +35,7 @@ import json
 from typing import TYPE_CHECKING
 
 from .._core.json import loads_strict
+from .._core.keys import attr_entry, index_entry
 from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
@@ -226,24 +227,13 @@ def _leaf_details(meta_file: str, spec: str, describe: Callable[[str], str]) -> 
     if doc.__class__ is not dict:
         return None
     details: list[str] = []
-    e: Any
-    leaves: Any = doc.get("leaves")
-    if leaves.__class__ is list:  # file version 1: an object per leaf
-        for e in leaves:
-            if e.__class__ is not dict:
-                details.append("?")
-            elif "tensor" in e and e["tensor"].__class__ is str:
-                details.append(f"{describe(e['tensor'])} ({e.get('type')})")
-            else:
-                details.append(f"{e.get('type')} {_short(json.dumps(e.get('value')))}")
-        return details
-    kinds: Any = doc.get("kinds")  # version 2: a letter per leaf, the scalars' values
+    kinds: Any = doc.get("kinds")  # a letter per leaf, the scalars' values
     values: Any = doc.get("values")
     if kinds.__class__ is not str or values.__class__ is not list:
         return None
     try:
         nodes = loads_nodes(spec)
-        paths = leaf_paths(nodes, child_entries(nodes, strict=False)) or []
+        paths = leaf_paths(nodes, child_entries(nodes, strict=False))
     except (TreespecLoadError, TreeclassError, ValueError):
         return None
     if len(paths) != len(kinds):
@@ -285,7 +275,8 @@ def _safetensors(path: str, source: str) -> Artifact:
             raise _bad(source, "treeclass file", str(e)) from None
         return art
     nodes = [Node(0, "", False, "dict", None, "")]
-    nodes += [Node(1, f"[{n!r}]", True, "leaf", None, describe(n)) for n in sorted(header.tensors)]
+    for n in sorted(header.tensors):
+        nodes.append(Node(1, index_entry(n), True, "leaf", None, describe(n)))
     art.trees.append(Tree("structure", nodes))
     return art
 
@@ -704,7 +695,7 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
         elif shown == "dict":
             names = fb.vector(t, 2, 4)
             if len(names) == len(children):
-                keys = [f"[{fb.string(p)!r}]" for p in names]
+                keys = list(map(index_entry, map(fb.string, names)))
         elif shown == "custom":
             name_at = fb.field(t, 3)
             needed = fb.string(name_at) if name_at else "?"
@@ -719,12 +710,12 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
                     _registered_statics(state, art.static_names)
                     data = state.get("data", state.get("fields"))
                     if data.__class__ is list and len(data) == len(children):
-                        keys = [f".{d}" for d in data]
+                        keys = list(map(attr_entry, data))
                     detail = _state_summary(state)
             art.names.add(needed)
         out.append(Node(depth, key, False, shown, needed, detail))
         for j in range(len(children) - 1, -1, -1):
-            k = keys[j] if keys is not None else f"[{j}]"
+            k = keys[j] if keys is not None else index_entry(j)
             stack.append((fb.ref(children[j]), depth + 1, k))
     return Tree(label, out)
 

@@ -10,10 +10,14 @@ from __future__ import annotations
 import typing
 from collections.abc import Callable
 
-import treeclass as tc
+from .._backends.serialize import treespec_dumps, treespec_loads
+from .._core.api import field, pytree_dataclass, register_namedtuple
+from .._core.keys import keystr
+from .._core.registry import active_backends
+from .._core.tree import tree_flatten, tree_flatten_with_path
 
 
-@tc.register_namedtuple(name="treeclass.demo.KVCache")
+@register_namedtuple(name="treeclass.demo.KVCache")
 class KVCache(typing.NamedTuple):
     """Per-layer key/value cache."""
 
@@ -21,7 +25,7 @@ class KVCache(typing.NamedTuple):
     values: typing.Any
 
 
-@tc.pytree_dataclass(name="treeclass.demo.CausalLMOutput", frozen=True)
+@pytree_dataclass(name="treeclass.demo.CausalLMOutput", frozen=True)
 class CausalLMOutput:
     """A HuggingFace-style model output: optional fields stay ``None``."""
 
@@ -29,8 +33,8 @@ class CausalLMOutput:
     loss: typing.Any = None
     hidden_states: typing.Any = None
     past_key_values: tuple[KVCache, ...] | None = None
-    model_name: str = tc.field(static=True, default="tiny-lm")
-    layer_sizes: tuple[int, ...] = tc.field(static=True, default=(4, 4))
+    model_name: str = field(static=True, default="tiny-lm")
+    layer_sizes: tuple[int, ...] = field(static=True, default=(4, 4))
 
 
 def _example() -> CausalLMOutput:
@@ -42,7 +46,7 @@ def _example() -> CausalLMOutput:
 
 def load_in_this_process(document: str, scale: float) -> str:
     """What the fresh interpreter runs: load the spec, rebuild from new leaves, describe it."""
-    spec = tc.treespec_loads(document)
+    spec = treespec_loads(document)
     rebuilt = spec.unflatten([float(i) * scale for i in range(spec.num_leaves)])
     cache = rebuilt.past_key_values if type(rebuilt) is CausalLMOutput else None
     ok = cache is not None and type(cache[0]) is KVCache
@@ -62,12 +66,12 @@ def run(echo: Callable[[str], None] = print) -> int:
     out = _example()
     echo("1. A model output (frozen dataclass; loss and hidden_states left None):")
     echo(f"   {out!r}")
-    leaves, spec = tc.tree_flatten(out)
+    leaves, spec = tree_flatten(out)
     echo(f"2. tree_flatten: {len(leaves)} leaves; the None fields are not leaves.")
-    for path, leaf in tc.tree_flatten_with_path(out)[0]:
-        echo(f"   {tc.keystr(path):<32} {leaf!r}")
+    for path, leaf in tree_flatten_with_path(out)[0]:
+        echo(f"   {keystr(path):<32} {leaf!r}")
     echo(f"   spec: {spec!r}")
-    document = tc.treespec_dumps(spec)
+    document = treespec_dumps(spec)
     echo(
         f"3. treespec_dumps -> {len(document)} bytes of JSON (classes named by their stable name):"
     )
@@ -88,7 +92,7 @@ def run(echo: Callable[[str], None] = print) -> int:
     if child.returncode != 0 or "classes are the registered ones: True" not in child.stdout:
         echo("demo FAILED: the fresh interpreter could not rebuild the output.")
         return 1
-    backends = tc.active_backends()
+    backends = active_backends()
     echo(
         "5. Done on the embedded registry"
         + (

@@ -1,32 +1,16 @@
 """Portable pytree files: :func:`save` and :func:`load` (one safetensors file per tree).
 
-A file is an ordinary safetensors file (``docs/files.md``): one tensor per array leaf, named
-by the leaf's key path (:func:`treeclass.keystr`), and in the header's ``__metadata__``:
+The format is ``docs/files.md``'s: one tensor per array leaf, named by the leaf's key path
+(:func:`treeclass.keystr`), the structure (``"treeclass.treespec"``) and the leaf list
+(``"treeclass.file"``: a letter of :data:`LEAF_KINDS` per leaf, the Python scalars' values as
+:mod:`treeclass._io.scalars` encodes them) in the header's ``__metadata__``, with the user's.
 
-- ``"treeclass.treespec"``: the tree's structure, the document of
-  :func:`treeclass.treespec_dumps` (classes by registered name, statics, ``None`` fields);
-- ``"treeclass.file"``: ``{"format": "treeclass.file", "version": 2, "kinds": "...",
-  "values": [...]}``: ``kinds`` has one letter per leaf in leaf order (:data:`LEAF_KINDS`:
-  ``n`` numpy, ``N`` numpy scalar, ``j`` JAX, ``t`` torch -- :data:`ARRAY_LETTERS`, each one
-  tensor named by the leaf's key path, which follows from the structure; ``b`` / ``i`` /
-  ``f`` / ``c`` / ``s`` a Python ``bool`` / ``int`` / ``float`` / ``complex`` / ``str``), and
-  ``values`` the scalar leaves' values in leaf order, as :mod:`treeclass._io.scalars`
-  encodes them (as :mod:`treeclass.orbax` does). Version 1 (still read) had ``"leaves"``, an
-  object ``{"path", "type", "tensor" | "value"}`` per leaf;
-- the user's own ``metadata``, as given (keys starting with ``"treeclass."`` are reserved).
-
-Loading never unpickles and never imports: classes are looked up by registered name through
-:func:`treeclass.treespec_loads`. The header is checked completely (``_safetensors``) before
-any tensor is read, then the structure, the leaf list and the tensors are checked against each
-other; only the bytes of the selected leaves are read: large tensors straight into a new array
-of the target framework, small ones (up to 64 KiB) in runs of up to 1 MiB (one read each),
-numpy arrays then views of their run's buffer (other frameworks' copied out of it), or, with
-``mmap=True``, as views of a private copy-on-write map of the file. Every problem is a
-:class:`~treeclass.FileLoadError` (or, for a name that is not registered,
-:class:`~treeclass.UnregisteredNameError`).
-
-numpy (and ml_dtypes, for bfloat16 and the float8 / float4 types) are needed only for array
-leaves, and imported only then. jax and torch are imported only to make their arrays.
+Loading never unpickles and never imports (classes by registered name, through
+:func:`treeclass.treespec_loads`); the header (:mod:`treeclass._io.safetensors`), the
+structure, the leaf list and the tensors are checked against each other before the selected
+leaves' bytes are read: large tensors straight into their arrays, small ones (up to 64 KiB) in
+runs of up to 1 MiB, or views of a copy-on-write map with ``mmap=True``. numpy (and ml_dtypes)
+is imported only for array leaves; jax and torch only to make their arrays.
 """
 
 from __future__ import annotations
@@ -39,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .._backends.activation import module_installed
 from .._core.json import census, loads_checked
+from .._core.names import DICT
 from .._core.tree import tree_flatten
 from .._errors import (
     FileLoadError,
@@ -55,9 +40,7 @@ from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths
 from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
 from .safetensors import EXTENT, Header, TensorInfo, read_header, write_file
 from .scalars import (
-    SCALAR_TAGS,
     ScalarDecodeError,
-    decode_scalar,
     decode_scalars,
     encode_scalars,
 )
@@ -70,6 +53,7 @@ if TYPE_CHECKING:
 
     Target: TypeAlias = Literal["numpy", "jax", "torch"]
     PathSelection: TypeAlias = "Collection[str] | Callable[[str], bool] | None"
+    _Leaves: TypeAlias = tuple[list[str], list[Any]]  # each leaf's type; value (arrays: None)
 
 __all__ = [
     "ARRAY_LETTERS",
@@ -84,22 +68,17 @@ __all__ = [
 
 #: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
 FILE_FORMAT: Final = "treeclass.file"
-#: The version of that entry this release writes (and the versions it reads): see the table
-#: in ``docs/files.md``.
+#: The version of that entry this release writes (and the only one it reads): see
+#: ``docs/files.md``.
 FILE_VERSION: Final = 2
-_READABLE: Final = (1, 2)
 _FILE_KEY: Final = "treeclass.file"
 _SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
 #: The leaf types stored as tensors (each one tensor); the others go into ``"values"``.
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
-_ARRAY_KEYS: Final = frozenset(("path", "type", "tensor"))
-_NO_KEYS: Final[frozenset[str]] = frozenset()
-_VALUE_KEYS: Final = frozenset(("path", "type", "value"))
-_FILE_KEYS: Final = frozenset(("format", "version", "leaves"))  # version 1
-_FILE_KEYS_2: Final = frozenset(("format", "version", "kinds", "values"))
-#: Version 2's letter for each leaf type (``"kinds"``: one letter per leaf).
+_FILE_KEYS: Final = frozenset(("format", "version", "kinds", "values"))
+#: The letter for each leaf type (``"kinds"``: one letter per leaf).
 _KIND_LETTERS: Final = {
     "numpy": "n",
     "numpy-scalar": "N",
@@ -111,7 +90,7 @@ _KIND_LETTERS: Final = {
     "complex": "c",
     "str": "s",
 }
-#: Version 2's leaf type of each letter of ``"kinds"``.
+#: The leaf type of each letter of ``"kinds"``.
 LEAF_KINDS: Final = {letter: kind for kind, letter in _KIND_LETTERS.items()}
 _LETTER_SET: Final = frozenset(LEAF_KINDS)
 #: The letters of ``"kinds"`` that stand for array leaves (each one tensor).
@@ -130,6 +109,7 @@ _PLAIN_FORMATS: Final = {
 _NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items()}
 _TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
+_MAX_DIMS: Final = 64  # numpy's most dimensions
 _PLAIN_DTYPES: Final = frozenset(FILE_DTYPES) - {"F4"}  # loadable with no further check
 _LITTLE: Final = sys.byteorder == "little"
 #: safetensors code -> numpy dtype, for the plain dtypes numpy itself has (filled on use).
@@ -433,7 +413,7 @@ def save(
                 raise FileSaveError(
                     f"a key of the tree cannot be written as text ({e}); use simpler dict keys."
                 ) from None
-            key_paths.extend(found or [])  # (None only when lengths are given to compare with)
+            key_paths.extend(found)
         return key_paths[i]
 
     # The leaf list: one kind letter per leaf, the scalars' values in one JSON array.
@@ -519,32 +499,11 @@ def _is_ours(metadata: dict[str, str]) -> bool:
     return any(k.startswith(_RESERVED) for k in metadata)
 
 
-class _Leaves:
-    """The checked leaf list of a treeclass file, whatever its version.
-
-    ``types``: each leaf's type name (``"numpy"``..., ``"int"``...); ``values``: each leaf's
-    decoded Python scalar (``None`` for an array); version 1 only (``None`` in version 2,
-    where they follow from the structure): ``paths``, each leaf's stored key path, and
-    ``tensors``, each array leaf's stored tensor name.
-    """
-
-    __slots__ = ("paths", "tensors", "types", "values")
-
-    def __init__(
-        self,
-        types: list[str],
-        values: list[Any],
-        paths: list[str] | None = None,
-        tensors: list[str] | None = None,
-    ) -> None:
-        self.types = types
-        self.values = values
-        self.paths = paths
-        self.tensors = tensors
-
-
 def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
-    """The checked leaf list and the treespec document text of a treeclass file."""
+    """The checked leaf list and the treespec document text of a treeclass file.
+
+    The leaf list: each leaf's type, and its value (``None`` for an array).
+    """
     extra = sorted(
         k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
     )
@@ -576,14 +535,12 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             source, f'its {_FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
         )
     version = doc.get("version")
-    if version.__class__ is not int or version not in _READABLE:
+    if version.__class__ is not int or version != FILE_VERSION:
         raise FileLoadError(
             f"{source} was written in treeclass file version {version!r:.40}; this release "
-            f"reads version(s) {', '.join(map(str, _READABLE))}. Upgrade treeclass to load it."
+            f"reads version {FILE_VERSION}. Upgrade treeclass to load it."
         )
-    if version == 1:
-        return _check_version_1(source, doc)
-    if frozenset(doc) != _FILE_KEYS_2:
+    if frozenset(doc) != _FILE_KEYS:
         raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
     kinds = doc["kinds"]
     values = doc["values"]
@@ -629,59 +586,7 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             m, c = census(v)
             members += m
             colons += c
-    return _Leaves(types, out), members, colons
-
-
-def _check_version_1(source: str, doc: Any) -> tuple[_Leaves, int, int]:
-    """:func:`_check_leaf_list` of version 1: ``"leaves"``, one object per leaf."""
-    if frozenset(doc) != _FILE_KEYS:
-        raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
-    leaves = doc["leaves"]
-    if leaves.__class__ is not list:
-        raise _bad(source, '"leaves" is not a list.')
-    members = len(doc)
-    colons = 0
-    strings: list[str] = []  # every string of the entries (the tags have no ":")
-    push = strings.append
-    types: list[str] = []
-    values: list[Any] = []
-    paths: list[str] = []
-    tensors: list[str] = []
-    for i, entry in enumerate(leaves):
-        if entry.__class__ is not dict or entry.get("path").__class__ is not str:
-            raise _bad(source, f'leaf {i} is not an object with a "path" string: {entry!r:.100}.')
-        kind = entry.get("type")
-        if kind.__class__ is not str:
-            raise _bad(source, f"leaf {i} has a type that is not a string: {kind!r:.60}.")
-        if kind in _ARRAY_TYPES:
-            tensor = entry.get("tensor")
-            keys: frozenset[str] = _ARRAY_KEYS if tensor.__class__ is str else _NO_KEYS
-        elif kind in SCALAR_TAGS:
-            keys = _VALUE_KEYS
-            tensor = entry.get("value")
-        else:
-            raise _bad(source, f"leaf {i} has the unknown type {kind!r:.60}.")
-        if entry.keys() != keys:
-            raise _bad(source, f"leaf {i} ({kind}) has the keys {sorted(entry)!r:.100}.")
-        members += 3
-        push(entry["path"])
-        paths.append(entry["path"])
-        types.append(kind)
-        if keys is _ARRAY_KEYS:
-            tensors.append(entry["tensor"])
-            values.append(None)
-        else:
-            try:
-                values.append(decode_scalar(kind, tensor))
-            except ValueError as e:
-                raise _bad(source, f"leaf {i} is typed {kind!r}, but {e}.") from None
-        if tensor.__class__ is str:
-            push(tensor)
-        elif tensor.__class__ is list or tensor.__class__ is dict:  # complex; or bad values
-            m, c = census(tensor)
-            members += m
-            colons += c
-    return _Leaves(types, values, paths, tensors), members, colons + "".join(strings).count(":")
+    return (types, out), members, colons
 
 
 class _Selection:
@@ -757,6 +662,10 @@ def _check_loadable(source: str, info: TensorInfo, target: str) -> None:
             "torch's float4_e2m1fn_x2 packs two values a byte along the last axis, so it needs "
             'an even last dimension. Load it with to="numpy" or to="jax".'
         )
+
+
+def _unallocatable(source: str, info: TensorInfo, e: Exception) -> FileLoadError:
+    return _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).")
 
 
 def _read_exact(f: BufferedReader, offset: int, buf: Any, source: str) -> None:
@@ -885,18 +794,29 @@ class _Reader:
             same = list(group)
             dtype = _PLAIN_NUMPY.get(code) if _LITTLE else None
             at = same[0].begin - base
-            if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
-                if shape and len(same) > 1:  # (the rows of a 1-d array would be scalars)
-                    rows = scratch[at : same[-1].end - base].view(dtype)
-                    raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
+            try:  # (a shape numpy cannot hold: too many dimensions, too big even if empty)
+                if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
+                    # The rows of one array (not of a 1-d array: they would be scalars).
+                    if 0 < len(shape) < _MAX_DIMS and len(same) > 1:
+                        rows = scratch[at : same[-1].end - base].view(dtype)
+                        raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
+                        continue
+                    for info in same:
+                        raw = scratch[info.begin - base : info.end - base]
+                        raws[info.name] = raw.view(dtype).reshape(shape)
                     continue
                 for info in same:
-                    raw = scratch[info.begin - base : info.end - base]
-                    raws[info.name] = raw.view(dtype).reshape(shape)
-                continue
-            for info in same:
-                raw = scratch[info.begin - base : info.end - base].copy()
-                raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
+                    raw = scratch[info.begin - base : info.end - base].copy()
+                    raws[info.name] = raw if dtype is None else raw.view(dtype).reshape(shape)
+            except ValueError as e:
+                raise _unallocatable(self.source, same[0], e) from None
+
+    def _fill(self, buf: Any, info: TensorInfo, raw: Any) -> None:
+        """Put the bytes of ``info`` into ``buf``: ``raw`` if given, else read from the file."""
+        if raw is None:
+            _read_exact(self.f, self.header.data_start + info.begin, buf, self.source)
+        else:
+            buf[:] = raw
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
         """The tensor ``info`` as a ``target`` array.
@@ -921,15 +841,9 @@ class _Reader:
             try:
                 t = torch.empty(shape, dtype=dtype)
             except (RuntimeError, ValueError, OverflowError) as e:
-                raise _bad(
-                    source, f"tensor {info.name!r:.200} cannot be allocated ({e})."
-                ) from None
+                raise _unallocatable(source, info, e) from None
             if info.nbytes:
-                buf = t.reshape(-1).view(torch.uint8).numpy()
-                if raw is None:
-                    _read_exact(self.f, self.header.data_start + info.begin, buf, source)
-                else:
-                    buf[:] = raw
+                self._fill(t.reshape(-1).view(torch.uint8).numpy(), info, raw)
             if sys.byteorder == "big":  # pragma: no cover - no big-endian machine in CI
                 t = torch.from_numpy(t.numpy().byteswap())
             return t
@@ -938,8 +852,7 @@ class _Reader:
             if info.dtype == "F4":
                 packed = raw
                 if packed is None:
-                    packed = np.empty(info.nbytes, np.uint8)
-                    _read_exact(self.f, self.header.data_start + info.begin, packed, source)
+                    self._fill(packed := np.empty(info.nbytes, np.uint8), info, None)
                 codes = np.empty(info.nbytes * 2, np.uint8)
                 codes[0::2] = packed & 0x0F
                 codes[1::2] = packed >> 4
@@ -951,13 +864,9 @@ class _Reader:
             else:
                 arr = np.empty(info.shape, dtype)
                 if arr.nbytes:
-                    buf = arr.reshape(-1).view(np.uint8)
-                    if raw is None:
-                        _read_exact(self.f, self.header.data_start + info.begin, buf, source)
-                    else:
-                        buf[:] = raw
+                    self._fill(arr.reshape(-1).view(np.uint8), info, raw)
         except (ValueError, OverflowError) as e:
-            raise _bad(source, f"tensor {info.name!r:.200} cannot be allocated ({e}).") from None
+            raise _unallocatable(source, info, e) from None
         if sys.byteorder == "big" and arr.dtype.itemsize > 1:  # pragma: no cover
             arr = arr.byteswap()
         if target == "jax":
@@ -1013,14 +922,11 @@ def _load_plain(
     names = sorted(header.tensors)
     for name in names:
         _check_loadable(source, header.tensors[name], target)
-    selection = _Selection(paths)
-    keys = [f"[{name!r}]" for name in names]
-    chosen: list[bool] = []
-    selection.visit([], 0)
-    for key in keys:
-        selection.visit([key], len(key))
-        chosen.append(selection.leaf(key))
-    selection.check(source, lambda: keys)
+    chosen = [True] * len(names)
+    if paths is not None:  # selected as the leaves of the tree {name: tensor} are
+        nodes: list[Any] = [(DICT, names, len(names)), *[None] * len(names)]
+        entries = child_entries(nodes)
+        chosen = _select(source, nodes, entries, leaf_paths(nodes, entries), paths)
     wanted = [(header.tensors[name], target) for name, keep in zip(names, chosen) if keep]
     arrays = _Reader(f, header, source, mmap).read(wanted) if wanted else []
     got = {info.name: arr for (info, _), arr in zip(wanted, arrays)}
@@ -1042,7 +948,7 @@ def _load_tree(
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
         raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
-    types = leaves.types
+    types, values = leaves  # (the arrays go into values once read)
     if len(types) != spec.num_leaves:
         raise _bad(
             source,
@@ -1053,32 +959,14 @@ def _load_tree(
     except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
         raise _bad(source, f"its dict keys do not decode: {e}") from None
     chosen: list[bool] | None = None  # None: every leaf
-    stored = leaves.paths
-    key_paths: list[str] = []
-    if stored is not None:  # version 1: the key paths stored are checked against the structure
-        if paths is not None or leaf_paths(nodes, children, [len(p) for p in stored]) != stored:
-            chosen = _select(source, nodes, children, stored, paths)
-        key_paths = stored
     at = list(compress(count(), map(_ARRAY_TYPES.__contains__, types)))  # the array leaves
-    if stored is None:  # version 2: the key paths are the structure's (needed with arrays)
-        key_paths = leaf_paths(nodes, children) or [] if at or paths is not None else []
-        if paths is not None:
-            chosen = _select(source, nodes, children, key_paths, paths)
-
+    # The key paths are the structure's (needed with arrays or paths=).
+    key_paths = leaf_paths(nodes, children) if at or paths is not None else []
+    if paths is not None:
+        chosen = _select(source, nodes, children, key_paths, paths)
     # Tensor names are the array leaves' key paths, made unique.
-    array_paths = list(map(key_paths.__getitem__, at))
-    names = tensor_names(array_paths)
-    written = leaves.tensors
-    if written is not None and written != names:
-        for where, name, got in zip(array_paths, names, written):
-            if got != name:
-                raise _bad(
-                    source,
-                    f"the leaf at {where!r:.200} names the tensor {got!r:.200}; by its "
-                    f"key path it must be {name!r:.200}.",
-                )
+    names = tensor_names(list(map(key_paths.__getitem__, at)))
     tensors = header.tensors
-    values = leaves.values  # the arrays go in once read
     kinds = list(map(types.__getitem__, at))
     targets = {kind: _target_of(kind, to) for kind in set(kinds)}  # type -> target
     infos: list[Any] = list(map(tensors.get, names))
@@ -1133,41 +1021,23 @@ def _select(
     source: str,
     nodes: list[Any],
     children: list[list[str] | None],
-    stored: list[str],
+    key_paths: list[str],
     paths: PathSelection,
 ) -> list[bool]:
-    """Which leaves ``paths=`` selects, as the structure is walked; the key paths checked."""
-    # Stored key paths are as the document writes them; paths= selects by the names fields
+    """Which leaves ``paths=`` selects, as the structure is walked."""
+    # Key paths are as the document writes them; paths= selects by the names fields
     # have today (a renamed field's aliases, a migrate hook), where those differ.
     current = current_child_entries(nodes, children)
-    renamed = None if current is None else walk(nodes, current)
-    current_paths: list[str] = []
+    if current is not None:
+        key_paths = leaf_paths(nodes, current)
     selection = _Selection(paths)
+    leaves = iter(key_paths)
     chosen: list[bool] = []
-    j = 0
-    for i, parts, length in walk(nodes, children):
-        now = parts
-        if renamed is None:
-            selection.visit(parts, length)
-        else:
-            _, now, now_length = next(renamed)
-            selection.visit(now, now_length)
-        if nodes[i] is not None:
-            continue
-        path = stored[j]
-        if length != len(path) or "".join(parts) != path:
-            raise _bad(
-                source,
-                f"leaf {j} is stored under the key path {path!r:.200}, but the structure puts "
-                f"it at {''.join(parts)[:200]!r}; the key paths disagree with the structure.",
-            )
-        if renamed is None:
-            chosen.append(selection.leaf(path))
-        else:
-            current_paths.append("".join(now))
-            chosen.append(selection.leaf(current_paths[-1]))
-        j += 1
-    selection.check(source, lambda: current_paths if renamed else stored)
+    for i, parts, length in walk(nodes, children if current is None else current):
+        selection.visit(parts, length)
+        if nodes[i] is None:
+            chosen.append(selection.leaf(next(leaves)))
+    selection.check(source, lambda: key_paths)
     return chosen
 
 
@@ -1213,7 +1083,7 @@ def load(
     Raises:
         UnregisteredNameError: the file names a class that is not registered here.
         FileLoadError: the file is malformed or hostile (truncated, a header that lies about
-            sizes, offsets, dtypes or shapes, key paths that disagree with the structure,
+            sizes, offsets, dtypes or shapes, tensors that disagree with the structure,
             metadata that is not treeclass's...), ``paths`` names no node, ``to`` is unknown.
         MissingDependencyError: numpy (or the framework ``to`` names) is not installed.
 

@@ -51,8 +51,7 @@ _RANK: Final[dict[str, int]] = {code: i for i, code in enumerate(SAFETENSORS_BIT
 MAX_HEADER_BYTES: Final = 100_000_000
 _MAX_DIM: Final = 1 << 64
 _INFO_KEYS: Final = frozenset(("dtype", "shape", "data_offsets"))
-_INLINE_RANK: Final = 8  # shapes checked inline: their products stay small
-_INTS: Final = tuple((int,) * r for r in range(_INLINE_RANK + 1))
+_INLINE_RANK: Final = 8  # shapes checked in bulk: their products stay small
 _BITS_KEYS: Final = frozenset(SAFETENSORS_BITS)
 
 
@@ -304,32 +303,8 @@ def _check_tensors_at_once(doc: dict[str, Any], data_size: int) -> list[TensorIn
 
 
 def _check_tensors(source: str, doc: dict[str, Any], data_size: int) -> list[TensorInfo]:
-    """The tensors of a header, checked one by one, sorted by their place in the data."""
-    tensors: list[TensorInfo] = []
-    append = tensors.append
-    bits_of = SAFETENSORS_BITS.get
-    for name, info in doc.items():
-        # The usual tensor checked inline (as _check_tensor does); anything else, there.
-        if info.__class__ is dict and len(info) == 3:
-            dtype: Any = info.get("dtype")
-            shape: Any = info.get("shape")
-            offsets: Any = info.get("data_offsets")
-            bits = bits_of(dtype) if dtype.__class__ is str else None
-            if (
-                bits is not None
-                and shape.__class__ is list
-                and len(shape) <= _INLINE_RANK
-                and offsets.__class__ is list
-                and len(offsets) == 2
-                and tuple(map(type, shape)) == _INTS[len(shape)]
-                and tuple(map(type, offsets)) == _INTS[2]
-                and (not shape or (min(shape) >= 0 and max(shape) < _MAX_DIM))
-            ):
-                begin, end = offsets
-                if 0 <= begin <= end <= data_size and prod(shape) * bits == (end - begin) * 8:
-                    append(TensorInfo(name, dtype, tuple(shape), begin, end))
-                    continue
-        append(_check_tensor(source, name, info, data_size))
+    """The tensors of a header, checked one by one (for the message), sorted by their place."""
+    tensors = [_check_tensor(source, name, info, data_size) for name, info in doc.items()]
     tensors.sort(key=EXTENT)
     at = 0
     for t in tensors:

@@ -31,7 +31,7 @@ from .._core.registry import node_for_name
 from .._core.state import Layout
 from .._core.tree import TreeSpec
 from .._core.unnamed import unnamed_error
-from .._errors import TreespecLoadError, UnnamedClassError, UnregisteredNameError, brief
+from .._errors import TreespecLoadError, UnnamedClassError, brief, unregistered_name
 
 __all__ = [
     "FORMAT_ID",
@@ -140,11 +140,7 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
 def _node_type(name: str) -> NodeType:
     nt = node_for_name(name)
     if nt is None:
-        raise UnregisteredNameError(
-            f"the treespec names {brief(name, 300)}, which is not registered in this process; "
-            "import the module that defines the class (and registers it with this name) before "
-            "loading. Loading never imports anything by itself."
-        )
+        raise unregistered_name(name, "this treespec")
     return nt
 
 

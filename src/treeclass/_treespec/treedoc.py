@@ -1,15 +1,12 @@
 """Key paths read straight from a treespec document's node list, building no class.
 
-A document (``docs/format.md``, format version 1) says everything a key path needs: a
-``tuple`` or ``list`` node's children are ``[0]``, ``[1]``, ...; a ``dict``-like node's are its
-keys (``['k']``, ``[1]``); a registered class's are its ``data`` fields (``.logits``) and a
-namedtuple's its ``fields``. So the key paths :func:`treeclass.keystr` gives for a tree's
-leaves can be computed from its document alone, without unflattening anything (no
+A document (``docs/format.md``) says everything a key path needs: a ``tuple`` / ``list``
+node's children are positions, a ``dict``-like node's its keys, a registered class's its
+``data`` fields and a namedtuple's its ``fields``; each entry is written by the one rule of
+:mod:`treeclass._core.keys`, as :func:`treeclass.keystr` writes it. No class is built (no
 ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders).
-
-Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded
-in one batch by :func:`treeclass._treespec.format.nodes_to_spec` of a small node list holding only
-those dicts, so they print exactly as ``keystr`` prints them.
+Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded in
+one batch by :func:`treeclass._treespec.format.nodes_to_spec` of a node list of those dicts.
 
 The walk is iterative (any depth) and yields each node's path as a live list of entries plus
 its length, so a caller can compare a path with a stored one without joining every prefix:
@@ -22,6 +19,7 @@ from itertools import chain, compress, count, cycle, repeat
 from operator import add, is_not
 from typing import TYPE_CHECKING
 
+from .._core.keys import attr_entry, index_entry
 from .._core.names import DEFAULT_DICT, DICT, LIST, ORDERED_DICT, TUPLE
 from .._core.registry import node_for_name
 from .._errors import TreeclassError
@@ -38,21 +36,15 @@ _NONE_AT_ALL: Final[list[str]] = []  # the entries of every node without childre
 _SEQUENCES: Final = frozenset((TUPLE, LIST))
 
 
-def _scalar_key(key: Any) -> str | None:
-    """``repr`` of a key stored as a JSON scalar (a str, bool, null, int or float)."""
+def _scalar_entry(key: Any) -> str | None:
+    """The entry of a dict key stored as a JSON scalar (a str, bool, null, int or float)."""
     cls = key.__class__
-    if cls is str or cls is bool or cls is float or key is None:
-        return repr(key)
-    if cls is int:
+    if cls is str or cls is bool or cls is float or cls is int or key is None:
         try:
-            return repr(key)
-        except ValueError:  # more digits than int -> str allows
+            return index_entry(key)
+        except ValueError:  # an int of more digits than int -> str allows
             return None
     return None
-
-
-def _entry(key_repr: str) -> str:
-    return f"[{key_repr}]"
 
 
 def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
@@ -67,7 +59,7 @@ def _decode_batch(batch: list[tuple[int, list[Any]]]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for (index, _), d in zip(batch, dicts):
         ordered = sorted(d.items(), key=lambda kv: kv[1])
-        out[index] = [_entry(repr(k)) for k, _ in ordered]
+        out[index] = [index_entry(k) for k, _ in ordered]
     return out
 
 
@@ -121,18 +113,18 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
         if name in _SEQUENCES:
             entries = positions.get(arity)
             if entries is None:
-                entries = positions[arity] = [f"[{j}]" for j in range(arity)]
+                entries = positions[arity] = list(map(index_entry, range(arity)))
         elif keys is not None:
             if (
                 keys.__class__ is list
                 and len(keys) == arity
                 and tuple(map(type, keys)) == (str,) * arity
             ):
-                entries = ["[" + repr(k) + "]" for k in keys]  # str keys, the usual case
+                entries = list(map(index_entry, keys))  # str keys, the usual case
             elif keys.__class__ is list and len(keys) == arity:
-                reprs = [_scalar_key(k) for k in keys]
-                if all(r is not None for r in reprs):
-                    entries = [_entry(r) for r in reprs if r is not None]
+                scalars: list[Any] = list(map(_scalar_entry, keys))
+                if None not in scalars:
+                    entries = scalars
                 else:
                     pending.append((i, keys))
                     entries = []  # filled in below
@@ -143,11 +135,11 @@ def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str
                 and len(fields) == arity
                 and all(f.__class__ is str for f in fields)
             ):
-                entries = [f".{f}" for f in fields]
+                entries = list(map(attr_entry, fields))
                 if name != DEFAULT_DICT:  # (a class: later nodes with these fields share them)
                     last[name] = (fields, entries)
         if entries is None:
-            entries = [f"[{j}]" for j in range(arity)]
+            entries = list(map(index_entry, range(arity)))
         elif not pending or pending[-1][0] != i:  # (a pending node's entries come below)
             met[id(item)] = entries
         out[i] = entries
@@ -203,29 +195,21 @@ def walk(
                 lengths.pop()
 
 
-def leaf_paths(
-    nodes: Sequence[Any],
-    entries: Sequence[list[str] | None],
-    lengths: list[int] | None = None,
-) -> list[str] | None:
+def leaf_paths(nodes: Sequence[Any], entries: Sequence[list[str] | None]) -> list[str]:
     """The key path of every leaf, in leaf order (what :func:`walk` joins at each leaf).
 
-    ``nodes`` and ``entries`` as for :func:`walk`. With ``lengths`` (one per leaf, the
-    lengths of stored paths to compare with), ``None`` as soon as a leaf's path would not
-    have its length: no path longer than the one stored is ever built, so time stays
-    linear in the size of what is stored (each node's own path is built once, and only
-    for a leaf under it).
+    ``nodes`` and ``entries`` as for :func:`walk`. Each node's own path is built once, and
+    only for a leaf under it.
     """
     out: list[str] = []
     parts: list[str] = []  # keys of the open nodes below the root
-    # Open nodes: [child entries, next child, path length, path (built on first need)];
-    # first, one above the root whose only child (the root) has the key "".
-    frames: list[list[Any]] = [[[""], 0, 0, ""]]
+    # Open nodes: [child entries, next child, path (built on first need)]; first, one above
+    # the root whose only child (the root) has the key "".
+    frames: list[list[Any]] = [[[""], 0, ""]]
     # Per list of child entries (by identity: nodes of one class share theirs), the last
     # children seen under it (leaves and nodes without children) and their leaves' keys.
     spans: dict[int, tuple[Sequence[list[str] | None], list[str]]] = {}
     i = 0
-    j = 0
     while frames:
         top = frames[-1]
         kids = top[0]
@@ -239,19 +223,15 @@ def leaf_paths(
         top[1] = c + 1
         grand = entries[i]
         i += 1
+        if grand is not None and not grand:
+            continue  # a node without children
+        path = top[2]
+        if path is None and grand is None:
+            path = top[2] = "".join(parts)
         if grand is None:  # a leaf
-            if lengths is not None and lengths[j] != top[2] + len(key):
-                return None
-            path = top[3]
-            if path is None:
-                path = top[3] = "".join(parts)
             out.append(path + key)
-            j += 1
             continue
         k = len(grand)
-        if not k:
-            continue
-        length = top[2] + len(key)
         keys: list[str] | None = None  # the leaves' keys, when the children are all ends
         if k <= 16:
             span = entries[i : i + k]
@@ -264,11 +244,10 @@ def leaf_paths(
                 spans[id(grand)] = (span, keys)
         elif all_leaves(nodes, i, k):
             keys = grand
-        elif lengths is None and (alike := _alike_children(entries, i, k)) is not None:
+        elif (alike := _alike_children(entries, i, k)) is not None:
             # Children alike (a dict of one class's nodes...): every leaf's path at once.
-            path = top[3]
             if path is None:
-                path = top[3] = "".join(parts)
+                path = top[2] = "".join(parts)
             path += key
             ends, size = alike  # (the keys of the leaves under each child)
             times: Any = repeat  # (repeat(path, n) for each child's path)
@@ -276,25 +255,17 @@ def leaf_paths(
                 map(times, map(path.__add__, grand), repeat(len(ends)))
             )
             out.extend(map(add, each, cycle(ends)))
-            j += k * len(ends)
             i += k * size
             continue
         if keys is not None:
-            if (
-                lengths is not None
-                and [length + len(e) for e in keys] != lengths[j : j + len(keys)]
-            ):
-                return None
-            path = top[3]
             if path is None:
-                path = top[3] = "".join(parts)
+                path = top[2] = "".join(parts)
             path += key
             out.extend(map(path.__add__, keys))
-            j += len(keys)
             i += k
             continue
         parts.append(key)
-        frames.append([grand, 0, length, None])
+        frames.append([grand, 0, None])
     return out
 
 
@@ -353,7 +324,7 @@ def current_child_entries(
             continue
         if names is None or len(names) != item[2]:
             continue  # pragma: no cover - as above
-        renamed = [f".{n}" for n in names]
+        renamed = list(map(attr_entry, names))
         if renamed != entries[i]:
             if out is None:
                 out = list(entries)

@@ -36,7 +36,7 @@ import torch.utils._pytree as pytree
 from .._backends.torch import NOT_KEPT, kept_context
 from .._core.json import MAX_INT_DIGITS, census, loads_checked, loads_strict
 from .._core.registry import registered_node
-from .._errors import TreespecLoadError, UnregisteredNameError
+from .._errors import TreespecLoadError, UnregisteredNameError, unregistered_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -209,12 +209,7 @@ def _registered(name: str) -> type | None:
 
 
 def _unregistered(name: str) -> UnregisteredNameError:
-    return UnregisteredNameError(
-        f"this treespec uses the serialized name {name!r}, but no class is registered under it "
-        f"in this process; import the module that defines the class registered as {name!r} "
-        "(with treeclass: name=... on pytree_dataclass / register_dataclass / "
-        "register_namedtuple) before loading."
-    )
+    return unregistered_name(name, "this treespec")
 
 
 def _namedtuple(context: Any, where: str, k: int) -> type:

@@ -2,7 +2,8 @@
 
 The embedded registry's :class:`~treeclass.TreeSpec` is converted here; a framework's structure
 (JAX ``PyTreeDef``, torch ``TreeSpec``, optree ``PyTreeSpec``) by its adapter, found through the
-:data:`~treeclass._backends.activation.FRAMEWORKS` table. A ``TreeSpec`` pickles as its
+:data:`~treeclass._backends.activation.FRAMEWORKS` table (so this module is in the adapters'
+wing, above the document's). A ``TreeSpec`` pickles as its
 document.
 """
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 import copyreg
 from typing import Any, Literal, overload
 
-from .._backends.activation import FRAMEWORKS, adapter, framework_named
 from .._core.codegen import class_in_traceback
 from .._core.tree import TreeSpec
 from .._errors import (
@@ -22,8 +22,9 @@ from .._errors import (
     brief,
     qualname,
 )
-from .convert import refuse_dropping
-from .format import dumps_nodes, loads_spec, spec_to_nodes
+from .._treespec.convert import refuse_dropping
+from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
+from .activation import FRAMEWORKS, adapter, framework_named
 
 __all__ = ["treespec_dumps", "treespec_loads"]
 

@@ -1,0 +1,75 @@
+"""The one rule of key-path text (``_core/keys.py``): ``[0]``, ``['k']``, ``.name``.
+
+``tc.keystr``, the key classes' ``str`` and the tensor names of ``tc.save`` files all follow it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import treeclass as tc
+
+
+@tc.pytree_dataclass(name="tests.key_paths.Pair")
+class Pair:
+    a: Any
+    b: Any = None
+
+
+KEYS = [tc.SequenceKey(3), tc.DictKey("k"), tc.DictKey((1, "x")), tc.GetAttrKey("a")]
+
+
+@pytest.mark.parametrize("key", KEYS, ids=repr)
+def test_key_classes_share_one_behaviour(key: Any) -> None:
+    (field,) = key.__match_args__
+    value = getattr(key, field)
+    assert type(key).__module__ == "treeclass"
+    assert repr(key) == f"{type(key).__name__}({field}={value!r})"
+    assert pickle.loads(pickle.dumps(key)) == key and copy.deepcopy(key) == key
+    assert hash(key) == hash(type(key)(value)) and key == type(key)(value)
+    with pytest.raises(AttributeError, match="is immutable"):
+        setattr(key, field, value)
+    match key:
+        case tc.SequenceKey(i):
+            assert str(key) == f"[{i}]"
+        case tc.DictKey(k):
+            assert str(key) == f"[{k!r}]"
+        case tc.GetAttrKey(name):
+            assert str(key) == f".{name}"
+
+
+def test_keystr_simple_writes_bare_keys() -> None:
+    path = (tc.DictKey("k"), tc.SequenceKey(0), tc.GetAttrKey("x"), "raw")
+    assert tc.keystr(path) == "['k'][0].xraw"
+    assert tc.keystr(path, simple=True, separator="/") == "k/0/x/raw"
+
+
+def _tensor_names(path: Path) -> list[str]:
+    data = path.read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    return sorted(k for k in json.loads(data[8 : 8 + n]) if k != "__metadata__")
+
+
+def test_tensor_names_are_the_leaves_keystrs(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    tree = {
+        "it's": [np.zeros(1), Pair(np.ones(1))],
+        7: (np.zeros(2),),
+        (1, "x"): np.zeros(3),
+        float("nan"): np.zeros(1),
+        None: {True: np.ones(1)},
+    }
+    tc.save(tmp_path / "t.safetensors", tree)
+    pairs, _ = tc.tree_flatten_with_path(tree)
+    paths = [tc.keystr(p) for p, _ in pairs]
+    assert "[None][True]" in paths and '["it\'s"][1].a' in paths
+    assert _tensor_names(tmp_path / "t.safetensors") == sorted(paths)
+    got = tc.load(tmp_path / "t.safetensors", paths=["[(1, 'x')]"])
+    assert got[(1, "x")].shape == (3,) and got[7] == (None,)
