@@ -38,6 +38,7 @@ import torch.utils._pytree as pytree
 from .._core.codegen import (
     INDENT,
     Family,
+    first_call,
     flatten_lines,
     join_blocks,
     set_tracing_check,
@@ -340,6 +341,9 @@ def _dynamo_tracing_check() -> Callable[[], bool] | None:
     :func:`treeclass._core.codegen.set_tracing_check`).
     ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
     folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
+    Also marks :func:`treeclass._core.codegen.first_call` (which compiles a class's functions
+    on their first call) with ``torch.compiler.assume_constant_result``: Dynamo runs it rather
+    than tracing it.
     """
     if _TRACING_CHECK:
         return cast("Callable[[], bool] | None", _TRACING_CHECK[0])
@@ -347,6 +351,7 @@ def _dynamo_tracing_check() -> Callable[[], bool] | None:
 
     compiler = importlib.import_module("torch.compiler")  # (not in stubs/: one function)
     check: Callable[[], bool] | None = getattr(compiler, "is_dynamo_compiling", None)
+    compiler.assume_constant_result(first_call)
     _TRACING_CHECK[:] = [check]
     return check
 

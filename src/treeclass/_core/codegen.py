@@ -9,8 +9,9 @@ source, compiles it (once for every class whose source text is the same: Hugging
 outputs repeat a few sets of fields many times), puts it into :mod:`linecache` as
 ``<treeclass generated fields a, b; static tag>`` (``... [tag]>`` for another family), and
 gives every function bound from it the compiled code. Tracebacks and ``inspect.getsource``
-then show the source. A registry whose functions a tracer may inline without running them
-(one binding a tracing check, see :func:`set_tracing_check`) gets the compiled code at once.
+then show the source. A stub has the parameters of its function, and a tracer that inlines it
+runs :func:`first_call` rather than tracing it (the torch adapter marks it so), so the first
+call may come from Dynamo.
 Nothing here looks at the class itself; the rebuild plan says how.
 
 - **core** (:data:`CORE`: embedded registry, JAX, optree): every data field is a child,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import builtins
 import linecache
+import re
 from _thread import RLock
 from collections.abc import Callable, Collection
 from types import CodeType, FunctionType
@@ -39,6 +41,7 @@ __all__ = [
     "Generated",
     "class_in_traceback",
     "compile_function",
+    "first_call",
     "flatten_lines",
     "generate",
     "join_blocks",
@@ -85,18 +88,20 @@ class Family:
         #: The stub code of each function, made when first bound.
         self.stubs: dict[str, CodeType] = {}
 
-    def stub(self, func: str) -> CodeType:
-        """The code a function bound from this family runs until the family is compiled."""
-        code = self.stubs.get(func)
-        if code is None:
-            source = (
-                f"def {func}(*args):\n"
-                f"{_I}return _generated.run({self.serial}, {func!r}, globals(), args)\n"
-            )
-            filename = f"{_FILENAME}stub {func}>"
-            linecache.cache[filename] = (len(source), None, [source], filename)
-            code = self.stubs.setdefault(func, _functions(compile(source, filename, "exec"))[func])
-        return code
+    def stub(self, func: str, info: ClassInfo) -> CodeType:
+        """The code a function bound from this family runs until the family is compiled.
+
+        A stub takes the function's parameters (read once per family from ``info``'s source:
+        a family's ``def`` lines are the same for every class) and calls :func:`first_call`,
+        which compiles the family for the stub's class and gives every function bound from it
+        the compiled code, then calls the compiled function (``_c{serial}_{func}``).
+        """
+        stubs = self.stubs
+        if not stubs:
+            with _LOCK:
+                if not stubs:
+                    stubs.update(_stubs(self, info))
+        return stubs[func]
 
     def __repr__(self) -> str:
         return f"<treeclass codegen family {self.tag or 'core'!r}>"
@@ -105,6 +110,31 @@ class Family:
 #: Every family, by serial number (its stubs name it by that).
 _FAMILIES: list[Family] = []
 _LOCK: Final = RLock()
+_HEAD: Final = re.compile(r"^def (\w+)\(([\w, ]*)\):$", re.MULTILINE)
+
+
+def _stubs(family: Family, info: ClassInfo) -> dict[str, CodeType]:
+    """Every function's stub (see :meth:`Family.stub`), compiled once per family."""
+    n = family.serial
+    blocks = [
+        f"def {func}({params}):\n{_I}_first_call(_generated, {n})\n"
+        f"{_I}return _c{n}_{func}({params})\n"
+        for func, params in _HEAD.findall(family.write(info))
+    ]
+    source = "\n".join(blocks)
+    filename = f"{_FILENAME}stubs{f' [{family.tag}]' if family.tag else ''} #{n}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    return _functions(compile(source, filename, "exec"))
+
+
+def first_call(generated: Generated, serial: int) -> bool:
+    """A stub's first call: compile its family for its class; bound functions get the code.
+
+    Run, not traced, by a tracer that inlines the stub (the torch adapter marks it with
+    ``torch.compiler.assume_constant_result``); the stub then calls the compiled function.
+    """
+    generated.compiled(_FAMILIES[serial])
+    return True
 
 
 def _functions(module: CodeType) -> dict[str, CodeType]:
@@ -173,11 +203,6 @@ class Generated:
         compiled.show()
         return compiled.codes
 
-    def run(self, serial: int, func: str, ns: dict[str, Any], args: tuple[Any, ...]) -> Any:
-        """A stub's first call: compile its family, then run the compiled function."""
-        codes = self.compiled(_FAMILIES[serial])
-        return FunctionType(codes[func], ns)(*args)
-
     def rebuild_function(
         self, what: str, head: list[str], value_of: dict[str, str], namespace: dict[str, Any]
     ) -> Callable[..., Any]:
@@ -240,8 +265,6 @@ class Generated:
         else:
             # Nothing of the registry's own: the class's globals, shared.
             ns = self._globals
-        if extra.get("_tracing") is not None:
-            self.compiled(family)  # a tracer may inline these functions without calling them
         compiled = self._code.get(family)
         codes = None if compiled is None else compiled.codes
         cls = self.info.cls
@@ -250,7 +273,7 @@ class Generated:
         suffix = f"[{tag}]" if tag else ""
         out: dict[str, Callable[..., Any]] = {}
         for func in wanted:
-            fn = FunctionType(family.stub(func) if codes is None else codes[func], ns)
+            fn = FunctionType(family.stub(func, self.info) if codes is None else codes[func], ns)
             fn.__qualname__ = f"{qualname}.<treeclass {func}{suffix}>"
             fn.__module__ = module
             fn.__doc__ = _doc(func)
@@ -267,13 +290,15 @@ class Generated:
 
 def _finish(codes: dict[str, CodeType], family: Family, fn: FunctionType) -> None:
     """Give ``fn`` its compiled code, and its namespace the family's helpers."""
-    fn.__code__ = codes[fn.__name__]
+    name = fn.__name__
+    fn.__code__ = codes[name]
     ns = fn.__globals__
-    for name, code in codes.items():
-        if name not in family.functions:  # a helper (``_unflatten_traced``)
-            helper = ns.get(name)
-            if type(helper) is not FunctionType or helper.__code__ is not code:
-                ns[name] = FunctionType(code, ns)
+    ns[f"_c{family.serial}_{name}"] = fn  # what its stub calls
+    for helper, code in codes.items():
+        if helper not in family.functions:  # ``_unflatten_traced``
+            known = ns.get(helper)
+            if type(known) is not FunctionType or known.__code__ is not code:
+                ns[helper] = FunctionType(code, ns)
 
 
 def _compile(info: ClassInfo, family: Family) -> _Compiled:
@@ -392,17 +417,11 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
     """Set the check that sends a generated ``unflatten`` down its traceable path.
 
     ``check`` returns ``False`` when called and ``True`` to the tracer (an adapter's choice;
-    ``None``: never). Functions with a single path (their stores trace already) are left as
-    they are.
+    ``None``: never). Functions with a single path (their stores trace already) never read
+    it.
     """
     namespace = getattr(unflatten, "__globals__", {})
-    generated = namespace.get("_generated")
-    if check is not None and isinstance(generated, Generated):
-        # A tracer may inline the function without calling it: compile it now.
-        for family, pending in list(generated._pending.items()):
-            if unflatten in pending:
-                generated.compiled(family)
-    if "_unflatten_traced" in namespace:
+    if "_generated" in namespace:  # (read only by a source with a traceable path)
         namespace["_tracing"] = check
 
 
@@ -691,6 +710,7 @@ def generate(info: ClassInfo) -> Generated:
         "_check_aux": None,
         "_tracing": None,
         "_generated": None,
+        "_first_call": first_call,
         "__builtins__": builtins.__dict__,  # what exec would add
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})

@@ -9,6 +9,8 @@ class of theirs is described.
 
 from __future__ import annotations
 
+import keyword
+import unicodedata
 from collections.abc import Callable, Collection, Iterable
 from types import MemberDescriptorType
 from typing import Any, Final, Literal, cast
@@ -26,6 +28,7 @@ __all__ = [
     "RebuildPlan",
     "Store",
     "check_field_names",
+    "check_name",
     "describe",
     "is_attrs_class",
     "is_dataclass_class",
@@ -298,8 +301,9 @@ def describe(
 
     Raises:
         NotAPytreeClassError: ``cls`` is none of the supported kinds.
-        RegistrationError: a name in ``static`` is not a field of ``cls``; a field alias or
-            removed field that is the name of a field, or given twice.
+        RegistrationError: a field name that generated code cannot hold (:func:`check_name`);
+            a name in ``static`` is not a field of ``cls``; a field alias or removed field that
+            is the name of a field, or given twice.
         RegistrationTypeError: ``removed_fields`` is not a collection of names, ``migrate``
             not callable.
     """
@@ -324,6 +328,7 @@ def describe(
             "decorate it with @treeclass.pytree_dataclass, or make it a dataclass first "
             "(a subclass of a dataclass must be decorated itself)."
         )
+    _check_fields(cls, fields)
     extra = set(static)
     if extra:
         if kind == "namedtuple":
@@ -346,15 +351,50 @@ def describe(
     return ClassInfo(cls, kind, fields, _plan(cls, kind, fields, mode), evolution)
 
 
+def check_name(name: object, what: str, label: str, fix: str, others: Collection[str] = ()) -> str:
+    """``name`` if it can be a field name in generated source and saved states; else raise.
+
+    The one rule for field names and their aliases: a ``str`` that is a Python identifier, not
+    a keyword, and in NFKC normal form (Python reads identifiers in source NFKC-normalized, so
+    ``ﬁ`` would be read as ``fi``; a name in normal form is NFKC-distinct from every other).
+    ``what`` says which name (``"field name"``), ``label`` whose (the class), ``fix`` the way
+    out; ``others``: the names it may not be read as (the class's other fields).
+
+    Raises:
+        RegistrationError: naming the name, the class and the fix.
+    """
+    if type(name) is str and name.isidentifier():
+        if name in _KEYWORDS:
+            problem = "is a Python keyword"
+        elif name.isascii() or unicodedata.normalize("NFKC", name) == name:
+            return name
+        else:
+            read = unicodedata.normalize("NFKC", name)
+            problem = f"is read as {read!r} in Python source (NFKC)"
+            if read in others:
+                problem += ", the name of another field of the class"
+    else:
+        problem = "is not a Python identifier"
+    raise RegistrationError(
+        f"the {what} {name!r:.80} of {label} {problem}; field names must be Python "
+        f"identifiers as written (no keyword, in NFKC normal form), since treeclass compiles "
+        f"them into code and saves states by them. {fix}."
+    )
+
+
+_KEYWORDS: Final = frozenset(keyword.kwlist)
+
+
 def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
-    """``value`` as a tuple of field names (identifiers), or a clear error.
+    """``value`` as a tuple of field names (see :func:`check_name`), or a clear error.
 
     ``what`` names the option (``"aliases="``), ``owner`` what it belongs to, for messages.
 
     Raises:
         RegistrationTypeError: ``value`` is a str, or not a collection of str.
-        RegistrationError: a name is not an identifier, or is given twice.
+        RegistrationError: a name is not a valid field name, or is given twice.
     """
+    fix = f'Write {what}("old_name",)'
     if isinstance(value, str):
         raise RegistrationTypeError(
             f"{what} of {owner} must be a collection of field names, got the str {value!r}; "
@@ -363,19 +403,23 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
     if not isinstance(value, Iterable):
         raise RegistrationTypeError(
             f"{what} of {owner} must be a collection of field names, got "
-            f'{type(value).__name__}; write {what}("old_name",).'
+            f"{type(value).__name__}; {fix[0].lower()}{fix[1:]}."
         )
-    names: list[str] = []
-    for n in cast("Iterable[object]", value):
-        if not isinstance(n, str) or not n.isidentifier():
-            raise RegistrationError(
-                f"{what} of {owner} must hold field names (Python identifiers), got "
-                f'{n!r:.80}; write {what}("old_name",).'
-            )
-        names.append(n)
+    names = [check_name(n, f"{what} name", owner, fix) for n in cast("Iterable[object]", value)]
     if len(set(names)) != len(names):
         raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
     return tuple(names)
+
+
+def _check_fields(cls: type, fields: tuple[FieldInfo, ...]) -> None:
+    """Every field name (and attrs ``__init__`` alias) of ``cls`` is valid: :func:`check_name`."""
+    names = {f.name for f in fields}
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    for f in fields:
+        fix = f"Rename the field {f.name!r:.80}"
+        check_name(f.name, "field name", label, fix, names)
+        if f.alias != f.name:
+            check_name(f.alias, f"__init__ keyword of field {f.name!r}", label, fix)
 
 
 def _evolution(
