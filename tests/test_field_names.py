@@ -94,3 +94,21 @@ def test_valid_unicode_field_names_register_and_round_trip() -> None:
     assert leaves == [1.0, 2.0]
     assert spec.unflatten(leaves) == obj
     assert pickle.loads(pickle.dumps(obj)) == obj
+
+
+@pytest.mark.slow
+def test_a_class_of_3000_fields_registers_and_round_trips() -> None:
+    """Issue 28, item 6: nothing is compiled at registration, nor recursively when called."""
+    n = 3000
+    cls = dataclasses.make_dataclass("Wide", [(f"w{i}", int) for i in range(n)])
+    tc.register_dataclass(cls, name="tests.field_names.Wide")
+    obj = cls(*range(n))
+    assert pickle.loads(pickle.dumps(obj)) == obj
+    try:
+        import torch.utils._pytree as pt
+    except ImportError:  # pragma: no cover - torch is installed in the test environment
+        return
+    tc.activate_backends()
+    leaves, spec = pt.tree_flatten(obj)
+    assert leaves == list(range(n))
+    assert pt.tree_unflatten(leaves, spec) == obj

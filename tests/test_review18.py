@@ -151,8 +151,6 @@ def test_classes_of_one_shape_declared_in_threads_share_code_and_show_their_sour
         frame = traceback.format_exception(info.value)[-2]
         assert frame.strip().endswith("v0 = obj.u"), frame
         lines.add(frame.splitlines()[0].split('", line')[0])
-    from treeclass._core import codegen
-
-    if codegen._TEMPLATES_ON:  # one shared source (" #2" if another shape took the name)
-        assert len(lines) == 1
-        assert lines.pop().startswith('  File "<treeclass generated fields u, v')
+    # One shared source (" #2" if another source took the name).
+    assert len(lines) == 1
+    assert lines.pop().startswith('  File "<treeclass generated fields u, v')
