@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import linecache
-import sys
 import traceback
 from typing import Any
 

@@ -86,7 +86,7 @@ def test_aliases_follow_the_same_rule() -> None:
 def test_valid_unicode_field_names_register_and_round_trip() -> None:
     @tc.pytree_dataclass(name="tests.field_names.Greek")
     class Greek:
-        α: float
+        α: float  # noqa: PLC2401 (a non-ASCII field name in NFKC form is valid)
         fi: float = 0.0
 
     obj = Greek(1.0, 2.0)

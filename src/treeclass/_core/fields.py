@@ -13,7 +13,7 @@ import keyword
 import unicodedata
 from collections.abc import Callable, Collection, Iterable
 from types import MemberDescriptorType
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, NamedTuple, cast
 
 from .._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
 
@@ -27,8 +27,8 @@ __all__ = [
     "RebuildMode",
     "RebuildPlan",
     "Store",
+    "check_field_name",
     "check_field_names",
-    "check_name",
     "describe",
     "is_attrs_class",
     "is_dataclass_class",
@@ -74,42 +74,29 @@ ALIASES_KEY: Final = "treeclass.aliases"
 _ATTRS_HASH_CACHE: Final = "_attrs_cached_hash"
 
 
-class FieldInfo:
-    """One field of a registered class, as treeclass sees it."""
+class FieldInfo(NamedTuple):
+    """One field of a registered class, as treeclass sees it.
 
-    __slots__ = (
-        "alias",
-        "aliases",
-        "default",
-        "default_factory",
-        "init",
-        "kw_only",
-        "name",
-        "static",
-    )
+    Attributes:
+        name: the field's name.
+        static: whether it is a static field (in the auxdata) rather than a child.
+        alias: the keyword ``__init__`` takes the field by (attrs strips a leading underscore).
+        default: its default value, or :data:`MISSING`.
+        default_factory: its default factory, or :data:`MISSING`.
+        init: whether ``__init__`` takes it.
+        kw_only: whether ``__init__`` takes it by keyword only.
+        aliases: earlier names of the field, which saved states may use
+            (``tc.field(aliases=...)``).
+    """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        static: bool,
-        default: Any = MISSING,
-        default_factory: Callable[[], Any] | _Missing = MISSING,
-        init: bool = True,
-        kw_only: bool = False,
-        alias: str | None = None,
-        aliases: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        #: The keyword ``__init__`` takes the field by (attrs strips a leading underscore).
-        self.alias = name if alias is None else alias
-        #: Earlier names of the field, which saved states may use (``tc.field(aliases=...)``).
-        self.aliases = aliases
-        self.static = static
-        self.default = default
-        self.default_factory = default_factory
-        self.init = init
-        self.kw_only = kw_only
+    name: str
+    static: bool
+    alias: str
+    default: Any = MISSING
+    default_factory: Callable[[], Any] | _Missing = MISSING
+    init: bool = True
+    kw_only: bool = False
+    aliases: tuple[str, ...] = ()
 
     @property
     def has_default(self) -> bool:
@@ -122,24 +109,8 @@ class FieldInfo:
             return self.default_factory()
         return self.default
 
-    def with_static(self, static: bool) -> FieldInfo:
-        """This field, static or not."""
-        return FieldInfo(
-            self.name,
-            static=static,
-            default=self.default,
-            default_factory=self.default_factory,
-            init=self.init,
-            kw_only=self.kw_only,
-            alias=self.alias,
-            aliases=self.aliases,
-        )
 
-    def __repr__(self) -> str:
-        return f"FieldInfo({self.name!r}, {'static' if self.static else 'data'})"
-
-
-class RebuildPlan:
+class RebuildPlan(NamedTuple):
     """How unflatten makes an instance again (decided by looking at the class once).
 
     Attributes:
@@ -152,30 +123,15 @@ class RebuildPlan:
             with how each is stored.
     """
 
-    __slots__ = ("mapping", "mode", "new", "reset", "slots", "stores")
-
     mode: RebuildMode
+    new: Callable[..., Any]
     stores: tuple[tuple[str, Store], ...]
+    slots: dict[str, Any]
+    mapping: bool
     reset: tuple[tuple[str, Store], ...]
 
-    def __init__(
-        self,
-        mode: RebuildMode,
-        new: Callable[..., Any],
-        stores: tuple[tuple[str, Store], ...],
-        slots: dict[str, Any],
-        mapping: bool,
-        reset: tuple[tuple[str, Store], ...],
-    ) -> None:
-        self.mode = mode
-        self.new = new
-        self.stores = stores
-        self.slots = slots
-        self.mapping = mapping
-        self.reset = reset
 
-
-class Evolution:
+class Evolution(NamedTuple):
     """How states saved by earlier versions of a class load (only classes that say so have one).
 
     Attributes:
@@ -186,34 +142,9 @@ class Evolution:
             (``migrate=``), or ``None``.
     """
 
-    __slots__ = ("migrate", "removed", "renames")
-
-    def __init__(
-        self,
-        renames: dict[str, str],
-        removed: frozenset[str],
-        migrate: Callable[[Any], Any] | None,
-    ) -> None:
-        self.renames = renames
-        self.removed = removed
-        self.migrate = migrate
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Evolution):
-            return NotImplemented
-        return (self.renames, self.removed, self.migrate) == (
-            other.renames,
-            other.removed,
-            other.migrate,
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (
-            f"Evolution(renames={self.renames!r}, removed={sorted(self.removed)!r}, "
-            f"migrate={self.migrate!r})"
-        )
+    renames: dict[str, str]
+    removed: frozenset[str]
+    migrate: Callable[[Any], Any] | None
 
 
 class ClassInfo:
@@ -301,7 +232,7 @@ def describe(
 
     Raises:
         NotAPytreeClassError: ``cls`` is none of the supported kinds.
-        RegistrationError: a field name that generated code cannot hold (:func:`check_name`);
+        RegistrationError: a field name that generated code cannot hold (:func:`check_field_name`);
             a name in ``static`` is not a field of ``cls``; a field alias or removed field that
             is the name of a field, or given twice.
         RegistrationTypeError: ``removed_fields`` is not a collection of names, ``migrate``
@@ -343,7 +274,7 @@ def describe(
                 f"static={unknown!r} names no field of {cls.__qualname__}; "
                 f"its fields are {sorted(known)!r}."
             )
-        fields = tuple(f.with_static(f.static or f.name in extra) for f in fields)
+        fields = tuple(f._replace(static=f.static or f.name in extra) for f in fields)
     evolution = _evolution(cls, kind, fields, removed_fields, migrate)
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
     if mode == "init" and kind == "dataclass":
@@ -351,7 +282,9 @@ def describe(
     return ClassInfo(cls, kind, fields, _plan(cls, kind, fields, mode), evolution)
 
 
-def check_name(name: object, what: str, label: str, fix: str, others: Collection[str] = ()) -> str:
+def check_field_name(
+    name: object, what: str, label: str, fix: str, others: Collection[str] = ()
+) -> str:
     """``name`` if it can be a field name in generated source and saved states; else raise.
 
     The one rule for field names and their aliases: a ``str`` that is a Python identifier, not
@@ -386,7 +319,7 @@ _KEYWORDS: Final = frozenset(keyword.kwlist)
 
 
 def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
-    """``value`` as a tuple of field names (see :func:`check_name`), or a clear error.
+    """``value`` as a tuple of field names (see :func:`check_field_name`), or a clear error.
 
     ``what`` names the option (``"aliases="``), ``owner`` what it belongs to, for messages.
 
@@ -405,21 +338,22 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
             f"{what} of {owner} must be a collection of field names, got "
             f"{type(value).__name__}; {fix[0].lower()}{fix[1:]}."
         )
-    names = [check_name(n, f"{what} name", owner, fix) for n in cast("Iterable[object]", value)]
+    items = cast("Iterable[object]", value)
+    names = [check_field_name(n, f"{what} name", owner, fix) for n in items]
     if len(set(names)) != len(names):
         raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
     return tuple(names)
 
 
 def _check_fields(cls: type, fields: tuple[FieldInfo, ...]) -> None:
-    """Every field name (and attrs ``__init__`` alias) of ``cls`` is valid: :func:`check_name`."""
+    """Check every field name (and attrs ``__init__`` alias) of ``cls``: see check_field_name."""
     names = {f.name for f in fields}
     label = f"{cls.__module__}.{cls.__qualname__}"
     for f in fields:
         fix = f"Rename the field {f.name!r:.80}"
-        check_name(f.name, "field name", label, fix, names)
+        check_field_name(f.name, "field name", label, fix, names)
         if f.alias != f.name:
-            check_name(f.alias, f"__init__ keyword of field {f.name!r}", label, fix)
+            check_field_name(f.alias, f"__init__ keyword of field {f.name!r}", label, fix)
 
 
 def _evolution(
@@ -486,7 +420,7 @@ def _metadata_aliases(metadata: Any, cls: type, name: str) -> tuple[str, ...]:
 def _namedtuple_fields(cls: type) -> tuple[FieldInfo, ...]:
     names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not declared on type)
     defaults: dict[str, Any] = getattr(cls, "_field_defaults", {})
-    return tuple(FieldInfo(n, static=False, default=defaults.get(n, MISSING)) for n in names)
+    return tuple(FieldInfo(n, False, n, defaults.get(n, MISSING)) for n in names)
 
 
 def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
@@ -509,15 +443,8 @@ def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
             if known is not None:
                 out.append(known)
                 continue
-        info = FieldInfo(
-            f.name,
-            static=static,
-            default=default,
-            default_factory=MISSING if factory is missing else factory,
-            init=f.init,
-            kw_only=kw_only,
-            aliases=aliases,
-        )
+        made = MISSING if factory is missing else factory
+        info = FieldInfo(f.name, static, f.name, default, made, f.init, kw_only, aliases)
         if key is not None and len(_SHARED_FIELDS) < _SHARED_FIELDS_MAX:
             info = _SHARED_FIELDS.setdefault(key, info)
         out.append(info)
@@ -546,18 +473,11 @@ def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
         elif isinstance(default, attr.Factory):
             factory = MISSING if default.takes_self else default.factory
             default = MISSING  # a factory that needs the instance gives no usable default
-        out.append(
-            FieldInfo(
-                a.name,
-                static=_is_static_metadata(a.metadata),
-                default=default,
-                default_factory=factory,
-                init=bool(a.init),
-                kw_only=bool(a.kw_only),
-                alias=str(getattr(a, "alias", None) or a.name.lstrip("_")),
-                aliases=_metadata_aliases(a.metadata, cls, a.name),
-            )
-        )
+        static = _is_static_metadata(a.metadata)
+        alias = str(getattr(a, "alias", None) or a.name.lstrip("_"))
+        aliases = _metadata_aliases(a.metadata, cls, a.name)
+        init, kw_only = bool(a.init), bool(a.kw_only)
+        out.append(FieldInfo(a.name, static, alias, default, factory, init, kw_only, aliases))
     return tuple(out)
 
 
