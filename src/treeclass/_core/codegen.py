@@ -201,12 +201,10 @@ class Generated:
     ) -> Callable[..., Any]:
         """Compile a function that ends by building an instance the way ``unflatten`` does.
 
-        ``head``: the function's ``def`` line and first lines, which set the locals that
-        ``value_of`` names (every field's value); the instance is then made and each field
-        restored exactly as ``unflatten`` does (the same lines; not its Dynamo-traceable
-        variant), and returned. ``namespace``: further globals. Each call compiles a new
-        function with its own :mod:`linecache` entry (see :func:`compile_function`): callers
-        compile once per class.
+        ``head``: the ``def`` line and first lines, which set the locals ``value_of`` names
+        (every field's value); the instance is then made as ``unflatten`` does (the same
+        lines) and returned. ``namespace``: further globals. Each call compiles (see
+        :func:`compile_function`): callers compile once per class.
         """
         info = self.info
         lines = [*head, *_rebuild(info, value_of), f"{_I}return obj"]
@@ -324,13 +322,12 @@ def _keys(key: Callable[[str], Any], names: tuple[str, ...], ns: dict[str, Any])
         made = keys.get((key, name))
         if made is None:
             made = keys.setdefault((key, name), key(name))
-        ns[_KEY_NAMES[i] if i < len(_KEY_NAMES) else f"_k{i}"] = made
+        ns[f"_k{i}"] = made
 
 
 #: ``(key maker, field name) -> key``: a registry's key objects are immutable values, shared
 #: by every class with a field of that name.
 _KEYS: dict[tuple[Callable[[str], Any], str], Any] = {}
-_KEY_NAMES: Final = tuple([f"_k{i}" for i in range(64)])
 
 
 #: The docstring of each generated function (one string per function name).
@@ -345,11 +342,7 @@ def _fields_label(info: ClassInfo) -> str:
     label = f"fields {', '.join(info.data_fields)}"
     if info.static_fields:
         label += f"; static {', '.join(info.static_fields)}"
-    return label if len(label) <= _LABEL_MAX else f"{label[: _LABEL_MAX - 3]}..."
-
-
-#: The longest field list a generated source's filename shows.
-_LABEL_MAX: Final = 160
+    return label if len(label) <= 160 else f"{label[:157]}..."  # (at most 160 characters)
 
 
 def _reserve_lines(label: str, lines: list[str], size: int, tag: str) -> str:
@@ -410,27 +403,20 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
 
 
 def release(generated: Generated) -> None:
-    """Drop ``generated``'s own sources from :mod:`linecache` (its registration was refused).
-
-    Sources shared with other classes stay.
-    """
+    """Drop ``generated``'s own sources from linecache (its registration was refused)."""
     for compiled in generated._code.values():
         if compiled.own:
             linecache.cache.pop(compiled.filename, None)
 
 
-def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
-    """Make the error for a class whose own ``__setattr__`` refused a field during unflatten."""
-
-    def error(cause: BaseException) -> Exception:
-        return RebuildError(
-            f"{label} could not be rebuilt without __init__: its own __setattr__ (or "
-            f"__setitem__) raised {type(cause).__name__}: {cause}; register it with "
-            "unflatten_calls_init=True to rebuild it through __init__, or let its __setattr__ "
-            "accept field assignment."
-        )
-
-    return error
+def _rebuild_failed(cls: type, cause: BaseException) -> Exception:
+    """The error for a class whose own ``__setattr__`` refused a field during unflatten."""
+    return RebuildError(
+        f"{cls.__module__}.{cls.__qualname__} could not be rebuilt without __init__: its own "
+        f"__setattr__ (or __setitem__) raised {type(cause).__name__}: {cause}; register it with "
+        "unflatten_calls_init=True to rebuild it through __init__, or let its __setattr__ "
+        "accept field assignment."
+    )
 
 
 # --- source builders ----------------------------------------------------------------------------
@@ -535,7 +521,7 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
                 out.append(f"{_I * 2}if {v} is not None:")
                 out.append(f"{_I * 3}obj[{f.name!r}] = {v}")
         out.append(f"{_I}except Exception as e:")
-        out.append(f"{_I * 2}raise _rebuild_failed(e) from e")
+        out.append(f"{_I * 2}raise _rebuild_failed(_cls, e) from e")
         return out
     slot_index = {name: i for i, name in enumerate(plan.slots)}
     stores = [*plan.stores, *plan.reset]
@@ -663,18 +649,8 @@ def _core_source(info: ClassInfo) -> str:
 
 
 #: The core family: the embedded registry's, JAX's and optree's functions.
-CORE: Final = Family(
-    "",
-    (
-        "flatten",
-        "flatten_with_keys",
-        "flatten_entries",
-        "flatten_into",
-        "unflatten",
-        "unflatten_hashed",
-    ),
-    _core_source,
-)
+_CORE_FUNCTIONS: Final = "flatten flatten_with_keys flatten_entries flatten_into unflatten"
+CORE: Final = Family("", (*_CORE_FUNCTIONS.split(), "unflatten_hashed"), _core_source)
 
 
 def generate(info: ClassInfo) -> Generated:
@@ -685,7 +661,7 @@ def generate(info: ClassInfo) -> Generated:
         "_cls": info.cls,
         "_new": plan.new,
         "_osetattr": object.__setattr__,
-        "_rebuild_failed": _rebuild_failed(info.qualname),
+        "_rebuild_failed": _rebuild_failed,
         "_names": info.data_fields,
         "_type": type,
         "_nt": None,

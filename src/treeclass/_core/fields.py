@@ -259,7 +259,12 @@ def describe(
             "decorate it with @treeclass.pytree_dataclass, or make it a dataclass first "
             "(a subclass of a dataclass must be decorated itself)."
         )
-    _check_fields(cls, fields)
+    names = {f.name for f in fields}
+    for f in fields:  # (and attrs' __init__ keyword of each)
+        fix = f"Rename the field {f.name!r:.80}"
+        check_field_name(f.name, "field name", f"{cls.__module__}.{cls.__qualname__}", fix, names)
+        if f.alias != f.name:
+            check_field_name(f.alias, f"__init__ keyword of field {f.name!r}", cls.__name__, fix)
     extra = set(static)
     if extra:
         if kind == "namedtuple":
@@ -267,12 +272,11 @@ def describe(
                 f"namedtuple {cls.__qualname__} cannot have static fields "
                 f"({', '.join(sorted(extra))}); every namedtuple field is a child."
             )
-        known = {f.name for f in fields}
-        unknown = sorted(extra - known)
+        unknown = sorted(extra - names)
         if unknown:
             raise RegistrationError(
                 f"static={unknown!r} names no field of {cls.__qualname__}; "
-                f"its fields are {sorted(known)!r}."
+                f"its fields are {sorted(names)!r}."
             )
         fields = tuple(f._replace(static=f.static or f.name in extra) for f in fields)
     evolution = _evolution(cls, kind, fields, removed_fields, migrate)
@@ -327,33 +331,19 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
         RegistrationTypeError: ``value`` is a str, or not a collection of str.
         RegistrationError: a name is not a valid field name, or is given twice.
     """
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        one = isinstance(value, str)
+        got = f"the str {value!r:.80}" if one else type(value).__name__
+        example = f"{what}({value!r:.80},)" if one else f'{what}("old_name",)'
+        raise RegistrationTypeError(
+            f"{what} of {owner} must be a collection of field names, got {got}; write {example}."
+        )
     fix = f'Write {what}("old_name",)'
-    if isinstance(value, str):
-        raise RegistrationTypeError(
-            f"{what} of {owner} must be a collection of field names, got the str {value!r}; "
-            f"write {what}({value!r},)."
-        )
-    if not isinstance(value, Iterable):
-        raise RegistrationTypeError(
-            f"{what} of {owner} must be a collection of field names, got "
-            f"{type(value).__name__}; {fix[0].lower()}{fix[1:]}."
-        )
     items = cast("Iterable[object]", value)
     names = [check_field_name(n, f"{what} name", owner, fix) for n in items]
     if len(set(names)) != len(names):
         raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
     return tuple(names)
-
-
-def _check_fields(cls: type, fields: tuple[FieldInfo, ...]) -> None:
-    """Check every field name (and attrs ``__init__`` alias) of ``cls``: see check_field_name."""
-    names = {f.name for f in fields}
-    label = f"{cls.__module__}.{cls.__qualname__}"
-    for f in fields:
-        fix = f"Rename the field {f.name!r:.80}"
-        check_field_name(f.name, "field name", label, fix, names)
-        if f.alias != f.name:
-            check_field_name(f.alias, f"__init__ keyword of field {f.name!r}", label, fix)
 
 
 def _evolution(
@@ -596,11 +586,8 @@ def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMod
     # and no data descriptor of its own stands in the way.
     plain = mode == "direct" and getattr(cls, "__setattr__", None) is object.__setattr__
     attributes = [_class_attribute(cls, f.name) for f in fields]
-    if plain:
-        for found, value in attributes:
-            if found and hasattr(type(value), "__set__") and not _is_member(value):
-                plain = False
-                break
+    own = [v for found, v in attributes if found and type(v) is not MemberDescriptorType]
+    plain = plain and not any(hasattr(type(v), "__set__") for v in own)
     slots: dict[str, Any] = {}
     stores: tuple[tuple[str, Store], ...] = tuple(
         [(f.name, _store_of(cls, f.name, plain, slots, a)) for f, a in zip(fields, attributes)]
@@ -608,15 +595,4 @@ def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMod
     reset: tuple[tuple[str, Store], ...] = ()
     if _hash_cache(cls, kind):
         reset = ((_ATTRS_HASH_CACHE, _store_of(cls, _ATTRS_HASH_CACHE, plain, slots)),)
-    return RebuildPlan(
-        mode,
-        _solid_new(cls),
-        stores,
-        slots,
-        issubclass(cls, dict),
-        reset,
-    )
-
-
-def _is_member(value: object) -> bool:
-    return isinstance(value, MemberDescriptorType)
+    return RebuildPlan(mode, _solid_new(cls), stores, slots, issubclass(cls, dict), reset)
