@@ -10,7 +10,6 @@ class of theirs is described.
 from __future__ import annotations
 
 import keyword
-import unicodedata
 from collections.abc import Callable, Collection, Iterable
 from types import MemberDescriptorType
 from typing import Any, Final, Literal, NamedTuple, cast
@@ -300,26 +299,26 @@ def check_field_name(
     Raises:
         RegistrationError: naming the name, the class and the fix.
     """
-    if type(name) is str and name.isidentifier():
-        if name in _KEYWORDS:
-            problem = "is a Python keyword"
-        elif name.isascii() or unicodedata.normalize("NFKC", name) == name:
-            return name
-        else:
-            read = unicodedata.normalize("NFKC", name)
-            problem = f"is read as {read!r} in Python source (NFKC)"
-            if read in others:
-                problem += ", the name of another field of the class"
-    else:
+    if type(name) is not str or not name.isidentifier():
         problem = "is not a Python identifier"
+    elif keyword.iskeyword(name):
+        problem = "is a Python keyword"
+    elif name.isascii():
+        return name
+    else:
+        import unicodedata  # (only for names that are not ASCII)
+
+        read = unicodedata.normalize("NFKC", name)
+        if read == name:
+            return name
+        problem = f"is read as {read!r} in Python source (NFKC)"
+        if read in others:
+            problem += ", the name of another field of the class"
     raise RegistrationError(
         f"the {what} {name!r:.80} of {label} {problem}; field names must be Python "
         f"identifiers as written (no keyword, in NFKC normal form), since treeclass compiles "
         f"them into code and saves states by them. {fix}."
     )
-
-
-_KEYWORDS: Final = frozenset(keyword.kwlist)
 
 
 def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
