@@ -36,13 +36,46 @@ def test_registering_compiles_nothing_and_the_first_call_compiles_the_family() -
     assert node is not None and node.generated is not None
     assert node.generated.filename() is None  # nothing compiled at registration
     stub = node.unflatten.__code__
+    functions = (node.flatten, node.unflatten, node.flatten_into)
+    before = [inspect.signature(f) for f in functions]
     assert node.flatten(Late(1.0, 2.0)) == ((1.0, 2.0), ())
+    # A stub has its function's parameters (a tracer keeps what it read of a function).
+    assert before == [
+        inspect.signature(f) for f in (node.flatten, node.unflatten, node.flatten_into)
+    ]
     filename = node.generated.filename()
     assert filename is not None and filename.startswith(_filename_start("fields late_a, late_b"))
     # Every function bound from the family got the compiled code, not only the one called.
     assert node.unflatten.__code__ is not stub
     assert node.unflatten.__code__.co_filename == filename
     assert node.unflatten((), [3.0, 4.0]) == Late(3.0, 4.0)
+
+
+def test_first_calls_in_many_threads_compile_once() -> None:
+    import threading
+
+    @tc.pytree_dataclass
+    class Raced:
+        raced_a: float
+        raced_b: Any = None
+
+    node = node_for_class(Raced)
+    assert node is not None
+    bound = [node.bind(f"r{i}", str)["unflatten"] for i in range(8)]
+    start = threading.Barrier(8)
+    out: list[Any] = []
+
+    def first(i: int) -> None:
+        start.wait()
+        out.append(bound[i]((), [float(i), None]))
+
+    threads = [threading.Thread(target=first, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(o.raced_a for o in out) == [float(i) for i in range(8)]
+    assert len({f.__code__ for f in [*bound, node.unflatten]}) == 1  # one compiled code
 
 
 @pytest.mark.parametrize("mode", ["compile", "export"])
