@@ -96,7 +96,6 @@ def test_valid_unicode_field_names_register_and_round_trip() -> None:
     assert pickle.loads(pickle.dumps(obj)) == obj
 
 
-@pytest.mark.slow
 def test_a_class_of_3000_fields_registers_and_round_trips() -> None:
     """Issue 28, item 6: nothing is compiled at registration, nor recursively when called."""
     n = 3000
