@@ -97,7 +97,8 @@ def test_valid_unicode_field_names_register_and_round_trip() -> None:
 
 
 def test_a_class_of_3000_fields_registers_and_round_trips() -> None:
-    """Issue 28, item 6: nothing is compiled at registration, nor recursively when called."""
+    """Issue 28, item 6 (was RecursionError/MemoryError at registration): it registers, and
+    its generated pickle rebuild and torch functions compile and round-trip."""
     n = 3000
     cls = dataclasses.make_dataclass("Wide", [(f"w{i}", int) for i in range(n)])
     tc.register_dataclass(cls, name="tests.field_names.Wide")
