@@ -15,9 +15,6 @@ import sys
 
 import pytest
 
-# Check that every class's generated source made from a shared template is its own source
-# (treeclass._core.codegen); set before treeclass is imported, inherited by fresh processes.
-os.environ.setdefault("TREECLASS_CHECK_TEMPLATES", "1")
 # XLA compiles the tests' computations without optimizing them, as a debug build would: the
 # tests check what treeclass does with jax, not how fast XLA's code runs, and compiling is most
 # of the CPU the jax tests take (a tenth less this way). Inherited by fresh processes too.

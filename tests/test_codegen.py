@@ -1,11 +1,10 @@
-"""Generated functions: readable source in linecache, qualnames, tracebacks."""
+"""Generated functions: compiled on first call, readable source in linecache, qualnames,
+tracebacks."""
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import linecache
-import sys
 import traceback
 from typing import Any
 
@@ -22,27 +21,112 @@ class Shown:
     tag: str = tc.field(static=True, default="t")
 
 
-def _filename_start(cls: type, fields: str, tag: str = "") -> str:
-    """How the linecache filename of ``cls``'s generated source starts.
+def _filename_start(fields: str, tag: str = "") -> str:
+    """How the linecache filename of a source shared by classes with ``fields`` starts."""
+    return f"<treeclass generated {fields}{tag}"
 
-    From a template, the source is shared by every class of the same shape and field names and
-    its filename names the fields; compiled for the class alone, it names the class.
-    """
-    from treeclass._core import codegen
 
-    label = fields if codegen._TEMPLATES_ON else f"{cls.__module__}.{cls.__qualname__}"
-    return f"<treeclass generated {label}{tag}"
+def test_registering_compiles_nothing_and_the_first_call_compiles_the_family() -> None:
+    @tc.pytree_dataclass
+    class Late:
+        late_a: float
+        late_b: Any = None
+
+    node = node_for_class(Late)
+    assert node is not None and node.generated is not None
+    assert node.generated.filename() is None  # nothing compiled at registration
+    stub = node.unflatten.__code__
+    functions = (node.flatten, node.unflatten, node.flatten_into)
+    before = [inspect.signature(f) for f in functions]
+    assert node.flatten(Late(1.0, 2.0)) == ((1.0, 2.0), ())
+    # A stub has its function's parameters (a tracer keeps what it read of a function).
+    assert before == [
+        inspect.signature(f) for f in (node.flatten, node.unflatten, node.flatten_into)
+    ]
+    filename = node.generated.filename()
+    assert filename is not None and filename.startswith(_filename_start("fields late_a, late_b"))
+    # Every function bound from the family got the compiled code, not only the one called.
+    assert node.unflatten.__code__ is not stub
+    assert node.unflatten.__code__.co_filename == filename
+    assert node.unflatten((), [3.0, 4.0]) == Late(3.0, 4.0)
+
+
+def test_first_calls_in_many_threads_compile_once() -> None:
+    import threading
+
+    @tc.pytree_dataclass
+    class Raced:
+        raced_a: float
+        raced_b: Any = None
+
+    node = node_for_class(Raced)
+    assert node is not None
+    bound = [node.bind(f"r{i}", str)["unflatten"] for i in range(8)]
+    start = threading.Barrier(8)
+    out: list[Any] = []
+
+    def first(i: int) -> None:
+        start.wait()
+        out.append(bound[i]((), [float(i), None]))
+
+    threads = [threading.Thread(target=first, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(o.raced_a for o in out) == [float(i) for i in range(8)]
+    assert len({f.__code__ for f in [*bound, node.unflatten]}) == 1  # one compiled code
+
+
+@pytest.mark.parametrize("mode", ["compile", "export"])
+def test_a_first_call_inside_dynamo_compiles_and_traces(mode: str) -> None:
+    """Dynamo inlines a stub: it runs the compile (``first_call``), then traces the code."""
+    torch = pytest.importorskip("torch")
+    import torch.utils._pytree as pt
+
+    @tc.pytree_dataclass(frozen=True, slots=True)  # stores with a traceable twin path
+    class FirstTraced:
+        first_x: Any
+        first_y: Any = None
+
+    node = node_for_class(FirstTraced)
+    assert node is not None and node.generated is not None
+    assert node.generated.filename() is None
+
+    def double(obj: Any) -> Any:
+        return (
+            pt.tree_map(lambda v: v * 2, obj),
+            tc.tree_map(lambda v: v + 1, obj),
+        )
+
+    obj = FirstTraced(torch.ones(2), torch.zeros(1))
+    if mode == "compile":
+        out = torch.compile(double, fullgraph=True, backend="eager")(obj)
+    else:
+
+        class Double(torch.nn.Module):
+            def forward(self, o: Any) -> Any:
+                return double(o)
+
+        out = torch.export.export(Double(), (obj,), strict=True).module()(obj)
+    assert node.generated.filename() is not None
+    assert type(out[0]) is FirstTraced and type(out[1]) is FirstTraced
+    assert out[0].first_x.tolist() == [2.0, 2.0] and out[1].first_y.tolist() == [1.0]
+    # Traced again (a new trace reads the compiled code of the same function objects).
+    again = torch.compile(lambda o: double(o)[0], fullgraph=True, backend="eager")(obj)
+    assert again.first_x.tolist() == [2.0, 2.0]
 
 
 def test_generated_source_is_in_linecache_and_getsource() -> None:
     node = node_for_class(Shown)
     assert node is not None
+    node.flatten(Shown(1.0))  # compiled on first call
     src = inspect.getsource(node.flatten)
     assert src.startswith("def flatten(obj):")
     assert "obj.a" in src and "obj.tag" in src
     filename = node.flatten.__code__.co_filename
-    assert filename.startswith(_filename_start(Shown, "fields a, b; static tag"))
-    assert node.unflatten.__code__.co_filename == filename  # one source per class
+    assert filename.startswith(_filename_start("fields a, b; static tag"))
+    assert node.unflatten.__code__.co_filename == filename  # one source per family
     assert linecache.getline(filename, 1).startswith("def flatten")
     assert inspect.getsource(node.unflatten).startswith("def unflatten(aux, children):")
 
@@ -78,15 +162,13 @@ def test_rerun_gets_a_new_linecache_name() -> None:
 
         return Again
 
-    from treeclass._core import codegen
-
     a, b = make(), make()
     na, nb = node_for_class(a), node_for_class(b)
     assert na is not None and nb is not None
+    na.flatten(a(1)), nb.flatten(b(1))
     fa, fb = na.flatten.__code__.co_filename, nb.flatten.__code__.co_filename
-    # Each definition's source stays readable in tracebacks: its own (compiled per class), or
-    # the one both share (made from a template: same shape, same names, same source).
-    assert (fa == fb) is codegen._TEMPLATES_ON
+    # Each definition's source stays readable in tracebacks: the one both share (same text).
+    assert fa == fb
     assert inspect.getsource(na.flatten) == inspect.getsource(nb.flatten)
     assert inspect.getsource(nb.flatten).startswith("def flatten")
     assert (
@@ -111,13 +193,13 @@ def test_an_adapter_family_is_compiled_once_per_class_and_bound_per_registry() -
     family = Family("rev", ("flatten",), _reversed_source)
     node = node_for_class(Shown)
     assert node is not None and node.generated is not None
-    assert node.generated.filename(family) is None  # not compiled before it is first bound
     one = node.bind("one", str, family=family)["flatten"]
     two = node.bind("two", str, family=family)["flatten"]
+    assert node.generated.filename(family) is None  # not compiled before it is first called
     assert one(Shown(1.0, 2.0)) == ([2.0, 1.0], ("t",))
     assert one is not two and one.__code__ is two.__code__  # compiled once, bound twice
     filename = one.__code__.co_filename
-    assert filename.startswith(_filename_start(Shown, "fields a, b; static tag", " [rev]"))
+    assert filename.startswith(_filename_start("fields a, b; static tag", " [rev]"))
     assert filename.endswith(" [rev]>") or " [rev] #" in filename
     assert filename == node.generated.filename(family)
     assert inspect.getsource(one).startswith("def flatten(obj):")
@@ -128,102 +210,7 @@ def test_an_adapter_family_is_compiled_once_per_class_and_bound_per_registry() -
     assert node.flatten(Shown(1.0, 2.0)) == ((1.0, 2.0), ("t",))
 
 
-# --- templates: one compile per shape (issue 18) -------------------------------------------------
-
-
-def _same_code(made: Any, compiled: Any) -> None:
-    """``made`` does what ``compiled`` does: same instructions on the same names and constants.
-
-    (Not the same bytes: where a field's name is also another name the code uses, compiling the
-    class's own source stores the name once, the template twice.)
-    """
-    import dis
-    import types
-
-    def steps(code: Any) -> list[tuple[str, str]]:
-        return [
-            (i.opname, "<code>" if isinstance(i.argval, types.CodeType) else i.argrepr)
-            for i in dis.get_instructions(code)
-        ]
-
-    assert steps(made) == steps(compiled)
-    assert made.co_varnames == compiled.co_varnames
-    if sys.version_info >= (3, 11):  # lines per instruction
-        assert [p[0] for p in made.co_positions()] == [p[0] for p in compiled.co_positions()]
-    else:  # Python 3.10: lines per range of instructions
-        assert list(made.co_lines()) == list(compiled.co_lines())
-    inner = [c for c in made.co_consts if isinstance(c, types.CodeType)]
-    others = [c for c in compiled.co_consts if isinstance(c, types.CodeType)]
-    assert len(inner) == len(others)
-    for a, b in zip(inner, others):
-        _same_code(a, b)
-
-
-def _classes() -> list[type]:
-    import dataclasses
-
-    @tc.pytree_dataclass
-    class Plain:
-        weight: float
-        bias: Any = None
-        unit: str = tc.field(static=True, default="m")
-
-    @tc.pytree_dataclass(frozen=True, slots=True)
-    class Slotted:
-        obj: float  # a field named like the generated functions' parameter
-        children: Any = None
-
-    @tc.pytree_dataclass(unflatten_calls_init=True)
-    class ByInit:
-        append: float  # a field named like a method the generated code calls
-        hidden: Any = dataclasses.field(default=None, init=False)
-
-    return [Plain, Slotted, ByInit]
-
-
-@pytest.mark.parametrize("index", range(3))
-def test_code_named_from_a_template_is_the_code_of_the_class_own_source(index: int) -> None:
-    from treeclass._core.codegen import CORE
-
-    node = node_for_class(_classes()[index])
-    assert node is not None and node.generated is not None
-    families = [CORE]
-    if importlib.util.find_spec("torch") is not None:  # the torch adapter's families too
-        from treeclass._backends.torch import _family
-
-        families.append(_family(node))
-    for family in families:
-        made = node.generated.compile(family)
-        filename = node.generated.filename(family)
-        assert filename is not None
-        source = node.generated.source(family)
-        assert "".join(linecache.getlines(filename)) == source  # the class's own source
-        assert made.co_filename == filename
-        _same_code(made, compile(source, filename, "exec"))
-
-
-def test_classes_of_one_shape_share_a_compiled_template() -> None:
-    from treeclass._core import codegen
-
-    if not codegen._TEMPLATES_ON:
-        pytest.skip("templates are off on this interpreter")
-
-    def make(names: tuple[str, str]) -> Any:
-        ns: dict[str, Any] = {"__annotations__": {names[0]: float, names[1]: Any}}
-        ns[names[1]] = None
-        return tc.pytree_dataclass(type("Shaped", (), ns))
-
-    make(("p", "q"))
-    before = len(codegen._TEMPLATES)
-    second = make(("longer_name", "other"))
-    assert len(codegen._TEMPLATES) == before  # nothing compiled for the second class
-    node = node_for_class(second)
-    assert node is not None
-    assert "obj.longer_name" in inspect.getsource(node.flatten)
-    assert node.flatten(second(1.0, 2.0)) == ((1.0, 2.0), ())
-
-
-def test_traceback_from_template_code_names_the_class_line() -> None:
+def test_traceback_names_the_line_of_the_field() -> None:
     node = node_for_class(Shown)
     assert node is not None
 
@@ -243,11 +230,6 @@ def test_traceback_from_template_code_names_the_class_line() -> None:
 
 
 def test_classes_with_the_same_fields_share_code_but_keep_their_own_functions() -> None:
-    from treeclass._core import codegen
-
-    if not codegen._TEMPLATES_ON:
-        pytest.skip("templates are off on this interpreter")
-
     def make() -> Any:
         @tc.pytree_dataclass
         class Twin:
@@ -260,6 +242,7 @@ def test_classes_with_the_same_fields_share_code_but_keep_their_own_functions() 
     one, two = make(), make()
     n1, n2 = node_for_class(one), node_for_class(two)
     assert n1 is not None and n2 is not None
+    n1.flatten(one(1.0)), n2.flatten(two(1.0))
     # One code object per function for both classes (issue 18: memory per class), under a
     # filename naming the fields they share ...
     assert n1.flatten.__code__ is n2.flatten.__code__
@@ -289,11 +272,6 @@ def test_classes_with_the_same_fields_share_code_but_keep_their_own_functions() 
 
 
 def test_a_refused_registration_leaves_the_shared_source_in_linecache() -> None:
-    from treeclass._core import codegen
-
-    if not codegen._TEMPLATES_ON:
-        pytest.skip("templates are off on this interpreter")
-
     @tc.pytree_dataclass(name="tests.codegen.Kept")
     class Kept:
         kept_a: float
@@ -301,6 +279,7 @@ def test_a_refused_registration_leaves_the_shared_source_in_linecache() -> None:
 
     node = node_for_class(Kept)
     assert node is not None
+    node.flatten(Kept(1.0))
     filename = node.flatten.__code__.co_filename
     with pytest.raises(tc.NameConflictError, match=r"tests\.codegen\.Kept"):
 

@@ -38,6 +38,7 @@ import torch.utils._pytree as pytree
 from .._core.codegen import (
     INDENT,
     Family,
+    first_call,
     flatten_lines,
     join_blocks,
     set_tracing_check,
@@ -340,6 +341,7 @@ def _dynamo_tracing_check() -> Callable[[], bool] | None:
     :func:`treeclass._core.codegen.set_tracing_check`).
     ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
     folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
+    Also marks :func:`treeclass._core.codegen.first_call` (see :func:`_mark_constant`).
     """
     if _TRACING_CHECK:
         return cast("Callable[[], bool] | None", _TRACING_CHECK[0])
@@ -347,8 +349,19 @@ def _dynamo_tracing_check() -> Callable[[], bool] | None:
 
     compiler = importlib.import_module("torch.compiler")  # (not in stubs/: one function)
     check: Callable[[], bool] | None = getattr(compiler, "is_dynamo_compiling", None)
+    _mark_constant(first_call)
     _TRACING_CHECK[:] = [check]
     return check
+
+
+def _mark_constant(fn: Callable[..., Any]) -> None:
+    """Mark ``fn`` as ``torch.compiler.assume_constant_result`` does: Dynamo runs it, not traces.
+
+    The public function imports ``torch._dynamo`` (over a second); it only sets this attribute
+    (torch 2.13.0). :func:`treeclass._core.codegen.first_call` compiles a class's generated
+    functions on their first call, which may be a call Dynamo inlines.
+    """
+    setattr(fn, "_dynamo_marked_constant", True)  # noqa: B010
 
 
 #: :func:`_dynamo_tracing_check`'s answer, once looked up.

@@ -1,14 +1,18 @@
 """Generate a class's pytree functions as Python source, compile it once, bind it per registry.
 
 A class's functions come in families (:class:`Family`), each one source text written from its
-:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops), made once per
-class from a template compiled once per shape of class (see "templates" below; a family other
-than :data:`CORE` only when first bound) and put into :mod:`linecache` as
-``<treeclass generated pkg.mod.Point>`` (``... [tag]>`` for another family), so that
-tracebacks and ``inspect.getsource`` show it. A registry gets its own function objects, made
-from that code (no ``exec``) with a namespace of its own (:meth:`Generated.bind`): its key
-type, the embedded registry's node type, JAX's hash check; only the functions it uses. Nothing
-here looks at the class itself; the rebuild plan says how.
+:class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops). Registering a class
+compiles nothing: each registry gets function objects of its own (:meth:`Generated.bind`), with
+a namespace of its own (its key type, the embedded registry's node type, JAX's hash check),
+whose code is a small stub until the first call of any of them. That call writes the family's
+source, compiles it (once for every class whose source text is the same: HuggingFace-style
+outputs repeat a few sets of fields many times), puts it into :mod:`linecache` as
+``<treeclass generated fields a, b; static tag>`` (``... [tag]>`` for another family), and
+gives every function bound from it the compiled code. Tracebacks and ``inspect.getsource``
+then show the source. A stub has the parameters of its function, and a tracer that inlines it
+runs :func:`first_call` rather than tracing it (the torch adapter marks it so), so the first
+call may come from Dynamo.
+Nothing here looks at the class itself; the rebuild plan says how.
 
 - **core** (:data:`CORE`: embedded registry, JAX, optree): every data field is a child,
   ``None`` included; the auxdata is the tuple of static values.
@@ -21,17 +25,14 @@ from __future__ import annotations
 
 import builtins
 import linecache
-import operator
-import os
 import re
-import sys
-from _thread import allocate_lock
+from _thread import RLock
 from collections.abc import Callable, Collection
 from types import CodeType, FunctionType
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from .._errors import RebuildError
-from .fields import ClassInfo, FieldInfo, RebuildPlan, Store
+from .fields import ClassInfo
 
 __all__ = [
     "CORE",
@@ -40,6 +41,7 @@ __all__ = [
     "Generated",
     "class_in_traceback",
     "compile_function",
+    "first_call",
     "flatten_lines",
     "generate",
     "join_blocks",
@@ -59,97 +61,150 @@ class Family:
     """A family of generated functions: one source per class, compiled once, bound per registry.
 
     Attributes:
-        tag: shown in the :mod:`linecache` filename, ``<treeclass generated pkg.mod.Point
+        tag: shown in the :mod:`linecache` filename, ``<treeclass generated fields a, b
             [tag]>`` (``""``: no suffix, the core family).
         functions: the names of the functions the source defines that :meth:`Generated.bind`
-            returns.
+            returns (the source may define helpers too, named ``_...``).
         write: ``info -> source`` of a class.
+        keyed: the functions that read the registry's key objects (``_k0``, ...).
     """
 
-    __slots__ = ("functions", "tag", "write")
+    __slots__ = ("functions", "keyed", "serial", "stubs", "tag", "write")
 
     def __init__(
-        self, tag: str, functions: tuple[str, ...], write: Callable[[ClassInfo], str]
+        self,
+        tag: str,
+        functions: tuple[str, ...],
+        write: Callable[[ClassInfo], str],
+        keyed: tuple[str, ...] = ("flatten_with_keys",),
     ) -> None:
         self.tag = tag
         self.functions = functions
         self.write = write
+        self.keyed = frozenset(keyed)
+        with _LOCK:
+            self.serial = len(_FAMILIES)
+            _FAMILIES.append(self)
+        #: The stub code of each function, made when first bound.
+        self.stubs: dict[str, CodeType] = {}
+
+    def stub(self, func: str, info: ClassInfo) -> CodeType:
+        """The code a function bound from this family runs until the family is compiled.
+
+        A stub takes the function's parameters (read once per family from ``info``'s source:
+        a family's ``def`` lines are the same for every class) and calls :func:`first_call`,
+        which compiles the family for the stub's class and gives every function bound from it
+        the compiled code, then calls the compiled function (``_c{serial}_{func}``).
+        """
+        code = self.stubs.get(func)
+        if code is None:
+            with _LOCK:
+                self.stubs.update(_stubs(self, info))
+            code = self.stubs[func]
+        return code
 
     def __repr__(self) -> str:
         return f"<treeclass codegen family {self.tag or 'core'!r}>"
 
 
-#: A family's code for one class (shared by every class of the same shape and field names, see
-#: "templates" below): the linecache filename of its source, its functions' code by name, the
-#: names of the functions that read the key globals (``_k0``, ...), the names of the family's
-#: functions that its functions call by name (the helpers, ``_unflatten_traced``), and whether
-#: the class owns the linecache entry (compiled for it alone; dropped by :func:`release`).
-_Entry = tuple[str, dict[str, CodeType], frozenset[str], frozenset[str], bool]
+#: Every family, by serial number (its stubs name it by that).
+_FAMILIES: list[Family] = []
+_LOCK: Final = RLock()
+_HEAD: Final = re.compile(r"^def (\w+)\(([\w, ]*)\):$", re.MULTILINE)
+
+
+def _stubs(family: Family, info: ClassInfo) -> dict[str, CodeType]:
+    """Every function's stub (see :meth:`Family.stub`), compiled once per family."""
+    n = family.serial
+    blocks = [
+        f"def {func}({params}):\n{_I}_first_call(_generated, {n})\n"
+        f"{_I}return _c{n}_{func}({params})\n"
+        for func, params in _HEAD.findall(family.write(info))
+    ]
+    source = "\n".join(blocks)
+    filename = f"{_FILENAME}stubs{f' [{family.tag}]' if family.tag else ''} #{n}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
+    return _functions(compile(source, filename, "exec"))
+
+
+def first_call(generated: Generated, serial: int) -> bool:
+    """A stub's first call: compile its family for its class; bound functions get the code.
+
+    Run, not traced, by a tracer that inlines the stub (the torch adapter marks it so for
+    Dynamo); the stub then calls the compiled function, which has the stub's parameters.
+    """
+    generated.compiled(_FAMILIES[serial])
+    return True
+
+
+def _functions(module: CodeType) -> dict[str, CodeType]:
+    """The code of every function a compiled source defines, by name."""
+    namespace: dict[str, Any] = {"__builtins__": builtins.__dict__}
+    exec(module, namespace)  # defines the functions, runs none
+    return {k: v.__code__ for k, v in namespace.items() if type(v) is FunctionType}
+
+
+class _Compiled:
+    """A family's compiled source: its linecache filename and functions' code by name."""
+
+    __slots__ = ("codes", "entry", "filename", "own")
+
+    def __init__(self, source: str, filename: str, own: bool) -> None:
+        self.filename = filename
+        self.codes = _functions(compile(source, filename, "exec"))
+        self.entry = linecache.cache[filename]
+        #: Compiled for one class alone (dropped from linecache by :func:`release`).
+        self.own = own
+
+    def show(self) -> None:
+        """Put the source back into linecache if it was cleared since."""
+        if self.filename not in linecache.cache:
+            linecache.cache.setdefault(self.filename, self.entry)
+
+
+#: ``(family tag, source text) -> compiled``: every class whose source is the same shares its
+#: code; at most :data:`_SHARED_MAX` entries, none dropped (a class beyond gets code of its own).
+_SHARED: dict[tuple[str, str], _Compiled] = {}
+_SHARED_MAX: Final = 4096
 
 
 class Generated:
-    """One class's generated sources, each compiled once, ready to be bound per registry."""
+    """One class's generated sources, each compiled when first needed, bound per registry."""
 
-    __slots__ = ("_canonical", "_code", "_globals", "_lock", "info")
+    __slots__ = ("_code", "_globals", "_pending", "info")
 
     def __init__(self, info: ClassInfo, globals_: dict[str, Any]) -> None:
         self.info = info
         self._globals = globals_
-        self._code: dict[Family, _Entry] = {}
-        self._lock = allocate_lock()
-        self._canonical: _Canonical | None = None
+        self._code: dict[Family, _Compiled] = {}
+        #: The functions bound from a family not compiled yet.
+        self._pending: dict[Family, list[FunctionType]] = {}
 
     def filename(self, family: Family | None = None) -> str | None:
         """The :mod:`linecache` filename of a family's source, once it has been compiled."""
-        entry = self._code.get(CORE if family is None else family)
-        return None if entry is None else entry[0]
+        compiled = self._code.get(CORE if family is None else family)
+        return None if compiled is None else compiled.filename
 
-    def source(self, family: Family | None = None) -> str:
-        """A family's source text (the core family's by default)."""
-        return (CORE if family is None else family).write(self.info)
-
-    def compile(self, family: Family) -> CodeType:
-        """A family's whole code object (its functions' code as bound), made when asked for.
-
-        Binding uses the functions' code only (kept, see :func:`_code`); this is for tests
-        and tools.
-        """
-        filename, codes, _, _, _ = self._entry(family)
-        canonical = self._canonical
-        if canonical is None:
-            return compile(self.source(family), filename, "exec")
-        shape, names = canonical
-        template, _ = _template(family, self.info, shape)
-        code = _rename(template, _names_of(shape, names), filename)
-        # The functions' code is the one bound, not a copy of it.
-        consts = tuple([codes[c.co_name] if type(c) is CodeType else c for c in code.co_consts])
-        return code.replace(co_consts=consts)
-
-    def _entry(self, family: Family) -> _Entry:
-        """A family's filename, functions' code by name, the functions reading keys, ..."""
-        entry = self._code.get(family)
-        if entry is None:
-            with self._lock:
-                entry = self._code.get(family)
-                if entry is None:
-                    tag = f" [{family.tag}]" if family.tag else ""
-                    if self._canonical is None and _TEMPLATES_ON:
-                        self._canonical = _canonical(self.info)
-                    entry = _code(self.info, family, tag, self._canonical)
-                    self._code[family] = entry
-        return entry
+    def compiled(self, family: Family) -> dict[str, CodeType]:
+        """A family's functions' code, compiled now if it was not; bound functions get it."""
+        with _LOCK:
+            compiled = self._code.get(family)
+            if compiled is None:
+                compiled = self._code[family] = _compile(self.info, family)
+            for fn in self._pending.pop(family, ()):
+                _finish(compiled.codes, family, fn)
+        compiled.show()
+        return compiled.codes
 
     def rebuild_function(
         self, what: str, head: list[str], value_of: dict[str, str], namespace: dict[str, Any]
     ) -> Callable[..., Any]:
         """Compile a function that ends by building an instance the way ``unflatten`` does.
 
-        ``head``: the function's ``def`` line and first lines, which set the locals that
-        ``value_of`` names (every field's value); the instance is then made and each field
-        restored exactly as ``unflatten`` does (the same lines; not its Dynamo-traceable
-        variant), and returned. ``namespace``: further globals. Each call compiles a new
-        function with its own :mod:`linecache` entry (see :func:`compile_function`): callers
-        compile once per class.
+        ``head``: the ``def`` line and first lines, which set the locals ``value_of`` names
+        (every field's value); the instance is then made as ``unflatten`` does (the same
+        lines) and returned. ``namespace``: further globals. Each call compiles (see
+        :func:`compile_function`): callers compile once per class.
         """
         info = self.info
         lines = [*head, *_rebuild(info, value_of), f"{_I}return obj"]
@@ -170,8 +225,9 @@ class Generated:
     ) -> dict[str, Callable[..., Any]]:
         """A family's functions, bound to a registry's helpers.
 
-        Each function object is made from the family's code for this class (no ``exec``); the
-        registry's key objects are made only when a function that reads them is bound.
+        Each function object gets the family's code for this class once it is compiled (on the
+        first call of any function bound from it); the registry's key objects are made only
+        when a function that reads them is bound.
 
         Args:
             tag: the registry's name, shown in the functions' qualified names (``""`` for the
@@ -190,10 +246,9 @@ class Generated:
         """
         family = CORE if family is None else family
         wanted = family.functions if functions is None else functions
-        _, codes, keyed, called, _ = self._entry(family)
-        keys = bool(keyed) and not keyed.isdisjoint(wanted)
+        keys = not family.keyed.isdisjoint(wanted)
         ns: dict[str, Any]
-        if in_class_globals or keys or extra or called:
+        if in_class_globals or keys or extra:
             ns = self._globals if in_class_globals else self._globals.copy()
             if keys:
                 _keys(key, self.info.data_fields, ns)
@@ -201,30 +256,63 @@ class Generated:
         else:
             # Nothing of the registry's own: the class's globals, shared.
             ns = self._globals
+        compiled = self._code.get(family)
+        codes = None if compiled is None else compiled.codes
         cls = self.info.cls
         qualname = cls.__qualname__
         module = cls.__module__
         suffix = f"[{tag}]" if tag else ""
-        out: dict[str, Callable[..., Any]] = {}
-        for func, code in codes.items():
-            if func in wanted:
-                fn = FunctionType(code, ns)
-                fn.__qualname__ = f"{qualname}.<treeclass {func}{suffix}>"
-                fn.__module__ = module
-                fn.__doc__ = _doc(func)
-                out[func] = fn
-                if func in called:
-                    ns[func] = fn
-            elif func in called:  # a helper of the functions (_unflatten_traced)
-                ns[func] = FunctionType(code, ns)
-        return out
+        made: list[FunctionType] = []
+        for func in wanted:
+            fn = FunctionType(family.stub(func, self.info) if codes is None else codes[func], ns)
+            fn.__qualname__ = f"{qualname}.<treeclass {func}{suffix}>"
+            fn.__module__ = module
+            fn.__doc__ = _DOCS.setdefault(func, f"Generated by treeclass: {func}.")
+            made.append(fn)
+        with _LOCK:
+            compiled = self._code.get(family)
+            if compiled is None:
+                self._pending.setdefault(family, []).extend(made)
+            else:  # compiled (maybe by another thread meanwhile)
+                for fn in made:
+                    _finish(compiled.codes, family, fn)
+        return {fn.__name__: fn for fn in made}
 
 
-#: ``(key maker, field name) -> key``: a registry's key objects are immutable values, shared
-#: by every class with a field of that name.
-_KEYS: dict[tuple[Callable[[str], Any], str], Any] = {}
-#: Every set of key-reading functions (:meth:`Generated._entry`), kept once.
-_KEYED: dict[frozenset[str], frozenset[str]] = {}
+def _finish(codes: dict[str, CodeType], family: Family, fn: FunctionType) -> None:
+    """Give ``fn`` its compiled code, and its namespace the family's helpers."""
+    name = fn.__name__
+    code, stub = codes[name], fn.__code__
+    if code.co_varnames[: code.co_argcount] != stub.co_varnames[: stub.co_argcount]:
+        raise AssertionError(f"{family!r} wrote {name} with other parameters for another class")
+    fn.__code__ = code
+    ns = fn.__globals__
+    ns[f"_c{family.serial}_{name}"] = fn  # what its stub calls
+    for helper, code in codes.items():
+        if helper not in family.functions:  # ``_unflatten_traced``
+            known = ns.get(helper)
+            if type(known) is not FunctionType or known.__code__ is not code:
+                ns[helper] = FunctionType(code, ns)
+
+
+def _compile(info: ClassInfo, family: Family) -> _Compiled:
+    """A family's code for ``info``'s class: shared with every class of the same source."""
+    source = family.write(info)
+    shared = _SHARED.get((family.tag, source))
+    if shared is not None:
+        return shared
+    own = len(_SHARED) >= _SHARED_MAX
+    label = f"{info.cls.__module__}.{info.cls.__qualname__}" if own else _fields_label(info)
+    tag = f" [{family.tag}]" if family.tag else ""
+    filename = _reserve_lines(label, source.splitlines(keepends=True), len(source), tag)
+    try:
+        compiled = _Compiled(source, filename, own)
+    except BaseException:
+        linecache.cache.pop(filename, None)
+        raise
+    if not own:
+        _SHARED[family.tag, source] = compiled
+    return compiled
 
 
 def _keys(key: Callable[[str], Any], names: tuple[str, ...], ns: dict[str, Any]) -> None:
@@ -234,240 +322,19 @@ def _keys(key: Callable[[str], Any], names: tuple[str, ...], ns: dict[str, Any])
         made = keys.get((key, name))
         if made is None:
             made = keys.setdefault((key, name), key(name))
-        ns[_KEY_NAMES[i] if i < len(_KEY_NAMES) else f"_k{i}"] = made
+        ns[f"_k{i}"] = made
 
 
-_KEY_NAMES: Final = tuple([f"_k{i}" for i in range(64)])
+#: ``(key maker, field name) -> key``: a registry's key objects are immutable values, shared
+#: by every class with a field of that name.
+_KEYS: dict[tuple[Callable[[str], Any], str], Any] = {}
 
 
-def _doc(func: str) -> str:
-    """The docstring of a generated function (one string per function name)."""
-    doc = _DOCS.get(func)
-    if doc is None:
-        doc = _DOCS.setdefault(func, f"Generated by treeclass: {func} (see its __qualname__).")
-    return doc
-
-
+#: The docstring of each generated function (one string per function name).
 _DOCS: dict[str, str] = {}
 
 #: How the filename of every generated source starts.
 _FILENAME: Final = "<treeclass generated "
-
-
-# --- templates: one compile per shape -----------------------------------------------------------
-#
-# Compiling is most of what registering a class costs, and most classes have one of few shapes
-# (how many data and static fields, how they are stored). A family's source is written once for
-# a *canonical* class of that shape, whose field names are placeholders (``_tcf0_``, aliases
-# ``_tca0_``), and compiled once. A class gets the template's code with the placeholders
-# replaced by its names, in the code objects' names and constants -- exactly what compiling its
-# own source gives. Classes of the same shape *and field names* have the same source, and share
-# its code: one code object per function, whatever the number of such classes (HuggingFace-style
-# outputs repeat a few sets of fields many times). Its filename names those fields
-# (``<treeclass generated fields a, b; static tag>``), not one class, and its linecache entry
-# is the template's source with the same replacement, so tracebacks and ``inspect.getsource``
-# show the source that ran; each class's function objects keep its own ``__qualname__``,
-# ``__module__`` and globals (``_cls``: see :func:`class_in_traceback`).
-# Column positions (the carets under a line in a traceback) would be the template's, so the
-# code carries line numbers only, as with ``python -X no_debug_ranges``. Where the code format
-# is not known (other Python versions), every class's source is compiled, under the class's
-# own filename (``<treeclass generated pkg.mod.Point>``).
-
-#: Whether templates are used: CPython 3.10 (line numbers only) to 3.14 (the location table
-#: format of 3.11 on); ``TREECLASS_NO_TEMPLATES=1`` compiles every class's own source.
-_TEMPLATES_ON: Final = (
-    sys.implementation.name == "cpython"
-    and (3, 10) <= sys.version_info[:2] <= (3, 14)
-    and not os.environ.get("TREECLASS_NO_TEMPLATES")
-)
-#: Check every template-made source against the class's own (tests set it; costs a write).
-_CHECK: Final = bool(os.environ.get("TREECLASS_CHECK_TEMPLATES"))
-_PLACEHOLDER: Final = re.compile(r"_tc[fa][0-9]+_")
-_TEMPLATE_FILENAME: Final = "<treeclass template>"
-#: ``(family, shape) -> (code, source)``; entries are never dropped (one per shape).
-_TEMPLATES: dict[tuple[Family, tuple[Any, ...]], tuple[CodeType, str]] = {}
-_TEMPLATES_LOCK: Final = allocate_lock()
-#: ``(family, shape, names) -> entry``: the code of every class of that shape and names (the
-#: names in placeholder order, see :func:`_canonical`); at most :data:`_NAMED_MAX` entries,
-#: none dropped (a class beyond gets code of its own).
-_NAMED: dict[tuple[Family, tuple[Any, ...], tuple[str, ...]], _Entry] = {}
-_NAMED_MAX: Final = 4096
-#: Every shape seen (:func:`_canonical`) -> its placeholders in order, kept once; at most
-#: :data:`_NAMED_MAX`. Every tuple of names seen, kept once (the same bound).
-_SHAPES: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[str, ...]]] = {}
-_NAMES: dict[tuple[str, ...], tuple[str, ...]] = {}
-#: Every line of a generated source, kept once: sources share most of their lines.
-_LINES: dict[str, str] = {}
-#: The linecache entry of each source in :data:`_NAMED`, by filename: put back for the next
-#: class that shares it if linecache was cleared since (``linecache.clearcache()``).
-_SOURCES: dict[str, tuple[int, None, list[str], str]] = {}
-
-
-#: A class's shape and its names in the order of the shape's placeholders.
-_Canonical = tuple[tuple[Any, ...], tuple[str, ...]]
-
-
-def _placeholder(i: int) -> str:
-    return _PLACEHOLDERS[i] if i < len(_PLACEHOLDERS) else f"_tcf{i}_"
-
-
-_PLACEHOLDERS: Final = tuple([f"_tcf{i}_" for i in range(64)])
-
-
-def _canonical(info: ClassInfo) -> _Canonical:
-    """``info``'s shape and its names (in the order of the shape's placeholders).
-
-    Cheap: the class of that shape with placeholder names is made only to compile a new
-    template (:func:`_canonical_info`). The shape holds everything a family writes its source
-    from except the names; which of it a family reads is the family's business, and
-    ``TREECLASS_CHECK_TEMPLATES`` checks that the source made from the template is the class's
-    own.
-    """
-    names: list[str] = []
-    placeholders: list[str] = []
-    to_placeholder: dict[str, str] = {}
-    shape: list[Any] = [info.kind]
-    for i, f in enumerate(info.fields):
-        placeholder = _placeholder(i)
-        name = f.name
-        placeholders.append(placeholder)
-        names.append(name)
-        to_placeholder[name] = placeholder
-        if f.alias != name:
-            placeholders.append(f"_tca{i}_")
-            names.append(f.alias)
-            shape.append((f.static, f.init, f.kw_only, True))
-        else:
-            shape.append((f.static, f.init, f.kw_only, False))
-    plan = info.plan
-    get = to_placeholder.get
-    stores = tuple([(get(n, n), how) for n, how in plan.stores])
-    slots = tuple([get(n, n) for n in plan.slots]) if plan.slots else ()
-    shape += [plan.mode, plan.mapping, stores, plan.reset, slots]
-    made = tuple(shape)
-    named = tuple(names)
-    # One object per shape and per tuple of names, kept by every class that has it.
-    known = _SHAPES.get(made)
-    if known is None and len(_SHAPES) < _NAMED_MAX:
-        known = _SHAPES.setdefault(made, (made, tuple(placeholders)))
-    same = _NAMES.get(named)
-    if same is None and len(_NAMES) < _NAMED_MAX:
-        same = _NAMES.setdefault(named, named)
-    return made if known is None else known[0], named if same is None else same
-
-
-def _names_of(shape: tuple[Any, ...], names: tuple[str, ...]) -> dict[str, str]:
-    """Placeholder -> name, for a shape and its names (see :func:`_canonical`)."""
-    known = _SHAPES.get(shape)
-    if known is not None:
-        return dict(zip(known[1], names))
-    placeholders: list[str] = []
-    for i, field in enumerate(shape[1:]):
-        if type(field) is not tuple:  # the fields end where the plan's mode (a str) starts
-            break
-        placeholders.append(_placeholder(i))
-        if field[3]:
-            placeholders.append(f"_tca{i}_")
-    return dict(zip(placeholders, names))
-
-
-def _canonical_info(info: ClassInfo) -> ClassInfo:
-    """The class of ``info``'s shape with placeholder names: what a template is written from.
-
-    Its fields are ``_tcf0_``, ... (aliases ``_tca0_``, ...).
-    """
-    to_placeholder: dict[str, str] = {}
-    fields: list[FieldInfo] = []
-    for i, f in enumerate(info.fields):
-        placeholder = _placeholder(i)
-        to_placeholder[f.name] = placeholder
-        fields.append(
-            FieldInfo(
-                placeholder,
-                static=f.static,
-                default=f.default,
-                default_factory=f.default_factory,
-                init=f.init,
-                kw_only=f.kw_only,
-                alias=placeholder if f.alias == f.name else f"_tca{i}_",
-            )
-        )
-    plan = info.plan
-    stores: tuple[tuple[str, Store], ...] = tuple(
-        [(to_placeholder.get(n, n), how) for n, how in plan.stores]
-    )
-    slots = {to_placeholder.get(n, n): d for n, d in plan.slots.items()}
-    canonical_plan = RebuildPlan(plan.mode, plan.new, stores, slots, plan.mapping, plan.reset)
-    return ClassInfo(info.cls, info.kind, tuple(fields), canonical_plan, info.evolution)
-
-
-def _template(family: Family, info: ClassInfo, shape: tuple[Any, ...]) -> tuple[CodeType, str]:
-    """The compiled template of ``info``'s shape (:func:`_canonical`) and its source."""
-    key = (family, shape)
-    entry = _TEMPLATES.get(key)
-    if entry is None:
-        source = family.write(_canonical_info(info))
-        code = _lines_only(compile(source, _TEMPLATE_FILENAME, "exec"))
-        with _TEMPLATES_LOCK:
-            entry = _TEMPLATES.setdefault(key, (code, source))
-    return entry
-
-
-def _code(info: ClassInfo, family: Family, tag: str, canonical: _Canonical | None) -> _Entry:
-    """A family's code for ``info``'s class, under the linecache filename of its source.
-
-    From a template (``canonical``, see "templates" above), the code every class of the same
-    shape and names shares; otherwise the class's own source, compiled.
-    """
-    if canonical is None:
-        source = family.write(info)
-        filename = _reserve(info.cls, source, tag)
-        try:
-            code = compile(source, filename, "exec")
-        except BaseException:  # pragma: no cover - the source is ours
-            linecache.cache.pop(filename, None)
-            raise
-        return _entry_of([c for c in code.co_consts if type(c) is CodeType], filename, True)
-    shape, names = canonical
-    key = (family, shape, names)
-    entry = _NAMED.get(key)
-    if entry is not None:
-        filename = entry[0]
-        if filename not in linecache.cache:  # cleared since: the source is put back
-            linecache.cache.setdefault(filename, _SOURCES[filename])
-        if _CHECK:
-            _check(info, family, "".join(linecache.getlines(entry[0])))
-        return entry
-    # The first class of this shape and names: the code, kept for the next ones.
-    template, text = _template(family, info, shape)
-    placeholders = _names_of(shape, names)
-    source = _PLACEHOLDER.sub(lambda m: placeholders[m.group()], text)
-    _check(info, family, source)
-    lines = [_LINES.setdefault(line, line) for line in source.splitlines(keepends=True)]
-    own = len(_NAMED) >= _NAMED_MAX
-    filename = _reserve_lines(_fields_label(info), lines, len(source), tag)
-    functions = [
-        _rename(c, placeholders, filename) for c in template.co_consts if type(c) is CodeType
-    ]
-    entry = _entry_of(functions, filename, own)
-    if own:
-        return entry
-    _SOURCES[filename] = (len(source), None, lines, filename)  # (as _reserve_lines put it)
-    kept = _NAMED.setdefault(key, entry)
-    if kept is not entry:  # another thread made it first
-        linecache.cache.pop(filename, None)
-        del _SOURCES[filename]
-    return kept
-
-
-def _entry_of(functions: list[CodeType], filename: str, own: bool) -> _Entry:
-    """A family's entry (:data:`_Entry`) from its functions' code."""
-    codes = {c.co_name: c for c in functions}
-    keyed = frozenset([n for n, c in codes.items() if "_k0" in c.co_names])
-    keyed = _KEYED.setdefault(keyed, keyed)
-    called = frozenset([n for c in functions for n in c.co_names if n in codes])
-    called = _KEYED.setdefault(called, called)
-    return (filename, codes, keyed, called, own)
 
 
 def _fields_label(info: ClassInfo) -> str:
@@ -475,104 +342,11 @@ def _fields_label(info: ClassInfo) -> str:
     label = f"fields {', '.join(info.data_fields)}"
     if info.static_fields:
         label += f"; static {', '.join(info.static_fields)}"
-    return label if len(label) <= _LABEL_MAX else f"{label[: _LABEL_MAX - 3]}..."
-
-
-#: The longest field list a generated source's filename shows.
-_LABEL_MAX: Final = 160
-
-
-def _check(info: ClassInfo, family: Family, source: str) -> None:
-    """With ``TREECLASS_CHECK_TEMPLATES``: ``source`` is what ``family`` writes for ``info``."""
-    if _CHECK and source != family.write(info):
-        raise AssertionError(  # pragma: no cover - a family reads what the shape lacks
-            f"the {family!r} template of {info.qualname} does not give its source"
-        )
-
-
-def _renamed(value: Any, names: dict[str, str], filename: str) -> Any:
-    """A constant of a template's code with its placeholders named (keyword names, ...)."""
-    kind = cast("type[object]", type(value))
-    if kind is str:
-        return names.get(value, value)
-    if kind is tuple or kind is frozenset:
-        renamed = [_renamed(v, names, filename) for v in cast("tuple[Any, ...]", value)]
-        return tuple(renamed) if kind is tuple else frozenset(renamed)
-    if kind is CodeType:
-        return _rename(value, names, filename)
-    return value
-
-
-def _rename(code: CodeType, names: dict[str, str], filename: str) -> CodeType:
-    """``code`` (and the code it holds) with its placeholders named and ``filename``."""
-    return code.replace(
-        co_names=_same(code.co_names, [names.get(n, n) for n in code.co_names]),
-        co_varnames=_same(code.co_varnames, [names.get(n, n) for n in code.co_varnames]),
-        co_consts=_same(code.co_consts, [_renamed(c, names, filename) for c in code.co_consts]),
-        co_filename=filename,
-    )
-
-
-def _same(old: tuple[Any, ...], new: list[Any]) -> tuple[Any, ...]:
-    """``new`` as a tuple: ``old`` itself when every item is the same object (nothing named)."""
-    if all(map(operator.is_, old, new)):
-        return old
-    return tuple(new)
-
-
-def _varint(value: int, out: bytearray) -> None:
-    while value >= 0x40:
-        out.append(0x40 | (value & 0x3F))
-        value >>= 6
-    out.append(value)
-
-
-def _lines_only(code: CodeType) -> CodeType:
-    """``code`` (and the code it holds) with line numbers but no column positions.
-
-    CPython 3.11+'s location table (``Objects/locations.md``): entries of up to 8 code units,
-    ``0x80 | kind << 3 | (units - 1)``; kind 13 (line only) takes the line's signed delta,
-    kind 15 (no location) nothing. The result is checked: same lines, or ``code`` unchanged.
-    """
-    consts = tuple([_lines_only(c) if type(c) is CodeType else c for c in code.co_consts])
-    code = code.replace(co_consts=consts)
-    if sys.version_info < (3, 11):
-        return code  # line numbers only already
-    positions = list(code.co_positions())
-    lines = [p[0] for p in positions]
-    table = bytearray()
-    previous = code.co_firstlineno
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        n = 1
-        while n < 8 and i + n < len(lines) and lines[i + n] == line:
-            n += 1
-        if line is None:
-            table.append(0x80 | 15 << 3 | (n - 1))
-        else:
-            table.append(0x80 | 13 << 3 | (n - 1))
-            delta = line - previous
-            _varint(-delta << 1 | 1 if delta < 0 else delta << 1, table)
-            previous = line
-        i += n
-    stripped = code.replace(co_linetable=bytes(table))
-    if [p[0] for p in stripped.co_positions()] != lines:  # pragma: no cover - format changed
-        return code
-    return stripped
-
-
-def _reserve(cls: type, source: str, tag: str) -> str:
-    """Put ``source`` (``cls``'s own) into :mod:`linecache` under a filename no other has."""
-    label = f"{cls.__module__}.{cls.__qualname__}"
-    return _reserve_lines(label, source.splitlines(keepends=True), len(source), tag)
+    return label if len(label) <= 160 else f"{label[:157]}..."  # (at most 160 characters)
 
 
 def _reserve_lines(label: str, lines: list[str], size: int, tag: str) -> str:
-    """Put a source's ``lines`` into :mod:`linecache` under a filename no other source has.
-
-    ``lines`` may be shared by the entries of other sources (never changed).
-    """
+    """Put a source's ``lines`` into :mod:`linecache` under a filename no other source has."""
     base = f"{_FILENAME}{label}{tag}"
     entry = (size, None, lines)
     n = 1
@@ -603,7 +377,8 @@ def compile_function(
     cls: type, what: str, source: str, namespace: dict[str, Any], func: str
 ) -> Callable[..., Any]:
     """Compile a small generated function of ``cls`` (one source, its own linecache entry)."""
-    filename = _reserve(cls, source, f" [{what}]")
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    filename = _reserve_lines(label, source.splitlines(keepends=True), len(source), f" [{what}]")
     try:
         exec(compile(source, filename, "exec"), namespace)
     except BaseException:  # pragma: no cover - the source is ours
@@ -619,36 +394,29 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
     """Set the check that sends a generated ``unflatten`` down its traceable path.
 
     ``check`` returns ``False`` when called and ``True`` to the tracer (an adapter's choice;
-    ``None``: never). Functions with a single path (their stores trace already) are left as
-    they are.
+    ``None``: never). Functions with a single path (their stores trace already) never read
+    it.
     """
     namespace = getattr(unflatten, "__globals__", {})
-    if "_unflatten_traced" in namespace:
+    if "_generated" in namespace:  # (read only by a source with a traceable path)
         namespace["_tracing"] = check
 
 
 def release(generated: Generated) -> None:
-    """Drop ``generated``'s own sources from :mod:`linecache` (its registration was refused).
-
-    Sources shared with other classes (see "templates") stay.
-    """
-    for filename, _, _, _, own in generated._code.values():
-        if own:
-            linecache.cache.pop(filename, None)
+    """Drop ``generated``'s own sources from linecache (its registration was refused)."""
+    for compiled in generated._code.values():
+        if compiled.own:
+            linecache.cache.pop(compiled.filename, None)
 
 
-def _rebuild_failed(label: str) -> Callable[[BaseException], Exception]:
-    """Make the error for a class whose own ``__setattr__`` refused a field during unflatten."""
-
-    def error(cause: BaseException) -> Exception:
-        return RebuildError(
-            f"{label} could not be rebuilt without __init__: its own __setattr__ (or "
-            f"__setitem__) raised {type(cause).__name__}: {cause}; register it with "
-            "unflatten_calls_init=True to rebuild it through __init__, or let its __setattr__ "
-            "accept field assignment."
-        )
-
-    return error
+def _rebuild_failed(cls: type, cause: BaseException) -> Exception:
+    """The error for a class whose own ``__setattr__`` refused a field during unflatten."""
+    return RebuildError(
+        f"{cls.__module__}.{cls.__qualname__} could not be rebuilt without __init__: its own "
+        f"__setattr__ (or __setitem__) raised {type(cause).__name__}: {cause}; register it with "
+        "unflatten_calls_init=True to rebuild it through __init__, or let its __setattr__ "
+        "accept field assignment."
+    )
 
 
 # --- source builders ----------------------------------------------------------------------------
@@ -761,7 +529,7 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
                 out.append(f"{_I * 2}if {v} is not None:")
                 out.append(f"{_I * 3}obj[{f.name!r}] = {v}")
         out.append(f"{_I}except Exception as e:")
-        out.append(f"{_I * 2}raise _rebuild_failed(e) from e")
+        out.append(f"{_I * 2}raise _rebuild_failed(_cls, e) from e")
         return out
     slot_index = {name: i for i, name in enumerate(plan.slots)}
     stores = [*plan.stores, *plan.reset]
@@ -889,29 +657,19 @@ def _core_source(info: ClassInfo) -> str:
 
 
 #: The core family: the embedded registry's, JAX's and optree's functions.
-CORE: Final = Family(
-    "",
-    (
-        "flatten",
-        "flatten_with_keys",
-        "flatten_entries",
-        "flatten_into",
-        "unflatten",
-        "unflatten_hashed",
-    ),
-    _core_source,
-)
+_CORE_FUNCTIONS: Final = "flatten flatten_with_keys flatten_entries flatten_into unflatten"
+CORE: Final = Family("", (*_CORE_FUNCTIONS.split(), "unflatten_hashed"), _core_source)
 
 
 def generate(info: ClassInfo) -> Generated:
-    """Write and compile the core source of ``info``'s class (other families when bound)."""
+    """The generated functions of ``info``'s class, ready to be bound (nothing compiled yet)."""
     plan = info.plan
     # No "__name__": a tracer inlining these functions may import the module it names.
     globals_: dict[str, Any] = {
         "_cls": info.cls,
         "_new": plan.new,
         "_osetattr": object.__setattr__,
-        "_rebuild_failed": _rebuild_failed(info.qualname),
+        "_rebuild_failed": _rebuild_failed,
         "_names": info.data_fields,
         "_type": type,
         "_nt": None,
@@ -919,9 +677,10 @@ def generate(info: ClassInfo) -> Generated:
         "_mixed": None,
         "_check_aux": None,
         "_tracing": None,
+        "_generated": None,
+        "_first_call": first_call,
         "__builtins__": builtins.__dict__,  # what exec would add
     }
     globals_.update({f"_slot{i}": plan.slots[name].__set__ for i, name in enumerate(plan.slots)})
-    generated = Generated(info, globals_)
-    generated._entry(CORE)
+    generated = globals_["_generated"] = Generated(info, globals_)
     return generated

@@ -9,9 +9,10 @@ class of theirs is described.
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Callable, Collection, Iterable
 from types import MemberDescriptorType
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Literal, NamedTuple, cast
 
 from .._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
 
@@ -25,6 +26,7 @@ __all__ = [
     "RebuildMode",
     "RebuildPlan",
     "Store",
+    "check_field_name",
     "check_field_names",
     "describe",
     "is_attrs_class",
@@ -71,42 +73,29 @@ ALIASES_KEY: Final = "treeclass.aliases"
 _ATTRS_HASH_CACHE: Final = "_attrs_cached_hash"
 
 
-class FieldInfo:
-    """One field of a registered class, as treeclass sees it."""
+class FieldInfo(NamedTuple):
+    """One field of a registered class, as treeclass sees it.
 
-    __slots__ = (
-        "alias",
-        "aliases",
-        "default",
-        "default_factory",
-        "init",
-        "kw_only",
-        "name",
-        "static",
-    )
+    Attributes:
+        name: the field's name.
+        static: whether it is a static field (in the auxdata) rather than a child.
+        alias: the keyword ``__init__`` takes the field by (attrs strips a leading underscore).
+        default: its default value, or :data:`MISSING`.
+        default_factory: its default factory, or :data:`MISSING`.
+        init: whether ``__init__`` takes it.
+        kw_only: whether ``__init__`` takes it by keyword only.
+        aliases: earlier names of the field, which saved states may use
+            (``tc.field(aliases=...)``).
+    """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        static: bool,
-        default: Any = MISSING,
-        default_factory: Callable[[], Any] | _Missing = MISSING,
-        init: bool = True,
-        kw_only: bool = False,
-        alias: str | None = None,
-        aliases: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        #: The keyword ``__init__`` takes the field by (attrs strips a leading underscore).
-        self.alias = name if alias is None else alias
-        #: Earlier names of the field, which saved states may use (``tc.field(aliases=...)``).
-        self.aliases = aliases
-        self.static = static
-        self.default = default
-        self.default_factory = default_factory
-        self.init = init
-        self.kw_only = kw_only
+    name: str
+    static: bool
+    alias: str
+    default: Any = MISSING
+    default_factory: Callable[[], Any] | _Missing = MISSING
+    init: bool = True
+    kw_only: bool = False
+    aliases: tuple[str, ...] = ()
 
     @property
     def has_default(self) -> bool:
@@ -119,24 +108,8 @@ class FieldInfo:
             return self.default_factory()
         return self.default
 
-    def with_static(self, static: bool) -> FieldInfo:
-        """This field, static or not."""
-        return FieldInfo(
-            self.name,
-            static=static,
-            default=self.default,
-            default_factory=self.default_factory,
-            init=self.init,
-            kw_only=self.kw_only,
-            alias=self.alias,
-            aliases=self.aliases,
-        )
 
-    def __repr__(self) -> str:
-        return f"FieldInfo({self.name!r}, {'static' if self.static else 'data'})"
-
-
-class RebuildPlan:
+class RebuildPlan(NamedTuple):
     """How unflatten makes an instance again (decided by looking at the class once).
 
     Attributes:
@@ -149,30 +122,15 @@ class RebuildPlan:
             with how each is stored.
     """
 
-    __slots__ = ("mapping", "mode", "new", "reset", "slots", "stores")
-
     mode: RebuildMode
+    new: Callable[..., Any]
     stores: tuple[tuple[str, Store], ...]
+    slots: dict[str, Any]
+    mapping: bool
     reset: tuple[tuple[str, Store], ...]
 
-    def __init__(
-        self,
-        mode: RebuildMode,
-        new: Callable[..., Any],
-        stores: tuple[tuple[str, Store], ...],
-        slots: dict[str, Any],
-        mapping: bool,
-        reset: tuple[tuple[str, Store], ...],
-    ) -> None:
-        self.mode = mode
-        self.new = new
-        self.stores = stores
-        self.slots = slots
-        self.mapping = mapping
-        self.reset = reset
 
-
-class Evolution:
+class Evolution(NamedTuple):
     """How states saved by earlier versions of a class load (only classes that say so have one).
 
     Attributes:
@@ -183,34 +141,9 @@ class Evolution:
             (``migrate=``), or ``None``.
     """
 
-    __slots__ = ("migrate", "removed", "renames")
-
-    def __init__(
-        self,
-        renames: dict[str, str],
-        removed: frozenset[str],
-        migrate: Callable[[Any], Any] | None,
-    ) -> None:
-        self.renames = renames
-        self.removed = removed
-        self.migrate = migrate
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Evolution):
-            return NotImplemented
-        return (self.renames, self.removed, self.migrate) == (
-            other.renames,
-            other.removed,
-            other.migrate,
-        )
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (
-            f"Evolution(renames={self.renames!r}, removed={sorted(self.removed)!r}, "
-            f"migrate={self.migrate!r})"
-        )
+    renames: dict[str, str]
+    removed: frozenset[str]
+    migrate: Callable[[Any], Any] | None
 
 
 class ClassInfo:
@@ -298,8 +231,9 @@ def describe(
 
     Raises:
         NotAPytreeClassError: ``cls`` is none of the supported kinds.
-        RegistrationError: a name in ``static`` is not a field of ``cls``; a field alias or
-            removed field that is the name of a field, or given twice.
+        RegistrationError: a field name that generated code cannot hold (:func:`check_field_name`);
+            a name in ``static`` is not a field of ``cls``; a field alias or removed field that
+            is the name of a field, or given twice.
         RegistrationTypeError: ``removed_fields`` is not a collection of names, ``migrate``
             not callable.
     """
@@ -324,6 +258,12 @@ def describe(
             "decorate it with @treeclass.pytree_dataclass, or make it a dataclass first "
             "(a subclass of a dataclass must be decorated itself)."
         )
+    names = {f.name for f in fields}
+    for f in fields:  # (and attrs' __init__ keyword of each)
+        fix = f"Rename the field {f.name!r:.80}"
+        check_field_name(f.name, "field name", f"{cls.__module__}.{cls.__qualname__}", fix, names)
+        if f.alias != f.name:
+            check_field_name(f.alias, f"__init__ keyword of field {f.name!r}", cls.__name__, fix)
     extra = set(static)
     if extra:
         if kind == "namedtuple":
@@ -331,14 +271,13 @@ def describe(
                 f"namedtuple {cls.__qualname__} cannot have static fields "
                 f"({', '.join(sorted(extra))}); every namedtuple field is a child."
             )
-        known = {f.name for f in fields}
-        unknown = sorted(extra - known)
+        unknown = sorted(extra - names)
         if unknown:
             raise RegistrationError(
                 f"static={unknown!r} names no field of {cls.__qualname__}; "
-                f"its fields are {sorted(known)!r}."
+                f"its fields are {sorted(names)!r}."
             )
-        fields = tuple(f.with_static(f.static or f.name in extra) for f in fields)
+        fields = tuple(f._replace(static=f.static or f.name in extra) for f in fields)
     evolution = _evolution(cls, kind, fields, removed_fields, migrate)
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
     if mode == "init" and kind == "dataclass":
@@ -346,33 +285,61 @@ def describe(
     return ClassInfo(cls, kind, fields, _plan(cls, kind, fields, mode), evolution)
 
 
+def check_field_name(
+    name: object, what: str, label: str, fix: str, others: Collection[str] = ()
+) -> str:
+    """``name`` if it can be a field name in generated source and saved states; else raise.
+
+    The one rule for field names and their aliases: a ``str`` that is a Python identifier, not
+    a keyword, and in NFKC normal form (Python reads identifiers in source NFKC-normalized, so
+    ``ﬁ`` would be read as ``fi``; a name in normal form is NFKC-distinct from every other).
+    ``what`` says which name (``"field name"``), ``label`` whose (the class), ``fix`` the way
+    out; ``others``: the names it may not be read as (the class's other fields).
+
+    Raises:
+        RegistrationError: naming the name, the class and the fix.
+    """
+    if type(name) is not str or not name.isidentifier():
+        problem = "is not a Python identifier"
+    elif keyword.iskeyword(name):
+        problem = "is a Python keyword"
+    elif name.isascii():
+        return name
+    else:
+        import unicodedata  # (only for names that are not ASCII)
+
+        read = unicodedata.normalize("NFKC", name)
+        if read == name:
+            return name
+        problem = f"is read as {read!r} in Python source (NFKC)"
+        if read in others:
+            problem += ", the name of another field of the class"
+    raise RegistrationError(
+        f"the {what} {name!r:.80} of {label} {problem}; field names must be Python "
+        f"identifiers as written (no keyword, in NFKC normal form), since treeclass compiles "
+        f"them into code and saves states by them. {fix}."
+    )
+
+
 def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
-    """``value`` as a tuple of field names (identifiers), or a clear error.
+    """``value`` as a tuple of field names (see :func:`check_field_name`), or a clear error.
 
     ``what`` names the option (``"aliases="``), ``owner`` what it belongs to, for messages.
 
     Raises:
         RegistrationTypeError: ``value`` is a str, or not a collection of str.
-        RegistrationError: a name is not an identifier, or is given twice.
+        RegistrationError: a name is not a valid field name, or is given twice.
     """
-    if isinstance(value, str):
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        one = isinstance(value, str)
+        got = f"the str {value!r:.80}" if one else type(value).__name__
+        example = f"{what}({value!r:.80},)" if one else f'{what}("old_name",)'
         raise RegistrationTypeError(
-            f"{what} of {owner} must be a collection of field names, got the str {value!r}; "
-            f"write {what}({value!r},)."
+            f"{what} of {owner} must be a collection of field names, got {got}; write {example}."
         )
-    if not isinstance(value, Iterable):
-        raise RegistrationTypeError(
-            f"{what} of {owner} must be a collection of field names, got "
-            f'{type(value).__name__}; write {what}("old_name",).'
-        )
-    names: list[str] = []
-    for n in cast("Iterable[object]", value):
-        if not isinstance(n, str) or not n.isidentifier():
-            raise RegistrationError(
-                f"{what} of {owner} must hold field names (Python identifiers), got "
-                f'{n!r:.80}; write {what}("old_name",).'
-            )
-        names.append(n)
+    fix = f'Write {what}("old_name",)'
+    items = cast("Iterable[object]", value)
+    names = [check_field_name(n, f"{what} name", owner, fix) for n in items]
     if len(set(names)) != len(names):
         raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
     return tuple(names)
@@ -442,7 +409,7 @@ def _metadata_aliases(metadata: Any, cls: type, name: str) -> tuple[str, ...]:
 def _namedtuple_fields(cls: type) -> tuple[FieldInfo, ...]:
     names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not declared on type)
     defaults: dict[str, Any] = getattr(cls, "_field_defaults", {})
-    return tuple(FieldInfo(n, static=False, default=defaults.get(n, MISSING)) for n in names)
+    return tuple(FieldInfo(n, False, n, defaults.get(n, MISSING)) for n in names)
 
 
 def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
@@ -465,15 +432,8 @@ def _dataclass_fields(cls: type) -> tuple[FieldInfo, ...]:
             if known is not None:
                 out.append(known)
                 continue
-        info = FieldInfo(
-            f.name,
-            static=static,
-            default=default,
-            default_factory=MISSING if factory is missing else factory,
-            init=f.init,
-            kw_only=kw_only,
-            aliases=aliases,
-        )
+        made = MISSING if factory is missing else factory
+        info = FieldInfo(f.name, static, f.name, default, made, f.init, kw_only, aliases)
         if key is not None and len(_SHARED_FIELDS) < _SHARED_FIELDS_MAX:
             info = _SHARED_FIELDS.setdefault(key, info)
         out.append(info)
@@ -502,18 +462,11 @@ def _attrs_fields(cls: type) -> tuple[FieldInfo, ...]:
         elif isinstance(default, attr.Factory):
             factory = MISSING if default.takes_self else default.factory
             default = MISSING  # a factory that needs the instance gives no usable default
-        out.append(
-            FieldInfo(
-                a.name,
-                static=_is_static_metadata(a.metadata),
-                default=default,
-                default_factory=factory,
-                init=bool(a.init),
-                kw_only=bool(a.kw_only),
-                alias=str(getattr(a, "alias", None) or a.name.lstrip("_")),
-                aliases=_metadata_aliases(a.metadata, cls, a.name),
-            )
-        )
+        static = _is_static_metadata(a.metadata)
+        alias = str(getattr(a, "alias", None) or a.name.lstrip("_"))
+        aliases = _metadata_aliases(a.metadata, cls, a.name)
+        init, kw_only = bool(a.init), bool(a.kw_only)
+        out.append(FieldInfo(a.name, static, alias, default, factory, init, kw_only, aliases))
     return tuple(out)
 
 
@@ -632,11 +585,8 @@ def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMod
     # and no data descriptor of its own stands in the way.
     plain = mode == "direct" and getattr(cls, "__setattr__", None) is object.__setattr__
     attributes = [_class_attribute(cls, f.name) for f in fields]
-    if plain:
-        for found, value in attributes:
-            if found and hasattr(type(value), "__set__") and not _is_member(value):
-                plain = False
-                break
+    own = [v for found, v in attributes if found and type(v) is not MemberDescriptorType]
+    plain = plain and not any(hasattr(type(v), "__set__") for v in own)
     slots: dict[str, Any] = {}
     stores: tuple[tuple[str, Store], ...] = tuple(
         [(f.name, _store_of(cls, f.name, plain, slots, a)) for f, a in zip(fields, attributes)]
@@ -644,15 +594,4 @@ def _plan(cls: type, kind: Kind, fields: tuple[FieldInfo, ...], mode: RebuildMod
     reset: tuple[tuple[str, Store], ...] = ()
     if _hash_cache(cls, kind):
         reset = ((_ATTRS_HASH_CACHE, _store_of(cls, _ATTRS_HASH_CACHE, plain, slots)),)
-    return RebuildPlan(
-        mode,
-        _solid_new(cls),
-        stores,
-        slots,
-        issubclass(cls, dict),
-        reset,
-    )
-
-
-def _is_member(value: object) -> bool:
-    return isinstance(value, MemberDescriptorType)
+    return RebuildPlan(mode, _solid_new(cls), stores, slots, issubclass(cls, dict), reset)
