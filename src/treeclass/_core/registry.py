@@ -180,20 +180,21 @@ def node_type_for(cls: type) -> NodeType | None:
     """The node type of ``cls``, or ``None`` if ``cls`` is a leaf type: the walkers' decision.
 
     A namedtuple class seen for the first time becomes a node type here; any other type not
-    registered is remembered as a leaf type (:data:`LEAF_TYPES`). A type seen before is
-    looked up without a lock; a new one is decided under the registry's lock, which a
-    registration holds while it adds the class and takes it out of ``LEAF_TYPES``, so a class
-    registered meanwhile is never recorded as a leaf.
+    registered is remembered as a leaf type (:data:`LEAF_TYPES`). No lock (walkers run inside
+    ``torch.compile``, which cannot trace one): a new leaf type is recorded, then the registry
+    is read again, while a registration (:func:`_commit`) adds the class to the registry
+    before it takes it out of ``LEAF_TYPES``; whichever runs second sees the other's write, so
+    a class registered meanwhile is never left recorded as a leaf.
     """
     nt = _BY_TYPE.get(cls)
     if nt is None and cls not in LEAF_TYPES:
-        with _LOCK:
-            nt = _BY_TYPE.get(cls)
-            if nt is None:
-                if is_namedtuple_class(cls):
-                    nt = _BY_TYPE[cls] = namedtuple_node(cls)
-                else:
-                    LEAF_TYPES.add(cls)
+        if is_namedtuple_class(cls):
+            # setdefault: a register_namedtuple that got there first keeps its node type.
+            return _BY_TYPE.setdefault(cls, namedtuple_node(cls))
+        LEAF_TYPES.add(cls)
+        nt = _BY_TYPE.get(cls)
+        if nt is not None:  # registered since the first look
+            LEAF_TYPES.discard(cls)
     return nt
 
 
@@ -381,7 +382,7 @@ def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: 
     if previous is not None:
         previous.superseded = True  # its objects are refused by every serializer now
     _BY_TYPE[cls] = node
-    LEAF_TYPES.discard(cls)
+    LEAF_TYPES.discard(cls)  # after _BY_TYPE: see node_type_for
     done: list[tuple[Backend, Undo]] = []
     try:
         # Backends that can undo a registration first, JAX (which cannot) last.
