@@ -20,19 +20,14 @@ from typing import Any, Final
 import flax.serialization as fs
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo
-from .._errors import RegistrationError, StructureMismatchError
+from .._core.registry import Change, Held, Undo
+from .._errors import StructureMismatchError
 
 __all__ = ["BACKEND", "CHECKED_FLAX_VERSION", "FlaxBackend"]
 
 #: The flax version the private access in :func:`_state_dict_registry` was checked against.
 CHECKED_FLAX_VERSION: Final = "0.12.8"
 
-_ALREADY: Final = (
-    "{cls} already has a flax.serialization state-dict registration made outside treeclass "
-    "(flax.struct, register_serialization_state), so treeclass cannot register it for flax "
-    "serialization; register it with override=True to replace that registration, or remove it."
-)
 _NOT_A_DICT: Final = (
     "the flax state for {cls} at path {path!r} is a {type}, not a dict of its data fields "
     "({fields}); the checkpoint does not hold a {cls} there."
@@ -66,9 +61,6 @@ def _functions(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any, Any
     label = node.name or node.qualname
     flatten, unflatten = node.flatten, node.unflatten
 
-    def to_state_dict(obj: Any) -> dict[str, Any]:
-        return {name: fs.to_state_dict(getattr(obj, name)) for name in fields}
-
     def from_state_dict(target: Any, state: Any) -> Any:
         path = fs.current_path()
         if not isinstance(state, Mapping):
@@ -99,7 +91,24 @@ def _functions(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any, Any
             restored.append(fs.from_state_dict(child, entries[name], name=name))
         return unflatten(aux, restored)  # statics from the target; no __init__
 
-    return to_state_dict, from_state_dict
+    return _ToState(fields), from_state_dict
+
+
+class _ToState:
+    """A class's ``to_state_dict`` (a class of its own, so that flax's entry shows it is ours)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: tuple[str, ...]) -> None:
+        self.fields = fields
+
+    def __call__(self, obj: Any) -> dict[str, Any]:
+        return {name: fs.to_state_dict(getattr(obj, name)) for name in self.fields}
+
+
+def _ours(entry: tuple[Any, Any]) -> bool:
+    """Whether a flax state-dict registration is treeclass's."""
+    return entry[0].__class__ is _ToState
 
 
 def _nothing() -> None:
@@ -112,37 +121,26 @@ class FlaxBackend:
     name: str = "flax"
     can_unregister: bool = True
 
-    def __init__(self) -> None:
-        #: class -> the functions registered for it.
-        self._ours: dict[type, tuple[Any, Any]] = {}
-
-    def check(self, change: Change) -> None:
-        """Refuse a class flax already serializes some other way (unless ``override``).
-
-        Raises:
-            RegistrationError: flax has a registration for the class made elsewhere.
-        """
+    def check(self, change: Change) -> list[Held]:
+        """Report a registration of the class flax holds that treeclass did not make."""
         node = change.node
-        if node.kind == "namedtuple" or change.override or node.type in self._ours:
-            return
-        if node.type in _state_dict_registry():
-            raise RegistrationError(_ALREADY.format(cls=node.qualname))
+        entry = _state_dict_registry().get(node.type)
+        if node.kind == "namedtuple" or entry is None or _ours(entry):
+            return []
+        where = "flax.serialization (flax.struct, register_serialization_state)"
+        return [(None, node.type, where)]
 
     def add(self, change: Change) -> Undo:
         """Register the class with ``flax.serialization``; the undo puts back what it replaced."""
         node = change.node
         cls = node.type
-        if node.kind == "namedtuple" or cls in self._ours:
+        foreign = _state_dict_registry().get(cls)
+        if node.kind == "namedtuple" or (foreign is not None and _ours(foreign)):
             return _nothing
-        foreign = _state_dict_registry().get(cls) if change.override else None
         functions = _functions(node)
-        fs.register_serialization_state(cls, *functions, override=change.override)
-        self._ours[cls] = functions
+        fs.register_serialization_state(cls, *functions, override=foreign is not None)
 
         def undo() -> None:
-            if self._ours.get(cls) is not functions:
-                return
-            del self._ours[cls]
             registry = _state_dict_registry()
             if registry.get(cls) == functions:
                 del registry[cls]

@@ -30,7 +30,7 @@ import jax.export
 import jax.tree_util
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo
+from .._core.registry import Change, Held, Undo
 from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
@@ -51,30 +51,10 @@ CHECKED_JAX_VERSION: Final = "0.10.2"
 #: a SystemError that leaves the interpreter unable to run Python code at exit.
 MAX_DEPTH: Final = 500
 
-_ALREADY_A_JAX_NODE: Final = (
-    "{cls} is already a JAX pytree node, registered outside treeclass (by "
-    "jax.tree_util.register_pytree_node / register_dataclass, flax.struct, equinox, ...). JAX "
-    "cannot replace a registration (override= only applies to PyTorch), so treeclass cannot "
-    "make it a treeclass node; remove the other registration, or register a subclass with "
-    "treeclass instead."
-)
 _REGISTERED_BY_OLDER_TREECLASS: Final = (
     "{cls} was already registered with JAX by an earlier treeclass registration with other "
     "options, and JAX cannot replace a registration; restart the interpreter to register it "
     "with new options."
-)
-_TYPE_HAS_EXPORT_NAME: Final = (
-    "{cls} already has a jax.export serialization registration (serialized_name={taken!r}) "
-    "made outside treeclass, so treeclass cannot register it as {name!r}; remove the other "
-    "registration, or register the class without name=."
-)
-_NAME_TAKEN_IN_EXPORT: Final = (
-    "the name {name!r} of {cls} is already taken in jax.export by {owner} (registered outside "
-    "treeclass); give {cls} another name=."
-)
-_ALIAS_TAKEN_IN_EXPORT: Final = (
-    "the alias {name!r} of {cls} is already a name in jax.export, of {owner} (registered "
-    "outside treeclass), so jax.export would not load it as {cls}; remove it from aliases=."
 )
 _UNHASHABLE_STATIC: Final = (
     "static field {field!r} of {cls} holds an unhashable {type} ({value}); JAX keeps static "
@@ -318,20 +298,20 @@ class JaxBackend:
     name: str = "jax"
     can_unregister: bool = False
 
-    def check(self, change: Change) -> None:
-        """Refuse the class if JAX already knows it or its names from elsewhere.
+    def check(self, change: Change) -> list[Held]:
+        """Report what JAX holds of the class and its names that treeclass did not register.
 
-        Changes nothing. ``override`` does not apply: JAX cannot replace a registration. An
+        Changes nothing. ``override`` cannot apply (:attr:`can_unregister`). An
         ``equinox.Module`` subclass is accepted: JAX keeps equinox's registration of it, and
         :meth:`add` leaves it alone (no ``jax.tree_util`` node, no ``jax.export`` name).
 
         Raises:
-            RegistrationError: the class is already a JAX pytree node or has a jax.export
-                registration made outside treeclass, or a name or alias is taken in
-                jax.export by a class treeclass did not register.
+            RegistrationError: treeclass registered the class with ``jax.tree_util`` before,
+                with other options (a registration that was rolled back).
         """
         node = change.node
         cls = node.type
+        held: list[Held] = []
         if node.kind != "namedtuple":
             ours = _TREE_UTIL.get(cls)
             if ours is not None:
@@ -343,23 +323,20 @@ class JaxBackend:
                     )
             elif _is_jax_tree_node(cls):
                 if _equinox_module(cls):
-                    return  # JAX keeps equinox's registration; see _LEFT_TO_EQUINOX
-                raise RegistrationError(_ALREADY_A_JAX_NODE.format(cls=node.qualname))
+                    return held  # JAX keeps equinox's registration; see _LEFT_TO_EQUINOX
+                where = "JAX's pytree (jax.tree_util, flax.struct, equinox, ...)"
+                held.append((None, cls, where))
         if change.name is None:
-            return
+            return held
         by_type, by_name = _export_registries()
         entry = by_type.get(cls)
         if entry is not None and entry[0] != change.name:
-            raise RegistrationError(
-                _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=change.name)
-            )
-        for i, name in enumerate(change.names):
+            held.append((None, cls, f"jax.export (serialized_name={entry[0]!r})"))
+        for name in change.names:
             entry = by_name.get(name)
-            if entry is not None and not change.may_take(name, entry[0]):
-                message = _NAME_TAKEN_IN_EXPORT if i == 0 else _ALIAS_TAKEN_IN_EXPORT
-                raise RegistrationError(
-                    message.format(name=name, cls=node.qualname, owner=_owner(entry[0]))
-                )
+            if entry is not None:
+                held.append((name, entry[0], "jax.export"))
+        return held
 
     def add(self, change: Change) -> Undo:
         """Add the class to ``jax.tree_util`` and, under its names, to ``jax.export``.

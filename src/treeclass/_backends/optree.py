@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._core.registry import Change, Undo
+from .._core.registry import Change, Held, Undo
 from .._core.tree import TreeSpec
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
@@ -49,7 +49,7 @@ def _label(namespace: str) -> str:
     return f"optree namespace {namespace!r}"
 
 
-def _foreign_entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
+def _entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
     """The registration of exactly ``cls`` in exactly ``namespace`` (no global fallback)."""
     name = "" if namespace is GLOBAL_NAMESPACE else namespace
     entry = optree.register_pytree_node.get(cls, namespace=name)
@@ -58,11 +58,15 @@ def _foreign_entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
     return entry
 
 
-def _describe_entry(entry: PyTreeNodeRegistryEntry) -> str:
+def _foreign(cls: type, namespace: str) -> str | None:
+    """Where and how ``cls`` is registered in ``namespace`` by another library, or ``None``."""
+    entry = _entry(cls, namespace)
+    if entry is None:
+        return None
     fn = entry.flatten_func
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or repr(fn)
-    return f"{module}.{qualname}"
+    return f"optree ({_label(namespace)}, flatten function {module}.{qualname})"
 
 
 def _nothing() -> None:
@@ -88,36 +92,30 @@ class OptreeBackend:
         self._registered: dict[type, tuple[str, ...]] = {}
         #: class -> (generated flatten, unflatten) as given to optree.
         self._functions: dict[type, tuple[FlattenEntriesFn, Any]] = {}
-        #: (class, namespace) -> another library's registration replaced with override=True.
-        self._replaced: dict[tuple[type, str], PyTreeNodeRegistryEntry] = {}
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def check(self, change: Change) -> None:
-        """Refuse the class if another library registered it where treeclass writes.
+    def check(self, change: Change) -> list[Held]:
+        """Report another library's registration of the class where treeclass writes.
 
-        Raises:
-            RegistrationError: the class is an optree node of another library's in the global
-                namespace or in a namespace added with :meth:`add_namespace`, and
-                ``override`` is false.
+        That is the global namespace and every namespace added with :meth:`add_namespace`;
+        the registry decides (``override``).
         """
         node = change.node
-        if node.kind == "namedtuple" or change.override:
-            return
+        if node.kind == "namedtuple":
+            return []
         with self._lock:
-            for namespace in self._namespaces:
-                entry = _foreign_entry(node.type, namespace)
-                if entry is not None:
-                    raise RegistrationError(
-                        f"{node.qualname} is already a pytree node in {_label(namespace)} "
-                        f"(registered by another library, flatten function "
-                        f"{_describe_entry(entry)}), so treeclass cannot register it there; "
-                        "nothing was registered. Register the class with override=True to "
-                        "replace that registration, or leave it to the other library."
-                    )
+            return [
+                (None, node.type, where)
+                for where in map(lambda ns: _foreign(node.type, ns), self._namespaces)
+                if where is not None
+            ]
 
     def add(self, change: Change) -> Undo:
         """Register the class in every namespace, all or none; the undo removes it again.
+
+        With ``override``, another library's registration is taken out first; the undo puts
+        it back.
 
         Raises:
             RegistrationError: optree refused the class in one namespace; the namespaces done
@@ -127,6 +125,21 @@ class OptreeBackend:
         if node.kind == "namedtuple":
             return _nothing
         cls = node.type
+        replaced: list[tuple[str, PyTreeNodeRegistryEntry]] = []
+
+        def undo(namespaces: Iterable[str] | None = None) -> None:
+            with self._lock:
+                if namespaces is None:
+                    namespaces = self._registered.pop(cls, ())
+                    self._functions.pop(cls, None)
+                for namespace in reversed(tuple(namespaces)):
+                    try:
+                        optree.unregister_pytree_node(cls, namespace=namespace)
+                    except ValueError:  # already removed behind treeclass's back
+                        continue
+                for namespace, entry in replaced:
+                    _register(cls, (entry.flatten_func, entry.unflatten_func), namespace, entry)
+
         with self._lock:
             functions = (
                 node.bind("optree", str, functions=("flatten_entries",))["flatten_entries"],
@@ -135,12 +148,13 @@ class OptreeBackend:
             done: list[str] = []
             for namespace in self._namespaces:
                 try:
-                    if change.override:
-                        self._displace(cls, namespace)
+                    entry = _entry(cls, namespace) if change.override else None
+                    if entry is not None:
+                        optree.unregister_pytree_node(cls, namespace=namespace)
+                        replaced.append((namespace, entry))
                     _register(cls, functions, namespace)
                 except Exception as e:
-                    self._undo(cls, done)
-                    self._restore(cls, self._namespaces)
+                    undo(done)
                     raise RegistrationError(
                         f"optree refused {node.qualname} in {_label(namespace)} ({e}); nothing "
                         "was registered."
@@ -148,14 +162,6 @@ class OptreeBackend:
                 done.append(namespace)
             self._registered[cls] = tuple(done)
             self._functions[cls] = functions
-
-        def undo() -> None:
-            with self._lock:
-                namespaces = self._registered.pop(cls, ())
-                self._functions.pop(cls, None)
-                self._undo(cls, namespaces)
-                self._restore(cls, namespaces)
-
         return undo
 
     # -- named namespaces ----------------------------------------------------------------------
@@ -195,13 +201,12 @@ class OptreeBackend:
                 return
             classes = list(self._registered)
             for cls in classes:
-                entry = _foreign_entry(cls, namespace)
-                if entry is not None:
+                where = _foreign(cls, namespace)
+                if where is not None:
                     raise RegistrationError(
-                        f"{cls.__module__}.{cls.__qualname__} is already a pytree node in "
-                        f"{_label(namespace)} (registered by another library, flatten "
-                        f"function {_describe_entry(entry)}), so treeclass cannot register "
-                        f"its classes there; nothing was registered. Unregister it with "
+                        f"{cls.__module__}.{cls.__qualname__} is already registered with {where}, "
+                        "by another library, so treeclass cannot register its classes there; "
+                        "nothing was registered. Unregister it with "
                         f"optree.unregister_pytree_node(cls, namespace={namespace!r}) first, "
                         "or choose another namespace."
                     )
@@ -211,7 +216,7 @@ class OptreeBackend:
                     _register(cls, self._functions[cls], namespace)
                 except Exception as e:
                     for other in reversed(done):
-                        self._undo(other, (namespace,))
+                        optree.unregister_pytree_node(other, namespace=namespace)
                     raise RegistrationError(
                         f"optree refused {cls.__module__}.{cls.__qualname__} in "
                         f"{_label(namespace)} ({e}); nothing was registered."
@@ -221,41 +226,14 @@ class OptreeBackend:
                 self._registered[cls] = (*self._registered[cls], namespace)
             self._namespaces.append(namespace)
 
-    # -- helpers -------------------------------------------------------------------------------
 
-    def _displace(self, cls: type, namespace: str) -> None:
-        """Unregister another library's registration of ``cls`` (``override=True``)."""
-        entry = _foreign_entry(cls, namespace)
-        if entry is not None:
-            optree.unregister_pytree_node(cls, namespace=namespace)
-            self._replaced[cls, namespace] = entry
-
-    def _undo(self, cls: type, namespaces: Iterable[str]) -> None:
-        """Unregister ``cls`` from ``namespaces`` (best effort: one that is gone is skipped)."""
-        for namespace in reversed(tuple(namespaces)):
-            try:
-                optree.unregister_pytree_node(cls, namespace=namespace)
-            except ValueError:  # already removed behind treeclass's back
-                continue
-
-    def _restore(self, cls: type, namespaces: Iterable[str]) -> None:
-        """Put back the registrations ``override=True`` replaced in ``namespaces``."""
-        for namespace in namespaces:
-            entry = self._replaced.pop((cls, namespace), None)
-            if entry is not None:
-                optree.register_pytree_node(
-                    cls,
-                    entry.flatten_func,
-                    entry.unflatten_func,
-                    path_entry_type=entry.path_entry_type,
-                    namespace=namespace,
-                )
-
-
-def _register(cls: type, functions: tuple[FlattenEntriesFn, Any], namespace: str) -> None:
-    flatten, unflatten = functions
+def _register(
+    cls: type, functions: tuple[Any, Any], namespace: str, entry: Any = None
+) -> None:
+    """Register ``cls`` in ``namespace`` (as ``entry`` was, to put another library's back)."""
+    path_entry_type = optree.GetAttrEntry if entry is None else entry.path_entry_type
     optree.register_pytree_node(
-        cls, flatten, unflatten, path_entry_type=optree.GetAttrEntry, namespace=namespace
+        cls, *functions, path_entry_type=path_entry_type, namespace=namespace
     )
 
 

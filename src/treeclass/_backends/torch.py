@@ -48,11 +48,10 @@ from .._core.codegen import (
 from .._core.fields import ClassInfo, is_namedtuple_class
 from .._core.json import SCALAR_TYPES, dumps_canonical
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo, registered_node
+from .._core.registry import Change, Held, Undo, registered_node
 from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec
 from .._errors import (
-    NameConflictError,
     RegistrationError,
     TreespecLoadError,
     brief,
@@ -373,7 +372,10 @@ def _describe_existing(held: _Held) -> str:
         name = held.serialize.serialized_type_name
         if name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
             return "without a serialized_type_name"
-        return f"with serialized_type_name={name!r}"
+        return (
+            f"with serialized_type_name={name!r} (as transformers registers every ModelOutput "
+            "subclass)"
+        )
     if held.cxx is not None or held.pending:
         return "in its C++ pytree (torch.utils._cxx_pytree) only"
     return "as a pytree node"  # pragma: no cover - a NodeDef always has a _SerializeNodeDef
@@ -609,56 +611,34 @@ class _Dumpable:
         return self._codec()[1](state_from_bytes(node, dumpable))
 
 
-def _name_conflict(change: Change, name: str, holder: type) -> NameConflictError:
-    node = change.node
-    owner = f"{holder.__module__}.{holder.__qualname__}"
-    if name == change.name:
-        return NameConflictError(
-            f"PyTorch's pytree already maps serialized_type_name {name!r} to {owner}, so "
-            f"{node.qualname} cannot be registered under that name (torch would silently load "
-            "one class as the other); give it another name=."
-        )
-    return NameConflictError(
-        f"PyTorch's pytree already maps serialized_type_name {name!r} to {owner}, so "
-        f"{node.qualname} cannot have it as an alias (torch would load one class as the "
-        "other); remove it from aliases=."
-    )
-
-
 class TorchBackend:
     """Mirrors the treeclass registry into ``torch.utils._pytree`` (and its C++ twin)."""
 
     name = "torch"
     can_unregister = True
 
-    def check(self, change: Change) -> None:
-        """Raise a :class:`RegistrationError` if torch cannot take ``change``; change nothing.
+    def check(self, change: Change) -> list[Held]:
+        """Report the classes torch maps the change's names to, and torch's own registration
+        of the class (the registry decides, ``override`` included).
 
         Raises:
-            NameConflictError: torch already maps a name or alias to a class that is not
-                an earlier definition of this one.
-            RegistrationError: torch already has a registration for the class (and
-                ``override`` is false), or treats the class as an opaque leaf.
+            RegistrationError: torch treats the class as an opaque leaf.
         """
-        node = change.node
+        cls = change.node.type
+        if _is_opaque(cls):
+            raise RegistrationError(
+                f"{change.node.qualname} is registered with torch as an opaque object type, "
+                "which torch requires to stay a pytree leaf; it cannot also be a treeclass node."
+            )
+        held: list[Held] = []
         for name in change.names:
             holder = _class_for_serialized_name(name)
-            if holder is not None and not change.may_take(name, holder):
-                raise _name_conflict(change, name, holder)
-        held = _held(node.type)
-        if not held.empty and not change.override:
-            raise RegistrationError(
-                f"{node.qualname} is already registered with PyTorch's pytree "
-                f"{_describe_existing(held)}, by another library (transformers registers every "
-                "ModelOutput subclass that way); pass override=True to register_dataclass() or "
-                "pytree_dataclass() to replace that registration with treeclass's, in "
-                "torch.utils._pytree and torch.utils._cxx_pytree."
-            )
-        if _is_opaque(node.type):
-            raise RegistrationError(
-                f"{node.qualname} is registered with torch as an opaque object type, which "
-                "torch requires to stay a pytree leaf; it cannot also be a treeclass node."
-            )
+            if holder is not None:
+                held.append((name, holder, "PyTorch's pytree (a serialized_type_name)"))
+        existing = _held(cls)
+        if not existing.empty:
+            held.append((None, cls, f"PyTorch's pytree {_describe_existing(existing)}"))
+        return held
 
     def add(self, change: Change) -> Undo:
         """Add the class to torch and move the names ``change`` says; the undo puts back all.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import warnings
 from _thread import RLock
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from .._errors import NameConflictError, RegistrationError, report_failures
@@ -23,6 +23,7 @@ from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
 __all__ = [
     "Backend",
     "Change",
+    "Held",
     "activate_backend",
     "active_backends",
     "class_for_name",
@@ -79,20 +80,17 @@ class Change:
         """The earlier names the class also loads under."""
         return self.names[1:]
 
-    def may_take(self, name: str, holder: type) -> bool:
-        """Whether a framework mapping ``name`` to ``holder`` may be moved to the class.
-
-        True when ``holder`` is the class itself or an earlier definition losing ``name``
-        (:attr:`drops`); any other holder is another library's, and the class is refused.
-        """
-        return holder is self.node.type or (name, holder) in self.drops
-
     def __repr__(self) -> str:
         return f"<treeclass change {self.node.qualname} names={self.names!r}>"
 
 
 #: Undoes what :meth:`Backend.add` did.
 Undo = Callable[[], None]
+#: A fact a backend reports (:meth:`Backend.check`): ``(name, holder, where)``, the framework
+#: maps ``name`` to the class ``holder``; or ``(None, cls, where)``, the framework holds a
+#: registration of the class itself that treeclass did not make. ``where`` says where and what
+#: (``"PyTorch's pytree with serialized_type_name='x'"``).
+Held = tuple[str | None, type, str]
 
 
 class Backend(Protocol):
@@ -100,18 +98,67 @@ class Backend(Protocol):
 
     #: The framework's name, as in :data:`treeclass._backends.activation.FRAMEWORKS`.
     name: str
-    #: Whether the undo :meth:`add` returns restores the framework (JAX's cannot).
+    #: Whether the undo :meth:`add` returns restores the framework (JAX's cannot); also
+    #: whether ``override=True`` can replace another library's registration there.
     can_unregister: bool
 
-    def check(self, change: Change) -> None:
-        """Raise :class:`~treeclass.RegistrationError` if the framework cannot take ``change``.
+    def check(self, change: Change) -> Iterable[Held] | None:
+        """Report what the framework holds of the change's class and names (:data:`Held`).
 
-        Changes nothing.
+        The registry decides what may be taken over (:func:`_refusal`). Raises
+        :class:`~treeclass.RegistrationError` only for what no option allows. Changes nothing.
         """
 
     def add(self, change: Change) -> Undo:
         """Add the class and move the names as ``change`` says, all or nothing; return the undo."""
         ...
+
+
+def _refusal(change: Change, backend: Backend, held: Iterable[Held]) -> RegistrationError | None:
+    """The one decision (and wording) on what a framework already holds; ``None``: go ahead.
+
+    A name may be moved from the class itself or from an earlier definition losing it
+    (``change.drops``); any other holder is another library's, and the class is refused. A
+    registration of the class made by another library is replaced only with ``override=True``,
+    in a framework that can undo (``can_unregister``).
+    """
+    node = change.node
+    for name, holder, where in held:
+        if name is None:
+            if change.override and backend.can_unregister:
+                continue
+            fix = (
+                "register it with override=True (register_dataclass() or pytree_dataclass()) "
+                "to replace that registration with treeclass's, or leave it to the other library"
+                if backend.can_unregister
+                else f"{backend.name} cannot replace a registration (override=True does not "
+                "apply), so remove the other registration, or register a subclass with "
+                "treeclass instead"
+            )
+            return RegistrationError(
+                f"{node.qualname} is already registered with {where}, by another library, so "
+                f"treeclass cannot register it there; nothing was registered. To fix it, {fix}."
+            )
+        if holder is not node.type and (name, holder) not in change.drops:
+            what, fix = (
+                ("its name", "give it another name=")
+                if name == change.name
+                else ("an alias", "remove it from aliases=")
+            )
+            return NameConflictError(
+                f"the name {name!r} is taken in {where} by {holder.__module__}."
+                f"{holder.__qualname__} (registered outside treeclass), so {node.qualname} "
+                f"cannot have it as {what} ({backend.name} would load one class as the other); "
+                f"{fix}."
+            )
+    return None
+
+
+def _check(backend: Backend, change: Change) -> None:
+    """Ask ``backend`` about ``change``; raise the registry's refusal, if any."""
+    error = _refusal(change, backend, backend.check(change) or ())
+    if error is not None:
+        raise error
 
 
 def _standing(node: NodeType) -> Change:
@@ -322,7 +369,7 @@ def register(
         change = Change(node, names, _drops(node, previous), override)
         try:
             for backend in _BACKENDS:
-                backend.check(change)
+                _check(backend, change)
         except BaseException:
             node.name = unnamed
             node.aliases = ()
@@ -434,7 +481,7 @@ def activate_backend(
         for node in list(_REGISTERED.values()):
             change = _standing(node)
             try:
-                backend.check(change)
+                _check(backend, change)
                 backend.add(change)
             except Exception as e:
                 _MISSING[backend.name, node.type] = e
@@ -471,7 +518,7 @@ def _retry_missing_in(node: NodeType) -> None:
             continue
         change = _standing(node)
         try:
-            backend.check(change)
+            _check(backend, change)
             backend.add(change)
         except Exception as e:
             _MISSING[key] = e
