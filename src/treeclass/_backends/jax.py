@@ -96,6 +96,12 @@ def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
     return by_type, by_name
 
 
+def class_for_serialized_name(name: str) -> type | None:
+    """The class jax.export loads ``name`` as, or ``None``."""
+    entry = _export_registries()[1].get(name)
+    return None if entry is None else entry[0]  # type: ignore[no-any-return]
+
+
 def _drop_export_name(name: str, cls: type) -> None:
     """Make jax.export neither write ``cls`` as ``name`` nor load ``name`` as ``cls``.
 

@@ -136,6 +136,19 @@ def _class_for_serialized_name(name: str) -> type | None:
     return pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name)
 
 
+def class_for_serialized_name(name: str) -> type | None:
+    """The class registered under the serialized name ``name`` (never torch's "no name"
+    marker, which every class registered without a name shares), or ``None``."""
+    if name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
+        return None
+    return _class_for_serialized_name(name)
+
+
+def serialization_of(cls: type) -> Any:
+    """torch's serialization entry of ``cls`` (a ``_SerializeNodeDef``), or ``None``."""
+    return pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+
+
 def _load_name_as(name: str, cls: type | None) -> None:
     """Make torch load ``name`` as ``cls`` (``None``: as nothing).
 
@@ -161,7 +174,7 @@ def _unname(cls: type, name: str) -> None:
     node again.
     """
     with _registry_lock():
-        serialize = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+        serialize = serialization_of(cls)
         if serialize is None or serialize.serialized_type_name != name:
             return
         if is_namedtuple_class(cls):
@@ -411,6 +424,15 @@ def _none_form(node: NodeType) -> bool:
         and not node.return_none_fields
         and bool(node.data_fields)
     )
+
+
+def child_count(cls: type, context: Any) -> int | None:
+    """How many children torch gives a node of ``cls`` with ``context``; ``None``: not a
+    dataclass or attrs class registered with treeclass."""
+    node = registered_node(cls)
+    if node is None or node.kind not in ("dataclass", "attrs"):
+        return None
+    return len(node.data_fields) - (len(context[0]) if _none_form(node) else 0)
 
 
 _I: Final = INDENT
