@@ -790,7 +790,9 @@ class Cell:
 def test_an_alias_taken_in_jax_export_is_refused_before_anything_changes(uname: str) -> None:
     Foreign = _registered_outside_treeclass(uname + ".old")
     blob = jax.export.export(jax.jit(lambda p: p))(Foreign(np.float32(1.0))).serialize()
-    with pytest.raises(tc.RegistrationError, match=r"name .*\.old' is taken in jax.export .* as an alias"):
+    with pytest.raises(
+        tc.RegistrationError, match=r"name .*\.old' is taken in jax.export .* as an alias"
+    ):
 
         @tc.pytree_dataclass(name=uname, aliases=(uname + ".old",))
         class Mine:

@@ -512,7 +512,9 @@ def test_an_alias_torch_maps_to_another_class_is_refused(uname: str) -> None:
     Foreign = foreign_dataclass()
     register_foreign(Foreign, uname + ".old")
     before = torch_state(Foreign)
-    with pytest.raises(tc.NameConflictError, match=r"name .*\.old' is taken in PyTorch's pytree .* as an alias"):
+    with pytest.raises(
+        tc.NameConflictError, match=r"name .*\.old' is taken in PyTorch's pytree .* as an alias"
+    ):
 
         @tc.pytree_dataclass(name=uname, aliases=(uname + ".old",))
         class Mine:

@@ -99,7 +99,7 @@ def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
 def class_for_serialized_name(name: str) -> type | None:
     """The class jax.export loads ``name`` as, or ``None``."""
     entry = _export_registries()[1].get(name)
-    return None if entry is None else entry[0]  # type: ignore[no-any-return]
+    return None if entry is None else entry[0]
 
 
 def _drop_export_name(name: str, cls: type) -> None:

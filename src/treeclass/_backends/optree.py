@@ -227,9 +227,7 @@ class OptreeBackend:
             self._namespaces.append(namespace)
 
 
-def _register(
-    cls: type, functions: tuple[Any, Any], namespace: str, entry: Any = None
-) -> None:
+def _register(cls: type, functions: tuple[Any, Any], namespace: str, entry: Any = None) -> None:
     """Register ``cls`` in ``namespace`` (as ``entry`` was, to put another library's back)."""
     path_entry_type = optree.GetAttrEntry if entry is None else entry.path_entry_type
     optree.register_pytree_node(

@@ -137,15 +137,17 @@ def _class_for_serialized_name(name: str) -> type | None:
 
 
 def class_for_serialized_name(name: str) -> type | None:
-    """The class registered under the serialized name ``name`` (never torch's "no name"
-    marker, which every class registered without a name shares), or ``None``."""
+    """The class registered under the serialized name ``name``, or ``None``.
+
+    Never for torch's "no name" marker, which every class registered without a name shares.
+    """
     if name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
         return None
     return _class_for_serialized_name(name)
 
 
 def serialization_of(cls: type) -> Any:
-    """torch's serialization entry of ``cls`` (a ``_SerializeNodeDef``), or ``None``."""
+    """Torch's serialization entry of ``cls`` (a ``_SerializeNodeDef``), or ``None``."""
     return pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
 
 
@@ -427,8 +429,10 @@ def _none_form(node: NodeType) -> bool:
 
 
 def child_count(cls: type, context: Any) -> int | None:
-    """How many children torch gives a node of ``cls`` with ``context``; ``None``: not a
-    dataclass or attrs class registered with treeclass."""
+    """How many children torch gives a node of ``cls`` with ``context`` (the None form).
+
+    ``None`` when ``cls`` is not a dataclass or attrs class registered with treeclass.
+    """
     node = registered_node(cls)
     if node is None or node.kind not in ("dataclass", "attrs"):
         return None
@@ -640,8 +644,9 @@ class TorchBackend:
     can_unregister = True
 
     def check(self, change: Change) -> list[Held]:
-        """Report the classes torch maps the change's names to, and torch's own registration
-        of the class (the registry decides, ``override`` included).
+        """Report the classes torch maps the change's names to, and its registration of the class.
+
+        The registry decides (``override`` included).
 
         Raises:
             RegistrationError: torch treats the class as an opaque leaf.

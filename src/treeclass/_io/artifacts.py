@@ -39,9 +39,9 @@ from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
 from .._treespec.treedoc import child_entries, leaf_paths, walk
+from . import torchspec
 from .dtypes import SAFETENSORS_NAMES
 from .files import ARRAY_LETTERS, LEAF_KINDS, tensor_names
-from . import torchspec
 from .safetensors import read_header
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
         raise ValueError(f"the {label} spec is not a string")
     out: list[Node] = []
     stack: list[tuple[list[str], int]] = []  # per open node: its keys left (reversed), depth
-    for name, context, k, flat, _ in torchspec.read(text):
+    for name, read, k, flat, _ in torchspec.read(text):
         key, depth = "", 0
         if stack:
             keys, depth = stack[-1]
@@ -295,6 +295,7 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
             out.append(Node(depth, key, True, "leaf", None, ""))
             continue
         keys = [f"[{j}]" for j in range(k)]
+        context: Any = read
         needed: str | None = None
         shown = name
         if name == "collections.defaultdict":

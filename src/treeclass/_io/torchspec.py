@@ -157,10 +157,9 @@ def _deque(context: Any, where: str, k: int) -> int | None:
     maxlen = json_context(context, where)
     if maxlen is not None and (maxlen.__class__ is not int or maxlen < 0):
         raise TreespecLoadError(
-            f"the context of {where} must be its maxlen (null or a count), got "
-            f"{brief(maxlen, 40)}."
+            f"the context of {where} must be its maxlen (null or a count), got {brief(maxlen, 40)}."
         )
-    return maxlen  # type: ignore[no-any-return]
+    return maxlen
 
 
 def _namedtuple(context: Any, where: str, k: int) -> str:
@@ -169,7 +168,7 @@ def _namedtuple(context: Any, where: str, k: int) -> str:
             f"the context of {where} must be the namedtuple's serialized name, got "
             f"{brief(context, 60)}."
         )
-    return context  # type: ignore[no-any-return]
+    return context
 
 
 #: torch's built-in containers this reader reads the context of: name -> context reader
@@ -256,8 +255,10 @@ def _not_json(e: ValueError) -> TreespecLoadError:
 
 
 def _walk(doc: Any) -> tuple[list[Entry], int, int]:
-    """The entries of a parsed document, with the members of its objects and ``:`` of its
-    strings (what :func:`treeclass._core.json.no_duplicates` compares with the text)."""
+    """The entries of a parsed document, with its objects' members and strings' ``:``.
+
+    The counts are what :func:`treeclass._core.json.no_duplicates` compares with the text.
+    """
     if doc.__class__ is not list or len(doc) != 2:
         raise _not_a_treespec(f"it is [protocol, spec], got {brief(doc, 60)}")
     protocol, root = doc
@@ -268,7 +269,7 @@ def _walk(doc: Any) -> tuple[list[Entry], int, int]:
         )
     out: list[Entry] = []
     stack: list[tuple[Any, Where, int]] = [(root, None, 0)]
-    known: dict[tuple[str, str, int], Any] = {}  # (name, context text, k) -> context read
+    known: dict[tuple[str, Any, int], Any] = {}  # (name, context text, k) -> context read
     members = 0  # of the node objects and the objects in contexts
     colons = 0  # in the names and contexts
     while stack:
@@ -299,7 +300,9 @@ def _walk(doc: Any) -> tuple[list[Entry], int, int]:
             colons += c
         if name is None:
             if context is not None or k:
-                raise _not_a_treespec(f"{where(at)} is a leaf (type null) with a context or children")
+                raise _not_a_treespec(
+                    f"{where(at)} is a leaf (type null) with a context or children"
+                )
             out.append(LEAF)
             continue
         if name.__class__ is not str:

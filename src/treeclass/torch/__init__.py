@@ -45,8 +45,8 @@ try:
 except ModuleNotFoundError as e:
     raise missing_framework("treeclass.torch", "torch", e) from e
 
-from ._state import StatefulTree, load_state_dict, state_dict
 from .._io.torchspec import parse_json
+from ._state import StatefulTree, load_state_dict, state_dict
 from ._treespec import treespec_from_json
 
 if TYPE_CHECKING:
