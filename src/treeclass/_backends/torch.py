@@ -587,20 +587,25 @@ class _NoneField:
 _NONE_FIELD: Final = _NoneField()
 
 
-def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | None:
-    """A node torch keeps in the None form, as the neutral node list has it.
+def _neutral(cls: Any, context: Any, children: Any, flat: bool) -> tuple[Any, Any, Any, bool]:
+    """A node of torch's as the neutral node list has it: ``(type, aux, children, flat)``.
 
-    Returns ``(statics, children)`` with :data:`_NONE_FIELD` for the left-out fields, or
-    ``None`` when the node is not in that form.
+    A node in the None form gets its statics as aux and :data:`_NONE_FIELD` children for the
+    fields torch left out.
     """
     node = registered_node(cls) if isinstance(cls, type) else None
     if node is None or not _none_form(node):
-        return None
+        return (cls, context, children, flat)
     nones = context[0]
     if not nones:
-        return context[1:], children
+        return (cls, context[1:], children, flat)
     it = iter(children)
-    return context[1:], [_NONE_FIELD if f in nones else next(it) for f in node.data_fields]
+    return (
+        cls,
+        context[1:],
+        [_NONE_FIELD if f in nones else next(it) for f in node.data_fields],
+        False,
+    )
 
 
 class _Dumpable:
@@ -661,7 +666,7 @@ class TorchBackend:
         for name in change.names:
             holder = _class_for_serialized_name(name)
             if holder is not None:
-                held.append((name, holder, "PyTorch's pytree (a serialized_type_name)"))
+                held.append((name, holder, "PyTorch's pytree"))
         existing = _held(cls)
         if not existing.empty:
             held.append((None, cls, f"PyTorch's pytree {_describe_existing(existing)}"))
@@ -811,12 +816,7 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
         cls = context
     children = _children(t)
     k = len(children)
-    converted = _from_none_form(cls, context, children)
-    if converted is not None:
-        context, with_nones = converted
-        if with_nones is not children:
-            return (cls, context, with_nones, False)
-    return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
+    return _neutral(cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
 
 
 def read_cxx(item: Any) -> tuple[Any, Any, Any, bool] | None:
@@ -825,17 +825,10 @@ def read_cxx(item: Any) -> tuple[Any, Any, Any, bool] | None:
     For :func:`treeclass._backends.optree.nodes_from_spec`: torch flattened treeclass nodes in
     the None form there too.
     """
-    if item is None:
-        return None
-    if item is _NONE_FIELD:
-        return _NONE_NODE
+    if item is None or item is _NONE_FIELD:
+        return None if item is None else _NONE_NODE
     cls, data, children = item
-    converted = _from_none_form(cls, data, children)
-    if converted is not None:
-        data, with_nones = converted
-        if with_nones is not children:
-            return (cls, data, with_nones, False)
-    return (cls, data, children, children.count(None) == len(children))
+    return _neutral(cls, data, children, children.count(None) == len(children))
 
 
 def nodes_from_spec(spec: Any) -> list[Node]:
@@ -851,6 +844,7 @@ def nodes_from_spec(spec: Any) -> list[Node]:
 
 
 def _is_node(t: type) -> bool:
+    """Whether torch's pytree has ``t`` as a node (private ``SUPPORTED_NODES``)."""
     return t in pytree.SUPPORTED_NODES or is_namedtuple_class(t)
 
 

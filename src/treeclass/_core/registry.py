@@ -14,7 +14,7 @@ from _thread import RLock
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from .._errors import NameConflictError, RegistrationError, report_failures
+from .._errors import NameConflictError, RegistrationError, qualname, report_failures
 from .codegen import release
 from .fields import is_namedtuple_class
 from .names import BUILTIN_NAMES, Origin, check_name
@@ -140,17 +140,8 @@ def _refusal(change: Change, backend: Backend, held: Iterable[Held]) -> Registra
                 f"treeclass cannot register it there; nothing was registered. To fix it, {fix}."
             )
         if holder is not node.type and (name, holder) not in change.drops:
-            what, fix = (
-                ("its name", "give it another name=")
-                if name == change.name
-                else ("an alias", "remove it from aliases=")
-            )
-            return NameConflictError(
-                f"the name {name!r} is taken in {where} by {holder.__module__}."
-                f"{holder.__qualname__} (registered outside treeclass), so {node.qualname} "
-                f"cannot have it as {what} ({backend.name} would load one class as the other); "
-                f"{fix}."
-            )
+            what = "its name" if name == change.name else "an alias"
+            return _taken(name, f"{qualname(holder)} in {where} (outside treeclass)", node, what)
     return None
 
 
@@ -288,13 +279,17 @@ def _check_aliases(cls: type, name: str | None, aliases: tuple[str, ...]) -> Non
         )
 
 
-def _taken(name: str, holder: NodeType, node: NodeType, what: str) -> NameConflictError:
-    held = "" if holder.name == name else f" (as an alias of {holder.name!r})"
+def _taken(name: str, holder: str, node: NodeType, what: str) -> NameConflictError:
+    """The one wording of a name (or alias) another class holds, here or in a framework."""
     return NameConflictError(
-        f"the name {name!r} is taken by {holder.qualname}{held}, so {node.qualname} cannot "
+        f"the name {name!r} is taken by {holder}, so {node.qualname} cannot "
         f"have it as {what}; give one of them another name (a class takes a name or alias "
         "over only when its own class statement runs again, in the module that registered it)."
     )
+
+
+def _holder(name: str, holder: NodeType) -> str:
+    return holder.qualname + ("" if holder.name == name else f" (as an alias of {holder.name!r})")
 
 
 def register(
@@ -354,14 +349,14 @@ def register(
             if holder is not None:
                 if holder.origin is None or not origin.reruns(holder.origin):
                     _discard(node)
-                    raise _taken(name, holder, node, "its name")
+                    raise _taken(name, _holder(name, holder), node, "its name")
                 if holder.name == name:
                     previous = holder  # a re-run of the same definition: the newest class wins
         for alias in aliases:
             holder = _BY_NAME.get(alias)
             if holder is not None and (holder.origin is None or not origin.reruns(holder.origin)):
                 _discard(node)
-                raise _taken(alias, holder, node, "an alias")
+                raise _taken(alias, _holder(alias, holder), node, "an alias")
         unnamed = node.name
         node.name = name
         node.aliases = aliases
