@@ -760,3 +760,22 @@ def test_private_torch_state_the_adapter_relies_on_exists() -> None:
         "from_dumpable_context",
     )
     assert hasattr(pt.treespec_loads, "cache_clear")
+    # _remove_safe_global: torch's weights-only allow-list has no public way to drop one entry.
+    import torch._weights_only_unpickler as unpickler
+
+    assert callable(unpickler._remove_safe_globals)
+
+
+def test_accessors_of_names_are_the_ones_inspect_and_the_reader_use(uname: str) -> None:
+    """The public accessors of torch's name map: the registered class, never the "no name"
+    marker, and the serialization entry of a class."""
+
+    @tc.pytree_dataclass(name=uname)
+    class Named:
+        x: Any
+
+    assert backend.class_for_serialized_name(uname) is Named
+    assert backend.class_for_serialized_name(pt.NO_SERIALIZED_TYPE_NAME_FOUND) is None
+    assert backend.serialization_of(Named).serialized_type_name == uname
+    assert backend.child_count(Named, ((),)) == 1
+    assert backend.child_count(Named, (("x",),)) == 0

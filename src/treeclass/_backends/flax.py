@@ -20,7 +20,7 @@ from typing import Any, Final
 import flax.serialization as fs
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Held, Undo
+from .._core.registry import Change, Held, Undo, nothing
 from .._errors import StructureMismatchError
 
 __all__ = ["BACKEND", "CHECKED_FLAX_VERSION", "FlaxBackend"]
@@ -111,10 +111,6 @@ def _ours(entry: tuple[Any, Any]) -> bool:
     return entry[0].__class__ is _ToState
 
 
-def _nothing() -> None:
-    pass
-
-
 class FlaxBackend:
     """Mirrors the treeclass registry into ``flax.serialization``."""
 
@@ -136,7 +132,7 @@ class FlaxBackend:
         cls = node.type
         foreign = _state_dict_registry().get(cls)
         if node.kind == "namedtuple" or (foreign is not None and _ours(foreign)):
-            return _nothing
+            return nothing
         functions = _functions(node)
         fs.register_serialization_state(cls, *functions, override=foreign is not None)
 

@@ -30,7 +30,7 @@ import jax.export
 import jax.tree_util
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Held, Undo
+from .._core.registry import Change, Held, Undo, nothing
 from .._core.state import Layout, cannot_fill
 from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
@@ -38,6 +38,7 @@ from .._errors import (
     TreespecLoadError,
     UnhashableStaticError,
     UnnamedClassError,
+    qualname,
 )
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
@@ -197,7 +198,7 @@ class _Callbacks:
         _report_unhashable(self.node.static_fields, self.node.qualname, aux)
 
     def serialize(self, aux: Any) -> bytes:
-        return _serialize_aux(self.node, aux)
+        return aux_to_bytes(self.node, aux)
 
     def deserialize(self, data: bytes) -> Any:
         return _deserialize_aux(self.node, data)
@@ -229,10 +230,6 @@ def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
     """
     rebuild = None if node.info is None else node.info.rebuild
     return (node.static_fields, rebuild)
-
-
-def _serialize_aux(node: NodeType, aux: Any) -> bytes:
-    return aux_to_bytes(node, aux)
 
 
 class _Padded:
@@ -282,14 +279,6 @@ def _from_children(node: NodeType, aux: Any, children: Any) -> Any:
         full = [next(given) if present else None for present in aux.present]
         return node.unflatten(aux.aux, full)
     return node.unflatten(aux, list(children))
-
-
-def _nothing() -> None:
-    pass
-
-
-def _owner(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 class JaxBackend:
@@ -361,7 +350,7 @@ class JaxBackend:
             and _is_jax_tree_node(cls)
         ):
             _LEFT_TO_EQUINOX.add(cls)
-            return _nothing
+            return nothing
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
             functions = node.bind(
                 "jax",
@@ -377,7 +366,7 @@ class JaxBackend:
             )
             _TREE_UTIL[cls] = node
         if change.name is None and not change.drops:
-            return _nothing
+            return nothing
         # All or nothing: a failure part-way (the earlier definition's name dropped, the new
         # one not registered) would leave saved artifacts that load nowhere.
         saved = _export_snapshot(
@@ -434,7 +423,7 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     if nd is None:
         return None
     if nd[0] in _LEFT_TO_EQUINOX:
-        raise UnnamedClassError(_EQUINOX_STRUCTURE.format(cls=_owner(nd[0])))
+        raise UnnamedClassError(_EQUINOX_STRUCTURE.format(cls=qualname(nd[0])))
     n_leaves: int = t.num_leaves
     if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
         return (*nd, range(n_leaves), True)

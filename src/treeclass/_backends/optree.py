@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._core.registry import Change, Held, Undo
+from .._core.registry import Change, Held, Undo, nothing
 from .._core.tree import TreeSpec
 from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
@@ -67,10 +67,6 @@ def _foreign(cls: type, namespace: str) -> str | None:
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or repr(fn)
     return f"optree ({_label(namespace)}, flatten function {module}.{qualname})"
-
-
-def _nothing() -> None:
-    pass
 
 
 class OptreeBackend:
@@ -123,7 +119,7 @@ class OptreeBackend:
         """
         node = change.node
         if node.kind == "namedtuple":
-            return _nothing
+            return nothing
         cls = node.type
         replaced: list[tuple[str, PyTreeNodeRegistryEntry]] = []
 

@@ -31,6 +31,7 @@ __all__ = [
     "name_of",
     "node_for_name",
     "node_type_for",
+    "nothing",
     "register",
     "registered_node",
     "registered_nodes",
@@ -185,8 +186,8 @@ _INTERNAL: set[str] = set()
 _MISSING: dict[tuple[str, type], Exception] = {}
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """The undo of a change that changed nothing."""
 
 
 def _no_hook(qualname: str) -> None:
@@ -416,7 +417,7 @@ def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: 
     cls = node.type
     node.origin = origin
     _REGISTERED[cls] = node
-    undo_names = _take_names(node, previous) if node.name is not None else _nothing
+    undo_names = _take_names(node, previous) if node.name is not None else nothing
     if previous is not None:
         previous.superseded = True  # its objects are refused by every serializer now
     _BY_TYPE[cls] = node

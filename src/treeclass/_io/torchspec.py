@@ -1,21 +1,13 @@
 """The one reader of ``torch.utils._pytree.treespec_dumps`` JSON text; never imports torch.
 
-Used by :mod:`treeclass.torch` (``treespec_loads``, which builds torch's ``TreeSpec`` from what
-it reads) and by ``treeclass inspect`` (which shows it, without torch). torch's own
-``treespec_loads`` (torch 2.13.0) imports the module named by a ``defaultdict`` node's
-``default_factory_module`` (``os.system`` is accepted) and of every
-``{"__enum__": ..., "fqn": "mod:Qual"}`` object in a context, and lets ``AssertionError``,
-``KeyError``, ``ModuleNotFoundError`` and ``RecursionError`` escape on bad input. This reader:
-
-- parses the text strictly (no duplicate object keys, no ``NaN``, no oversized numbers) at C
-  speed (:func:`treeclass._core.json.loads_checked`), the contexts' JSON by the strict parser;
-- walks it iteratively, at most :data:`MAX_DEPTH` levels deep, in time linear in its size;
-- reads the contexts of torch's built-in containers itself: a ``defaultdict`` factory must be
-  one of a fixed set of built-in types, enums are refused (torch writes them by module path),
-  a node's number of children is checked against its keys;
-- resolves no name: every other node's type name and context are handed on as written.
-
-Every failure is a :class:`~treeclass.TreespecLoadError`.
+Used by :mod:`treeclass.torch` (its ``treespec_loads`` builds torch's ``TreeSpec`` from what is
+read here) and by ``treeclass inspect``. Unlike torch's own loader (torch 2.13.0), which imports
+the modules a ``defaultdict`` factory or an enum in a context names (``os.system`` is accepted)
+and lets ``KeyError`` / ``RecursionError`` escape, this reader parses strictly at C speed
+(:func:`treeclass._core.json.loads_checked`: no duplicate keys, ``NaN`` or oversized numbers),
+walks iteratively at most :data:`MAX_DEPTH` levels deep in linear time, reads the contexts of
+torch's built-in containers itself (built-in factories only, no enums, one child per key) and
+resolves no name. Every failure is a :class:`~treeclass.TreespecLoadError`.
 """
 
 from __future__ import annotations
