@@ -4,9 +4,9 @@ Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. E
 registered with torch's Python pytree (``register_pytree_node``) under its treeclass name as
 ``serialized_type_name``, with exact dumpable contexts (tuples stay tuples) and ``GetAttrKey``
 paths; torch mirrors it into its C++ pytree. The registry decides every name and every name an
-earlier definition loses (:class:`~treeclass._core.registry.Change`); this adapter adds the
-class, moves those names, replaces another library's registration only with ``override=True``,
-and undoes all of it on request.
+earlier definition loses (:class:`~treeclass._core.registry.Change`) and whether another
+library's registration may be replaced; this adapter reports what torch holds, adds the class,
+moves those names and undoes all of it on request.
 
 An unnamed class, and the earlier definition of a re-run class, have no
 ``serialized_type_name`` in torch (torch's own ``NO_SERIALIZED_TYPE_NAME_FOUND``):
