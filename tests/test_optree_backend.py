@@ -533,7 +533,7 @@ def test_register_namespace_is_all_or_nothing(uname: str) -> None:
     with pytest.raises(
         tc.RegistrationError,
         match=rf"B is already registered with optree \(optree namespace '{ns}', .*treeclass "
-        rf"cannot register its classes there; nothing was registered",
+        rf"cannot register it there; nothing was registered\. To fix it, unregister it",
     ):
         tc.optree.register_namespace(ns)
     assert ns not in tc.optree.namespaces()

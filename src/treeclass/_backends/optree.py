@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._core.registry import Change, Held, Undo, nothing
+from .._core.registry import Change, Held, Undo, held_elsewhere, nothing
 from .._core.tree import TreeSpec
-from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
+from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError, qualname
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node
 
@@ -199,12 +199,11 @@ class OptreeBackend:
             for cls in classes:
                 where = _foreign(cls, namespace)
                 if where is not None:
-                    raise RegistrationError(
-                        f"{cls.__module__}.{cls.__qualname__} is already registered with {where}, "
-                        "by another library, so treeclass cannot register its classes there; "
-                        "nothing was registered. Unregister it with "
-                        f"optree.unregister_pytree_node(cls, namespace={namespace!r}) first, "
-                        "or choose another namespace."
+                    raise held_elsewhere(
+                        qualname(cls),
+                        where,
+                        "unregister it with optree.unregister_pytree_node(cls, "
+                        f"namespace={namespace!r}) first, or choose another namespace",
                     )
             done: list[type] = []
             for cls in classes:

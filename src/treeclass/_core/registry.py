@@ -27,6 +27,7 @@ __all__ = [
     "activate_backend",
     "active_backends",
     "class_for_name",
+    "held_elsewhere",
     "is_registered",
     "name_of",
     "node_for_name",
@@ -136,14 +137,19 @@ def _refusal(change: Change, backend: Backend, held: Iterable[Held]) -> Registra
                 "apply), so remove the other registration, or register a subclass with "
                 "treeclass instead"
             )
-            return RegistrationError(
-                f"{node.qualname} is already registered with {where}, by another library, so "
-                f"treeclass cannot register it there; nothing was registered. To fix it, {fix}."
-            )
+            return held_elsewhere(node.qualname, where, fix)
         if holder is not node.type and (name, holder) not in change.drops:
             what = "its name" if name == change.name else "an alias"
             return _taken(name, f"{qualname(holder)} in {where} (outside treeclass)", node, what)
     return None
+
+
+def held_elsewhere(cls: str, where: str, fix: str) -> RegistrationError:
+    """The one wording of a class another library registered where treeclass would."""
+    return RegistrationError(
+        f"{cls} is already registered with {where}, by another library, so treeclass cannot "
+        f"register it there; nothing was registered. To fix it, {fix}."
+    )
 
 
 def _check(backend: Backend, change: Change) -> None:
