@@ -578,7 +578,7 @@ def test_class_registered_with_jax_elsewhere_is_refused(uname: str) -> None:
         with pytest.raises(
             tc.RegistrationError,
             match=r"Foreign is already registered with JAX's pytree \(jax.tree_util, .*by another "
-            r"library.*jax cannot replace a registration \(override=True does not apply\)",
+            r"library.*\(jax cannot replace a registration, so override=True does not apply\)",
         ):
             tc.register_dataclass(Foreign, name=uname, override=override)
         assert not tc.is_registered(Foreign)

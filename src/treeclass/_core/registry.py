@@ -133,9 +133,9 @@ def _refusal(change: Change, backend: Backend, held: Iterable[Held]) -> Registra
                 "register it with override=True (register_dataclass() or pytree_dataclass()) "
                 "to replace that registration with treeclass's, or leave it to the other library"
                 if backend.can_unregister
-                else f"{backend.name} cannot replace a registration (override=True does not "
-                "apply), so remove the other registration, or register a subclass with "
-                "treeclass instead"
+                else "remove the other registration, or register a subclass with treeclass "
+                f"instead ({backend.name} cannot replace a registration, so override=True does "
+                "not apply)"
             )
             return held_elsewhere(node.qualname, where, fix)
         if holder is not node.type and (name, holder) not in change.drops:
