@@ -917,17 +917,6 @@ def kept_context(value: Any) -> Any:
 NOT_KEPT: Final = object()
 
 
-def context_sharing(value: Any) -> str:
-    """How nodes of one torch context may hold it: ``"shared"``, ``"copied"`` or ``"own"``.
-
-    The rule of :func:`kept_context` (which :mod:`treeclass.torch`'s reader uses), for the
-    readers that make one spec for many nodes: ``"shared"`` (immutable), ``"copied"`` (a list
-    of string keys: each node its own copy), ``"own"`` (anything else: each node makes its own).
-    """
-    kept = kept_context(value)
-    return "shared" if kept is value else "own" if kept is NOT_KEPT else "copied"
-
-
 _NONE_TYPE: Final = type(None)
 
 
@@ -940,22 +929,22 @@ class _Subtree:
     one node must not show at another).
     """
 
-    __slots__ = ("one", "sharing", "spec")
+    __slots__ = ("kept", "one", "spec")
 
     def __init__(self, one: TreeSpec) -> None:
         self.one = one
         spec: Any = pytree.tree_structure(skeleton(one))
         self.spec = spec
-        self.sharing = context_sharing(spec.context)
+        self.kept = kept_context(spec.context)  # the one rule of what nodes may share
 
     def get(self) -> Any:
         """The spec for one place: the one made, a copy with its own list of keys, or a new one."""
         spec = self.spec
-        if self.sharing == "shared":
+        if self.kept is spec.context:
             return spec
-        if self.sharing == "copied":
-            return pytree.TreeSpec(spec.type, spec.context.copy(), list(_children(spec)))
-        return pytree.tree_structure(skeleton(self.one))
+        if self.kept is NOT_KEPT:
+            return pytree.tree_structure(skeleton(self.one))
+        return pytree.TreeSpec(spec.type, spec.context.copy(), list(_children(spec)))
 
 
 def _with_shared_subtrees(spec: TreeSpec) -> Any:
