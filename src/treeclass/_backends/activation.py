@@ -1,46 +1,26 @@
 """The frameworks treeclass knows, and activating their adapters when they are imported.
 
-:data:`FRAMEWORKS` is the one table of frameworks: adding one is a row here plus a module in
-``treeclass/_backends/`` (see ``docs/contributing.md``). ``import treeclass`` imports none of
-them. A framework already imported gets its adapter activated at once; for the others a small
-:data:`sys.meta_path` finder (built on :mod:`importlib.util` alone) waits for the framework's
-module to finish executing, then activates the adapter, which registers every class so far.
-Classes registered later reach every active adapter as they are registered, so import order
-never matters -- nor the thread a framework is imported in. The rules that make it so:
+:data:`FRAMEWORKS` is the one table of frameworks (``docs/contributing.md``); ``import
+treeclass`` imports none of them. A framework already imported gets its adapter activated at
+once; for the others a :data:`sys.meta_path` finder waits for the framework's module to finish
+executing, then activates the adapter, which registers every class so far. Import order and
+thread never matter (``docs/how-it-works.md``, "Frameworks and import order"), by five rules:
 
-1. **Arm first, then look.** :func:`install` inserts the finder (watching every framework not
-   yet active) *before* it looks at :data:`sys.modules`: an import that starts meanwhile is
-   seen by the finder or is already in :data:`sys.modules`. The one remaining window (an
-   import past the finder's ``find_spec`` but not yet in :data:`sys.modules`) is closed by
-   :func:`retry`, which the registry calls at every registration.
-2. **Never import into a half-imported framework.** Adapters import framework submodules
-   (``jax.export``, ``torch.utils._pytree``), so an adapter is imported only once its
-   framework's module has finished executing:
-
-   - through the finder: right after the module executed, in the importing thread;
-   - found half-imported by **another** thread at ``import treeclass``: wait for that import
-     (polling ``__spec__._initializing``, holding only ``treeclass``'s own import lock), then
-     activate. No treeclass class can exist before ``import treeclass`` returns, so nothing
-     can see the backend missing. The wait is bounded (:data:`WAIT_SECONDS`) in case that
-     import waits for this thread; then a waiter thread takes over;
-   - found half-imported by **this** thread (treeclass imported from inside the framework's
-     own import): a waiter thread activates it once that import completed;
-   - an import that fails meanwhile: the framework is watched again.
-3. **Activation is serialised per framework, and awaited**: a second caller blocks until the
-   first finished instead of returning early. The lock is reentrant and an "in progress" mark
-   makes the finder's own hook for the *adapter* module (imported inside an activation) a
-   no-op. Lock order: a framework's lock, then the registry's (never the other way round:
-   the registry calls :func:`retry` before it takes its lock).
-4. **A failed activation is an error, and is retried.** A failure never breaks the user's
-   ``import``: it is recorded, logged at ``ERROR`` on the ``treeclass`` logger and warned as a
-   ``RuntimeWarning``, both saying how to retry.
-   :func:`retry` (at every registration) and :func:`activate_backends` (public) activate it
-   again and raise :class:`~treeclass.RegistrationError` if it fails again. Only the main
-   backend failing fails an activation: a framework's ``extras`` or its adapter's
-   ``activated()`` hook failing afterwards is reported the same way, but the framework stays
-   active (and listed by ``active_backends()``) and registrations go on. That part is run
-   again quietly at each registration (never stopping it), and by :func:`activate_backends`,
-   which raises if it fails again.
+1. **Arm first, then look**: :func:`install` inserts the finder before it looks at
+   :data:`sys.modules`; the one window left (an import past ``find_spec``, not yet in
+   :data:`sys.modules`) is closed by :func:`retry`, called at every registration.
+2. **Never import into a half-imported framework** (adapters import its submodules): through
+   the finder, right after the module executed; imported half-way by another thread at
+   ``import treeclass``, wait for it (bounded by :data:`WAIT_SECONDS`, then a waiter thread
+   takes over); by this thread (treeclass imported inside the framework's import), a waiter
+   thread; an import that fails meanwhile is watched again.
+3. **Activation is serialised per framework, and awaited** (a reentrant lock; an "in
+   progress" mark makes the finder's hook for the adapter module a no-op). Lock order: a
+   framework's lock, then the registry's.
+4. **A failed activation is an error, and is retried**, never breaking the user's ``import``:
+   logged at ``ERROR``, warned, retried by :func:`retry` and :func:`activate_backends`. Only
+   the main backend failing fails an activation; ``extras`` or ``activated()`` failing is
+   reported alike, the framework stays active, and that part is run again.
 5. **Readers never trust a half-imported module**: :func:`complete`.
 """
 
@@ -53,7 +33,7 @@ from _thread import RLock, start_new_thread
 from collections.abc import Sequence
 from time import monotonic, sleep
 from types import FrameType, ModuleType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .._core import registry as _registry
 from .._core.nodes import NodeType
@@ -74,39 +54,27 @@ __all__ = [
 ]
 
 
-class Framework:
+class Framework(NamedTuple):
     """One row of :data:`FRAMEWORKS`.
 
     Attributes:
         name: what users call it (``treespec_loads(..., to=name)``).
         module: the module whose import activates the adapter.
-        adapter: the treeclass module (in ``treeclass._backends``) that mirrors the registry
-            into the framework: it defines ``BACKEND`` and, if the framework has a structure
-            object treeclass converts, ``nodes_from_spec`` / ``spec_from_nodes``.
+        adapter: the treeclass module that mirrors the registry into the framework: it
+            defines ``BACKEND``, and ``nodes_from_spec`` / ``spec_from_spec`` if the framework
+            has structure objects; optionally ``activated()`` (idempotent), called once its
+            backend is active.
         spec_types: ``(module prefix, type name)`` of the framework's structure objects, to
             recognise them without importing anything.
         extras: further treeclass modules whose ``BACKEND`` is activated with the adapter's,
             as a mirror of the framework's own (not listed by ``active_backends()``).
-
-    An adapter module may also define ``activated()``, called once its backend is active
-    (and again by :func:`activate_backends` if it failed): it must be idempotent.
     """
 
-    __slots__ = ("adapter", "extras", "module", "name", "spec_types")
-
-    def __init__(
-        self,
-        name: str,
-        module: str,
-        adapter: str,
-        spec_types: tuple[tuple[str, str], ...] = (),
-        extras: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        self.module = module
-        self.adapter = adapter
-        self.spec_types = spec_types
-        self.extras = extras
+    name: str
+    module: str
+    adapter: str
+    spec_types: tuple[tuple[str, str], ...] = ()
+    extras: tuple[str, ...] = ()
 
     def installed(self) -> bool:
         """Whether the framework's module can be imported here (nothing is imported)."""
@@ -120,14 +88,11 @@ class Framework:
             for prefix, type_name in self.spec_types
         )
 
-    def __repr__(self) -> str:
-        return f"Framework({self.name!r})"
-
 
 def module_installed(name: str) -> bool:
     """Whether module ``name`` can be imported here, without importing it or its packages.
 
-    (``importlib.util.find_spec("flax.serialization")`` imports ``flax``, and with it jax.)
+    (``importlib.util.find_spec("flax.serialization")`` would import flax, and jax.)
     """
     import importlib.machinery
     import importlib.util
@@ -433,17 +398,13 @@ def _wait_then_activate(framework: Framework, deadline: float | None) -> bool:
             pause = min(pause * 2, _POLL_MAX)
 
 
-def _waiter(framework: Framework) -> None:
-    _wait_then_activate(framework, None)
-
-
 def _start_waiter(framework: Framework) -> None:
     """Start a thread that activates ``framework`` once its import completes."""
     with _LOCK:
         if framework.name in _WAITING:
             return
         _WAITING.add(framework.name)
-    start_new_thread(_waiter, (framework,))
+    start_new_thread(_wait_then_activate, (framework, None))
 
 
 def _settled(framework: Framework) -> bool:
