@@ -1,33 +1,20 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. Every class is
-registered with torch's Python pytree (``register_pytree_node``) under its treeclass name as
-``serialized_type_name``, with exact dumpable contexts (tuples stay tuples) and ``GetAttrKey``
-paths; torch mirrors it into its C++ pytree. The registry decides every name and every name an
-earlier definition loses (:class:`~treeclass._core.registry.Change`) and whether another
-library's registration may be replaced; this adapter reports what torch holds, adds the class,
-moves those names and undoes all of it on request.
-
-An unnamed class, and the earlier definition of a re-run class, have no
-``serialized_type_name`` in torch (torch's own ``NO_SERIALIZED_TYPE_NAME_FOUND``):
-``torch.utils._pytree.treespec_dumps`` (and ``torch.export.save``) raise torch's
-``NotImplementedError`` ("No registered serialization name for ... found"), while
-``treeclass.treespec_dumps`` of the spec raises :class:`~treeclass.UnnamedClassError` saying
-how to name it (``docs/torch.md``).
-
-torch's ``None`` is a leaf, so with ``return_none_fields=False`` (the default) a class's
-``None`` fields are left out of its children here and named in its context: that form -- its
-generated functions, its context codec, its conversion to the neutral node list -- lives in
-this module alone, under the one name "None form" (see :func:`_none_form`).
-
-torch offers no public way to inspect or undo a registration, nor to give a class a second
-name: each access to its private state is one accessor below, listed with the version it was
-checked on in ``docs/contributing.md``.
+Every class is registered with torch's Python pytree under its treeclass name as
+``serialized_type_name``, with exact dumpable contexts and ``GetAttrKey`` paths; torch mirrors
+it into its C++ pytree. The registry decides names and refusals; this adapter reports what
+torch holds, adds the class, moves names and undoes all of it on request. An unnamed class (or
+the earlier definition of a re-run one) gets torch's ``NO_SERIALIZED_TYPE_NAME_FOUND``
+(``docs/torch.md``). torch's ``None`` is a leaf, so with ``return_none_fields=False`` a class's
+``None`` fields are named in its context instead: that "None form" lives here alone
+(:func:`_none_form`). Private torch state is reached only by the accessors below, listed in
+``docs/contributing.md``.
 """
 
 from __future__ import annotations
 
 import collections
+import importlib
 import operator
 import threading
 from collections.abc import Callable
@@ -79,12 +66,7 @@ _NAMESPACE: Final = "torch"  # optree namespace of torch.utils._cxx_pytree
 _NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every namedtuple
 
 
-# --------------------------------------------------------------------------------------------
-# Private torch state: one accessor per fact (docs/contributing.md). torch's Python registry is
-# three module-level dicts guarded by ``_NODE_REGISTRY_LOCK`` plus ``CONSTANT_NODES``; the C++
-# one is optree's ``"torch"`` namespace, filled from ``_cxx_pytree_pending_imports`` when
-# ``torch.utils._cxx_pytree`` is first imported.
-# --------------------------------------------------------------------------------------------
+# --- private torch state: one accessor per fact (docs/contributing.md) ---------------------
 
 
 #: The first torch release with every name of ``torch.utils._pytree`` this module reads (the
@@ -152,13 +134,10 @@ def serialization_of(cls: type) -> Any:
 
 
 def _load_name_as(name: str, cls: type | None) -> None:
-    """Make torch load ``name`` as ``cls`` (``None``: as nothing).
+    """Make torch load ``name`` as ``cls`` (``None``: as nothing); torch has no public alias.
 
-    torch has no public way to give a class a second name (an alias). Its ``treespec_loads``
-    (which ``torch.export.load`` uses) looks a ``serialized_type_name`` up in
-    ``SERIALIZED_TYPE_TO_PYTHON_TYPE`` and then uses the class's ``from_dumpable_context``; a
-    namedtuple's name is looked up in the same map. Writing goes through the class's own
-    serialization entry, so an alias is never written.
+    Loading (namedtuples included) looks names up in ``SERIALIZED_TYPE_TO_PYTHON_TYPE``;
+    writing uses the class's own entry, so an alias is never written.
     """
     with _registry_lock():
         if cls is None:
@@ -170,10 +149,8 @@ def _load_name_as(name: str, cls: type | None) -> None:
 def _unname(cls: type, name: str) -> None:
     """Stop torch writing ``cls`` as ``name``: it gets torch's own "no name" marker.
 
-    Its node stays (objects of an earlier definition still flatten); torch's ``treespec_dumps``
-    then raises its own error for it. A namedtuple loses its registration altogether (torch
-    writes a namedtuple's name without asking for a context), and is torch's generic namedtuple
-    node again.
+    Its node stays (objects of an earlier definition still flatten). A namedtuple, whose name
+    torch writes without asking for a context, becomes torch's generic namedtuple node again.
     """
     with _registry_lock():
         serialize = serialization_of(cls)
@@ -191,22 +168,12 @@ def _unname(cls: type, name: str) -> None:
 
 
 def _optree() -> Any:
-    """The optree module once its import has completed (torch's C++ pytree is built on it).
-
-    ``None`` before, and while another thread is still importing it: a half-imported optree
-    lacks the functions used here, and nothing can have been registered with it yet (torch's
-    C++ pytree imports optree first). Reached through :data:`sys.modules` so that the adapter
-    neither imports optree nor needs its type information.
-    """
+    """The optree module once imported (torch's C++ pytree uses it); ``None`` before."""
     return complete("optree")
 
 
 def _cxx_node(cls: type) -> Any:
-    """The optree registry entry of ``cls`` in the ``"torch"`` namespace, or ``None``.
-
-    Public optree API. Entries of optree's global namespace (which torch's lookups fall back
-    to) are not torch's and are left alone.
-    """
+    """The optree entry of ``cls`` in the ``"torch"`` namespace (not the global fallback)."""
     optree = _optree()
     if optree is None:
         return None  # nothing can have been registered with it
@@ -216,20 +183,16 @@ def _cxx_node(cls: type) -> Any:
     return entry
 
 
-def _is_opaque(cls: type) -> bool:
-    """Whether torch treats ``cls`` as an opaque leaf type (``torch._library.opaque_object``)."""
-    check = _IS_OPAQUE[0]
-    if check is None:
-        try:
-            from torch._library.opaque_object import is_opaque_type
-        except ImportError:  # pragma: no cover - older or newer torch
-            return False
-        check = _IS_OPAQUE[0] = is_opaque_type
-    return bool(check(cls))
+def _opaque_check() -> Callable[[type], bool]:
+    """Whether torch treats a class as an opaque leaf type (``torch._library.opaque_object``)."""
+    try:
+        from torch._library.opaque_object import is_opaque_type
+    except ImportError:  # pragma: no cover - older or newer torch
+        return lambda cls: False
+    return is_opaque_type
 
 
-#: torch's ``is_opaque_type``, once imported (an import statement per class costs a lookup).
-_IS_OPAQUE: list[Callable[[type], bool] | None] = [None]
+_is_opaque: Final = _opaque_check()
 
 
 class _Held(NamedTuple):
@@ -345,28 +308,14 @@ def _forget_loaded_specs() -> None:
     pytree.treespec_loads.cache_clear()
 
 
-def _dynamo_tracing_check() -> Callable[[], bool] | None:
-    """The check that sends generated unflatten functions down their traceable path.
-
-    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
-    method call": the member descriptors of slots) and ``object.__setattr__`` bound to a global
-    beforehand, so classes with such stores get a second path (see
-    :func:`treeclass._core.codegen.set_tracing_check`).
-    ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
-    folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
-    """
-    if _TRACING_CHECK:
-        return cast("Callable[[], bool] | None", _TRACING_CHECK[0])
-    import importlib
-
-    compiler = importlib.import_module("torch.compiler")  # (not in stubs/: one function)
-    check: Callable[[], bool] | None = getattr(compiler, "is_dynamo_compiling", None)
-    _TRACING_CHECK[:] = [check]
-    return check
-
-
-#: :func:`_dynamo_tracing_check`'s answer, once looked up.
-_TRACING_CHECK: list[Any] = []
+#: The check that sends generated unflatten functions down their traceable path
+#: (:func:`treeclass._core.codegen.set_tracing_check`): Dynamo (torch 2.13.0) refuses a slot's
+#: ``__set__`` called directly and a pre-bound ``object.__setattr__``. The public
+#: ``torch.compiler.is_dynamo_compiling`` is ``False`` when called and folded to ``True`` by
+#: Dynamo (~12 ns a call; ``is_compiling()`` ~50 ns). ``torch.compiler`` is not in stubs/.
+_TRACING: Final[Callable[[], bool] | None] = getattr(
+    importlib.import_module("torch.compiler"), "is_dynamo_compiling", None
+)
 
 
 def _register_namedtuple(cls: type, name: str) -> None:
@@ -377,9 +326,7 @@ def _register_namedtuple(cls: type, name: str) -> None:
     pytree._register_namedtuple(cls, serialized_type_name=name)
 
 
-# --------------------------------------------------------------------------------------------
-# The adapter.
-# --------------------------------------------------------------------------------------------
+# --- the adapter --------------------------------------------------------------------------
 
 
 def _describe_existing(held: _Held) -> str:
@@ -410,13 +357,8 @@ def _refuse(cls: type) -> Callable[[Any], Any]:
     return refuse
 
 
-# --------------------------------------------------------------------------------------------
-# torch's None form. torch's None is a leaf, so with return_none_fields=False (the default) a
-# class's None fields are left out of its children and named first in its context:
-# ``(nones, *statics)``: its generated functions (the family ``_NONE_FORM``), its context codec
-# and its conversion to the node list are below. Its state is the class's state with the None
-# fields under "none"; its neutral form has them as None children, as every other registry does.
-# --------------------------------------------------------------------------------------------
+# --- torch's None form: a class's None fields named in its context, ``(nones, *statics)``;
+# its state has them under "none", its neutral node None children, as every other registry.
 
 
 def _none_form(node: NodeType) -> bool:
@@ -486,9 +428,8 @@ def _unpack_none_form(info: ClassInfo, local: list[str]) -> list[str]:
     return lines + unpack_lines(local, _I)
 
 
-# torch's functions take their children as a list in ``flatten`` (torch matches
-# ``dynamic_shapes`` against them and compares container types exactly; its own
-# ``register_dataclass`` gives a list), and ``unflatten(children, aux)``.
+# torch's ``flatten`` gives a list (as its own ``register_dataclass``: ``dynamic_shapes`` are
+# matched against it, container types exactly).
 _HEAD: Final = "def unflatten(children, aux):"
 
 
@@ -609,11 +550,9 @@ def _neutral(cls: Any, context: Any, children: Any, flat: bool) -> tuple[Any, An
 
 
 class _Dumpable:
-    """Torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
+    """Torch's ``to_dumpable_context`` / ``from_dumpable_context`` of a named class.
 
-    Bound methods of one small object per class (less memory than closures); the context
-    codec (and so the class's state codec) is made when torch first uses either (two threads
-    may both make one: either works).
+    The context codec is made on first use (two threads may both make one: either works).
     """
 
     __slots__ = ("codec", "node")
@@ -732,7 +671,7 @@ def _register(node: NodeType, name: str | None) -> None:
         dumpable = _Dumpable(node)
         to_dumpable = dumpable.to_dumpable_context
         from_dumpable = dumpable.from_dumpable_context
-    tracing = _dynamo_tracing_check()
+    tracing = _TRACING
     # The embedded registry's unflatten (which optree shares) is traced too when users call
     # treeclass.tree_map or optree.tree_map inside compiled code.
     set_tracing_check(node.unflatten, tracing)
@@ -748,35 +687,21 @@ def _register(node: NodeType, name: str | None) -> None:
     )
 
 
-#: The weights-only allow-list entry for instances pickled by name: the global
-#: ``treeclass._pickle.rebuild_by_name`` stands for ``rebuild_registered``, which only ever builds
-#: a class registered in this process and never imports (torch 2.13.0:
-#: ``torch.serialization.add_safe_globals`` takes ``(function, name)`` pairs).
+#: The weights-only allow-list entry of by-name pickles: the global
+#: ``treeclass._pickle.rebuild_by_name`` stands for ``rebuild_registered``, which builds only a
+#: class registered here and never imports (``add_safe_globals`` takes ``(function, name)``).
 _WEIGHTS_ONLY_ENTRY: Final = (rebuild_registered, "treeclass._pickle.rebuild_by_name")
 _ALLOW_LOCK: Final = threading.Lock()
 
 
 def _remove_safe_global(entry: tuple[Callable[..., Any], str]) -> None:
-    """Take ``entry`` off torch's weights-only allow-list (private; torch 2.13.0).
-
-    torch has no public way to remove one entry; ``_remove_safe_globals`` is what its own
-    ``torch.serialization.safe_globals`` context manager calls on exit.
-    """
-    import importlib
-
+    """Take ``entry`` off torch's weights-only allow-list (private, as ``safe_globals`` does)."""
     unpickler = importlib.import_module("torch._weights_only_unpickler")
     unpickler._remove_safe_globals([entry])
 
 
 def allow_pickled_instances(allow: bool) -> bool:
-    """Put on (or take off) torch's weights-only allow-list the global of by-name pickles.
-
-    Instances of named classes pickle as calls of ``treeclass._pickle.rebuild_by_name``
-    (:mod:`treeclass._pickle`). On the allow-list, ``torch.load(weights_only=True)`` (and so
-    ``torch.export.load``'s first reading of example inputs) rebuilds them by their registered
-    names. Returns whether the entry was on the list before. Public as
-    :func:`treeclass.torch.allow_weights_only`.
-    """
+    """:func:`treeclass.torch.allow_weights_only`: returns whether the entry was on the list."""
     from torch import serialization
 
     with _ALLOW_LOCK:
@@ -849,11 +774,7 @@ def _is_node(t: type) -> bool:
 
 
 def _none_leaves(spec: TreeSpec) -> int:
-    """How many ``None`` nodes of ``spec`` torch would see as leaves.
-
-    All but the ``None`` fields of classes registered with ``return_none_fields=False``,
-    which torch keeps out of its children.
-    """
+    """How many ``None`` nodes of ``spec`` torch would see as leaves (all but None-form fields)."""
     count = 0
     stack: list[list[Any]] = []  # [parent node type, children left]
     for e in spec._entries:
@@ -923,10 +844,8 @@ _NONE_TYPE: Final = type(None)
 class _Subtree:
     """A leaf of a skeleton standing for a subtree whose torch spec is made already.
 
-    The spec is shared by the places it stands for when its context is immutable (as
-    :mod:`treeclass.torch`'s reader shares them); a dict's list of keys is copied for each,
-    and any other context made again for each, as torch makes one per node (a change through
-    one node must not show at another).
+    The spec is shared where its context may be (:func:`kept_context`); otherwise each place
+    gets its own context, as torch makes one per node.
     """
 
     __slots__ = ("kept", "one", "spec")
@@ -950,13 +869,10 @@ class _Subtree:
 def _with_shared_subtrees(spec: TreeSpec) -> Any:
     """The torch spec of ``spec``, made once per repeated subtree; ``None`` if none repeats.
 
-    A subtree is a node whose children are all leaves; it repeats when one entry of
-    ``spec`` stands for several of them (the loader gives the nodes of one document text one
-    entry). torch makes the spec of such a subtree once (``tree_structure`` of its
-    skeleton); the rest of the tree is flattened by torch with a placeholder leaf in its
-    place, and the placeholders are then replaced by that spec (torch's specs are frozen
-    values, shared as torch shares its leaf spec). A ``None`` node stays in the tree: a
-    parent's torch context depends on it.
+    A subtree (a node whose children are all leaves) repeats when one entry of ``spec`` stands
+    for several (the loader shares them). Its spec is made once, the rest of the tree is
+    flattened by torch with a placeholder leaf in its place, then grafted (:func:`_graft`).
+    A ``None`` node stays in the tree: a parent's torch context depends on it.
     """
     entries = spec._entries
     counts: dict[int, int] = {}
@@ -990,9 +906,7 @@ def _with_shared_subtrees(spec: TreeSpec) -> Any:
 def _graft(treespec: Any, found: list[Any]) -> Any:
     """``treespec`` with the leaves that flattened from a ``_Subtree`` replaced by its spec.
 
-    Iterative (a tree as deep as torch flattens); a node whose children are all unchanged
-    is kept, others are made again with torch's ``TreeSpec(type, context, children)``. A
-    torch spec is a leaf when its ``type`` is ``None``.
+    Iterative; a node whose children are all unchanged is kept, others are made again.
     """
     if treespec.type is None:
         leaf = found[0]
