@@ -1,14 +1,10 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Activated by :mod:`treeclass._backends.activation` once ``optree`` is imported. Classes go into
-optree's global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace
-falls back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``,
-as ``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
-paths, treeclass's auxdata as metadata and an unflatten that never runs ``__init__``;
-:func:`treeclass.optree.register_namespace` adds named namespaces. A class another library
-registered is refused unless ``override=True``. Namedtuples are optree's own. Also converts
-``PyTreeSpec``s (torch's C++ pytree's included) to and from the treespec node list. See
-``docs/optree.md``.
+Classes go into optree's global namespace (the one every named namespace falls back to) through
+optree's own sentinel for it, as ``optree.dataclasses`` does, with ``GetAttrEntry`` paths and an
+unflatten that never runs ``__init__``; :func:`treeclass.optree.register_namespace` adds named
+namespaces. Namedtuples are optree's own. Also converts ``PyTreeSpec``s (torch's C++ pytree's
+included) to the treespec node list and back. See ``docs/optree.md``.
 """
 
 from __future__ import annotations
@@ -70,12 +66,7 @@ def _foreign(cls: type, namespace: str) -> str | None:
 
 
 class OptreeBackend:
-    """Mirrors treeclass's registry into optree's global namespace and any named ones.
-
-    Attributes:
-        name: ``"optree"``.
-        can_unregister: ``True``: optree has ``unregister_pytree_node``.
-    """
+    """Mirrors treeclass's registry into optree's global namespace and any named ones."""
 
     name: str = "optree"
     can_unregister: bool = True
@@ -84,19 +75,13 @@ class OptreeBackend:
         self._lock = threading.RLock()
         #: Where every class goes: the global namespace first, then named ones, in order.
         self._namespaces: list[str] = [GLOBAL_NAMESPACE]
-        #: class -> the namespaces it is registered in by treeclass.
-        self._registered: dict[type, tuple[str, ...]] = {}
-        #: class -> (generated flatten, unflatten) as given to optree.
+        #: class -> (generated flatten, unflatten) as given to optree, in every namespace.
         self._functions: dict[type, tuple[FlattenEntriesFn, Any]] = {}
 
     # -- the Backend protocol ------------------------------------------------------------------
 
     def check(self, change: Change) -> list[Held]:
-        """Report another library's registration of the class where treeclass writes.
-
-        That is the global namespace and every namespace added with :meth:`add_namespace`;
-        the registry decides (``override``).
-        """
+        """Report another library's registration of the class in the namespaces treeclass fills."""
         node = change.node
         if node.kind == "namedtuple":
             return []
@@ -108,10 +93,7 @@ class OptreeBackend:
             ]
 
     def add(self, change: Change) -> Undo:
-        """Register the class in every namespace, all or none; the undo removes it again.
-
-        With ``override``, another library's registration is taken out first; the undo puts
-        it back.
+        """Register the class in every namespace, all or none; the undo puts back what was there.
 
         Raises:
             RegistrationError: optree refused the class in one namespace; the namespaces done
@@ -126,8 +108,7 @@ class OptreeBackend:
         def undo(namespaces: Iterable[str] | None = None) -> None:
             with self._lock:
                 if namespaces is None:
-                    namespaces = self._registered.pop(cls, ())
-                    self._functions.pop(cls, None)
+                    namespaces = self._namespaces if self._functions.pop(cls, None) else ()
                 for namespace in reversed(tuple(namespaces)):
                     try:
                         optree.unregister_pytree_node(cls, namespace=namespace)
@@ -156,7 +137,6 @@ class OptreeBackend:
                         "was registered."
                     ) from e
                 done.append(namespace)
-            self._registered[cls] = tuple(done)
             self._functions[cls] = functions
         return undo
 
@@ -195,7 +175,7 @@ class OptreeBackend:
         with self._lock:
             if namespace in self._namespaces:
                 return
-            classes = list(self._registered)
+            classes = list(self._functions)
             for cls in classes:
                 where = _foreign(cls, namespace)
                 if where is not None:
@@ -217,8 +197,6 @@ class OptreeBackend:
                         f"{_label(namespace)} ({e}); nothing was registered."
                     ) from e
                 done.append(cls)
-            for cls in classes:
-                self._registered[cls] = (*self._registered[cls], namespace)
             self._namespaces.append(namespace)
 
 
@@ -255,9 +233,8 @@ def nodes_from_spec(spec: Any) -> list[Node]:
     """
     framework = "optree" if spec.namespace != "torch" else "torch (C++ pytree)"
     try:
-        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf) visits the tree
-        # once in C++, bottom-up, without unflattening anything. Before 0.20, walk took
-        # (f_node(children, data), f_leaf, leaves), which cannot name the node types.
+        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf), bottom-up in C++;
+        # before, walk could not name the node types.
         walked = spec.walk([None] * spec.num_leaves, _walked_node, _walked_leaf)
     except TypeError:
         raise TreeclassTypeError(
