@@ -86,14 +86,10 @@ def _check(what: str, original: Any, back: Any) -> None:
         )
 
 
-def _embedded_unflatten(spec: TreeSpec, leaves: list[Any]) -> Any:
-    return spec.unflatten(leaves)
-
-
 def _registries() -> list[tuple[str, Callable[[Any], tuple[list[Any], Any]], Any]]:
     """``(name, flatten, unflatten(spec, leaves))`` for every installed registry."""
     out: list[tuple[str, Callable[[Any], tuple[list[Any], Any]], Any]] = [
-        ("treeclass (embedded)", tree_flatten, _embedded_unflatten),
+        ("treeclass (embedded)", tree_flatten, TreeSpec.unflatten),
     ]
     jtu = _importable("jax.tree_util")
     if jtu is not None:

@@ -1,15 +1,10 @@
 """The flax adapter: treeclass classes in ``flax.serialization``'s state-dict registry.
 
-Activated by :mod:`treeclass._backends.activation` once ``flax.serialization`` is imported. flax
-keeps its own registry of how an object becomes a *state dict* and back; ``to_state_dict`` /
-``from_state_dict`` / ``to_bytes`` / ``from_bytes`` (flax's msgpack checkpoints) only know the
-classes in it. Each dataclass / attrs class gets the registration ``flax.struct.dataclass``
-gives its classes, so a flax checkpoint keeps loading after a class moves from
-``flax.struct.dataclass`` to ``@tc.pytree_dataclass``: the state dict is ``{data field:
-to_state_dict(value)}`` in field order (a ``None`` field's state is ``None``); static fields are
-not state and come from the target; the restored object is rebuilt by treeclass's unflatten,
-never ``__init__``. A state that does not fit is a treeclass error naming the class, the field
-and flax's path. Namedtuples are flax's own. See ``docs/jax-ecosystem.md``.
+flax's ``to_state_dict`` / ``from_state_dict`` / ``to_bytes`` / ``from_bytes`` know only the
+classes in that registry. Each dataclass / attrs class gets the registration
+``flax.struct.dataclass`` gives its classes (state: ``{data field: state}``; statics from the
+target; rebuilt without ``__init__``), so a flax checkpoint keeps loading after a class moves
+to ``@tc.pytree_dataclass``. Namedtuples are flax's own. See ``docs/jax-ecosystem.md``.
 """
 
 from __future__ import annotations
@@ -46,10 +41,7 @@ _STATIC_HINT: Final = " ({static} {verb} static in treeclass, so not part of the
 
 
 def _state_dict_registry() -> dict[Any, Any]:
-    """Flax's state-dict registry (private ``_STATE_DICT_REGISTRY``; checked with flax 0.12.8).
-
-    flax has no public way to look a registration up or remove one.
-    """
+    """Flax's state-dict registry (private: flax has no public lookup or removal)."""
     return fs._STATE_DICT_REGISTRY
 
 

@@ -62,8 +62,7 @@ __all__ = [
     "treespec_loads",
 ]
 
-# Loggers torch.export.load reports on (torch 2.13.0): the cause of a failed load goes to
-# "torch.export" (torch/export/__init__.py), fallbacks to the other two.
+# Loggers torch.export.load reports on (torch 2.13.0): a failed load's cause, and fallbacks.
 _TORCH_LOGGERS: Final = (
     "torch.export",
     "torch.export.pt2_archive._package",
@@ -109,11 +108,7 @@ def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
 
 
 class _HeldLog(logging.Filter):
-    """Holds back the records one thread logs (while it runs a load); other threads log as usual.
-
-    The held records are logged after the load, unless :func:`load` replaces them with its
-    own error (:meth:`discard`).
-    """
+    """Holds back the records one thread logs while it runs a load (logged after, or discarded)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -135,11 +130,7 @@ class _HeldLog(logging.Filter):
 
 @contextlib.contextmanager
 def _hold_torch_log() -> Generator[_HeldLog, None, None]:
-    """Hold back torch's load-time log (with tracebacks), collecting its errors.
-
-    Filters sit on the loggers themselves, so they work whatever handlers and levels are set
-    up. Under ``logging.disable`` nothing is logged at all, and nothing is collected.
-    """
+    """Hold back torch's load-time log, collecting its errors (filters on the loggers)."""
     held = _HeldLog()
     loggers = [logging.getLogger(name) for name in _TORCH_LOGGERS]
     for logger in loggers:
@@ -158,10 +149,9 @@ def _missing_in_archive(
 ) -> UnregisteredNameError | None:
     """The error naming a class the archive's program uses that is not registered, if any.
 
-    Reads the input and output treespecs of every record torch reads as a program (each one
-    under ``models/``, torch 2.13.0) with :func:`treespec_loads`, which never imports. Anything
-    else wrong with the archive gives ``None``: torch's own error says more about it. A file
-    object is put back at ``start``.
+    Reads the in/out treespecs of each program record (``models/``, torch 2.13.0) without
+    importing; anything else wrong gives ``None`` (torch's error says more). A file object is
+    put back at ``start``.
     """
     from torch.export.pt2_archive import PT2ArchiveReader
 

@@ -59,18 +59,12 @@ T = TypeVar("T")
 __all__ = ["StatefulTree", "load_state_dict", "state_dict"]
 
 
-def _class_node(cls: type) -> NodeType | None:
-    """The node type of a registered dataclass / attrs class, else ``None``."""
+def _fields(cls: type) -> tuple[NodeType, tuple[tuple[str, bool], ...]] | None:
+    """A registered dataclass / attrs class's node and ``((name, is_static), ...)``, or ``None``."""
     node = registered_node(cls)
     if node is None or node.kind == "namedtuple" or node.info is None:
         return None
-    return node
-
-
-def _fields_of(node: NodeType) -> tuple[tuple[str, bool], ...]:
-    """``((name, is_static), ...)`` of a class's fields, in order."""
-    assert node.info is not None
-    return tuple((f.name, f.static) for f in node.info.fields)
+    return node, tuple((f.name, f.static) for f in node.info.fields)
 
 
 def _where(path: str) -> str:
@@ -104,10 +98,10 @@ def state_dict(tree: Any) -> dict[str, Any]:
 
 def _to_state(node: Any, path: str) -> Any:
     cls: type[object] = node.__class__
-    class_node = _class_node(cls)
-    if class_node is not None:
+    known = _fields(cls)
+    if known is not None:
         state: dict[str, Any] = {}
-        for name, static in _fields_of(class_node):
+        for name, static in known[1]:
             value = getattr(node, name)
             state[name] = value if static else _to_state(value, f"{path}.{name}")
         return state
@@ -163,8 +157,6 @@ def _mismatch(path: str, what: str) -> StructureMismatchError:
 
 
 def _keys(sd: Any, path: str, expected: list[str]) -> Mapping[str, Any]:
-    from collections.abc import Mapping
-
     if not isinstance(sd, Mapping):
         raise _mismatch(path, f"expected a mapping with {expected!r}, got a {type(sd).__name__}")
     mapping: Mapping[str, Any] = sd  # pyright: ignore[reportUnknownVariableType]
@@ -178,9 +170,9 @@ def _keys(sd: Any, path: str, expected: list[str]) -> Mapping[str, Any]:
 
 def _from_state(node: Any, sd: Any, path: str) -> Any:
     cls: type[object] = node.__class__
-    class_node = _class_node(cls)
-    if class_node is not None:
-        fields = _fields_of(class_node)
+    known = _fields(cls)
+    if known is not None:
+        class_node, fields = known
         mapping = _keys(sd, path, [n for n, _ in fields])
         values: dict[str, Any] = {}
         for name, static in fields:

@@ -1,14 +1,9 @@
 """A safe builder of ``torch.utils._pytree.TreeSpec`` from ``treespec_dumps`` text.
 
-The text is read by the one reader of torch's treespec JSON (:mod:`treeclass._io.torchspec`:
-bounded, iterative, imports nothing); a node type is then resolved only among the names
-registered in this process with torch's pytree (``serialized_type_name``, which is how treeclass
-registers its classes) and torch's built-in containers, through the torch adapter's accessors;
-nothing is imported and no module path is looked up. A treeclass node's number of children is
-checked against its context (:func:`treeclass._backends.torch.child_count`). The
-:class:`torch.utils._pytree.TreeSpec` is built bottom-up without recursion.
-
-Every failure is a :class:`~treeclass.TreespecLoadError` (or
+The text is read by :mod:`treeclass._io.torchspec`; node types are resolved only among the
+names registered with torch's pytree and its built-in containers, through the torch adapter's
+accessors (nothing imported); a treeclass node's arity is checked against its context. Built
+bottom-up without recursion. Every failure is a :class:`~treeclass.TreespecLoadError` (or
 :class:`~treeclass.UnregisteredNameError` naming the name).
 """
 
@@ -105,9 +100,8 @@ def treespec_from_json(text: str | bytes | bytearray) -> pytree.TreeSpec:
     """
     entries = read(text)
     leaf = _leaf()
-    # (name, context text, arity) -> [type, context, copy, spec]: a context read before, when
-    # it is immutable (shared by the nodes that have it, with the spec of such a node whose
-    # children are all leaves: torch's specs are frozen values) or a list of keys (copied).
+    # (name, context text, arity) -> [type, context, copy?, spec]: a context nodes may share
+    # (kept_context), with the frozen spec of such a node whose children are all leaves.
     known: dict[tuple[str, str, int], list[Any]] = {}
     built: list[pytree.TreeSpec] = []
     for name, context, k, flat, at in reversed(entries):
