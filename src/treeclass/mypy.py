@@ -13,9 +13,7 @@ namedtuple as its ``_replace``. Without the plugin, mypy knows the ``.replace`` 
 ``PytreeNode`` subclasses, and checks the fields only for a Python 3.13+ target
 (``docs/typing.md`` has the table).
 
-The plugin reuses mypy's own dataclasses and attrs plugins (their ``replace``/``evolve``
-signatures), so it follows them. This module is imported by mypy only; ``import treeclass`` never
-imports it, and mypy is not a dependency of treeclass.
+It reuses mypy's own dataclasses and attrs plugins. Only mypy imports this module.
 """
 
 from __future__ import annotations

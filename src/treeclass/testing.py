@@ -179,13 +179,7 @@ def _jax_array_leaf(x: Any, jax: Any) -> bool:
 
 
 def _check_jax_export(obj: Any, leaves: list[Any], spec: TreeSpec) -> None:
-    """``jax.export`` of a jitted identity over ``obj``: serialize, deserialize, call, compare.
-
-    Applies when jax is installed, the tree has a leaf and every leaf is a numeric numpy or JAX
-    array (numpy scalars included), and every class in it is named and serializable by
-    jax.export; it is skipped otherwise (an unnamed class, an ``equinox.Module``: their JAX
-    structures cannot be written).
-    """
+    """``jax.export`` of a jitted identity over ``obj`` (see :func:`assert_roundtrip`)."""
     jax = _importable("jax")
     if jax is None or not leaves or not all(_jax_array_leaf(x, jax) for x in leaves):
         return

@@ -206,13 +206,10 @@ def activate(
     registering: str | None = None,
     executed: str | None = None,
 ) -> bool:
-    """Import ``framework``'s adapter and let it register every class so far.
+    """Import ``framework``'s adapter and let it register every class so far (rules 3, 4).
 
-    Idempotent; ``True`` once active. Does nothing (``False``) while the framework or the
-    adapter is still being imported: the finder, or a waiter, activates it once they are
-    done. Serialised per framework, and a concurrent caller waits for the first (rule 3). A
-    failure is recorded for :func:`retry`, logged at ``ERROR`` on the ``treeclass`` logger and
-    warned as a ``RuntimeWarning`` (rule 4).
+    Idempotent; ``True`` once active; ``False`` while the framework or the adapter is still
+    being imported (the finder, or a waiter, activates it then).
 
     Raises:
         RegistrationError: with ``raise_errors``, instead of the warning; ``registering`` is
@@ -247,11 +244,9 @@ def _finish(
 ) -> tuple[list[tuple[str, Exception]], list[tuple[NodeType, Exception]]]:
     """Activate the framework's ``extras`` and run the adapter's ``activated()`` hook.
 
-    Each runs even if another failed. Returns what failed (``(what, error)``) and the classes
-    the extras refused. An extra still being imported (it imported the framework, whose
-    import activated this) is left for :func:`retry`, like a failed part, but not reported.
-    Idempotent, like :func:`~treeclass._core.registry.activate_backend` and the hooks. The
-    caller holds the framework's lock.
+    Each runs even if another failed; idempotent; the caller holds the framework's lock.
+    Returns what failed (``(what, error)``) and the classes the extras refused. An extra still
+    being imported is left for :func:`retry`, unreported.
     """
     failed: list[tuple[str, Exception]] = []
     refused: list[tuple[NodeType, Exception]] = []
@@ -290,11 +285,7 @@ def _incomplete(framework: Framework, what: str, error: Exception) -> str:
 
 
 def _activate(framework: Framework, raise_errors: bool, registering: str | None) -> bool:
-    """Import the adapter and activate its backend (the caller holds the framework's lock).
-
-    Only the main backend failing fails the activation: an ``extras`` backend or the adapter's
-    ``activated()`` hook that fails is reported, and retried by :func:`activate_backends`.
-    """
+    """Import the adapter and activate its backend (the caller holds the framework's lock)."""
     try:
         module = importlib.import_module(framework.adapter)
         refused = _registry.activate_backend(module.BACKEND)
@@ -329,8 +320,7 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
 def _retry_incomplete(quiet: bool = False) -> None:
     """Run again the parts of active frameworks' activations that failed (see :func:`_finish`).
 
-    ``quiet`` (at a registration, :func:`retry`): a part that fails again is left as it is,
-    already reported; it never stops the registration.
+    ``quiet`` (at a registration): a part failing again, already reported, is left as it is.
 
     Raises:
         RegistrationError: a part failed again (unless ``quiet``).
@@ -415,10 +405,8 @@ def _settled(framework: Framework) -> bool:
 
 
 def retry(registering: str | None = None) -> None:
-    """Activate what should be active and is not; called before every registration.
+    """Activate what should be active and is not; called before every registration (rule 1).
 
-    Activates again every framework whose activation failed, and any framework imported
-    without the finder seeing it (rule 1); a framework still being imported gets a waiter.
     ``registering`` is the class being registered, if any (for the error message).
 
     Raises:
@@ -496,8 +484,7 @@ class _HookLoader:
         return None if create is None else create(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        # Recorded here, not in find_spec: importlib.util.find_spec (as transformers'
-        # is_torch_available calls it) runs the finder without importing anything.
+        # Here, not in find_spec: importlib.util.find_spec runs the finder without importing.
         with _LOCK:
             _HOOKED.add(module.__name__)
         # Put the real loader back first, so that the module looks untouched.
@@ -507,9 +494,8 @@ class _HookLoader:
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = self._loader
         self._loader.exec_module(module)
-        # Only a warning turned into an error (-W error) can escape activate(): the failure is
-        # recorded, and raised at the next registration. The user's import must not fail (the
-        # import system would drop the executed module from sys.modules).
+        # Only a warning made an error (-W error) escapes activate(); it is recorded, and the
+        # user's import must not fail (the import system would drop the executed module).
         with contextlib.suppress(Exception):
             activate(self._framework, executed=module.__name__)
 
@@ -549,9 +535,8 @@ _FINDER: Final = _PostImportFinder()
 def install() -> None:
     """Arm the finder, then activate what is imported and wait for what is importing.
 
-    Both the framework's module and its adapter are watched, so that whichever finishes
-    importing last activates the adapter (a user may import an adapter directly). Also
-    makes the registry call :func:`retry` before every registration.
+    Both the framework's module and its adapter are watched: whichever finishes importing
+    last activates the adapter. The registry calls :func:`retry` before every registration.
     """
     _registry.set_before_register(retry)
     with _LOCK:  # rule 1: arm first ...

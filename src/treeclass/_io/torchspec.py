@@ -1,13 +1,10 @@
 """The one reader of ``torch.utils._pytree.treespec_dumps`` JSON text; never imports torch.
 
-Used by :mod:`treeclass.torch` (its ``treespec_loads`` builds torch's ``TreeSpec`` from what is
-read here) and by ``treeclass inspect``. Unlike torch's own loader (torch 2.13.0), which imports
-the modules a ``defaultdict`` factory or an enum in a context names (``os.system`` is accepted)
-and lets ``KeyError`` / ``RecursionError`` escape, this reader parses strictly at C speed
-(:func:`treeclass._core.json.loads_checked`: no duplicate keys, ``NaN`` or oversized numbers),
-walks iteratively at most :data:`MAX_DEPTH` levels deep in linear time, reads the contexts of
-torch's built-in containers itself (built-in factories only, no enums, one child per key) and
-resolves no name. Every failure is a :class:`~treeclass.TreespecLoadError`.
+Used by :mod:`treeclass.torch` and ``treeclass inspect``. Unlike torch's loader (which imports
+what a ``defaultdict`` factory or an enum names), it parses strictly
+(:func:`treeclass._core.json.loads_checked`), walks iteratively at most :data:`MAX_DEPTH` levels
+in linear time, reads built-in containers' contexts itself (built-in factories only, no enums)
+and resolves no name. Every failure is a :class:`~treeclass.TreespecLoadError`.
 """
 
 from __future__ import annotations
@@ -24,9 +21,8 @@ __all__ = ["MAX_DEPTH", "TORCH_NAMES", "parse_json", "read", "where"]
 
 #: The treespec serialization protocols this reader understands.
 PROTOCOLS: Final = (1,)
-#: Deepest tree accepted. torch's pytree functions recurse once per level or more (with the
-#: default recursion limit, torch 2.13.0's own treespec_dumps / treespec_loads / unflatten round
-#: trip fails past ~330 levels), so a deeper document is not one torch wrote.
+#: Deepest tree accepted: torch 2.13.0's own treespec_dumps / loads / unflatten round trip
+#: recurses and fails past ~330 levels, so a deeper document is not one torch wrote.
 MAX_DEPTH: Final = 256
 
 _FACTORIES: Final[dict[str, type]] = {
@@ -83,9 +79,8 @@ def _keys(value: Any, where: str, k: int) -> list[Any]:
         )
     seen: set[tuple[str, str]] = set()
     for key in value:
-        # Scalar keys only (a tuple key comes back from torch's JSON as an unhashable list).
-        # Duplicates are found by type and text, not by hashing the keys themselves: ints that
-        # all hash alike would make a set of them quadratic. 1, 1.0 and True are one dict key.
+        # Scalar keys only. Duplicates by type and text, not by hash (ints that hash alike
+        # would make a set quadratic); 1, 1.0 and True are one dict key.
         kt = key.__class__
         if kt is str:
             tag = ("s", key)
@@ -163,10 +158,8 @@ def _namedtuple(context: Any, where: str, k: int) -> str:
     return context
 
 
-#: torch's built-in containers this reader reads the context of: name -> context reader
-#: ``(context, where, number of children) -> context``: ``None`` (tuple, list), the keys
-#: (dict, OrderedDict), ``[factory, keys]`` (defaultdict), the maxlen (deque), the name of the
-#: namedtuple class (which the caller resolves).
+#: torch's built-in containers: name -> ``(context, where, k) -> context read`` (``None``, the
+#: keys, ``[factory, keys]``, the maxlen, or the namedtuple's name, which the caller resolves).
 CONTAINERS: Final[dict[str, Callable[[Any, str, int], Any]]] = {
     "builtins.tuple": _null,
     "builtins.list": _null,
@@ -223,9 +216,6 @@ Entry: TypeAlias = "tuple[str | None, Any, int, bool, Where]"
 def read(text: str | bytes | bytearray) -> list[Entry]:
     """The nodes of ``treespec_dumps`` text, in pre-order (see :data:`Entry`).
 
-    A container's context that is JSON text is read once per distinct text and shared (a
-    list of keys is copied for each node).
-
     Raises:
         TreespecLoadError: the text is not a torch treespec this release reads.
     """
@@ -247,10 +237,7 @@ def _not_json(e: ValueError) -> TreespecLoadError:
 
 
 def _walk(doc: Any) -> tuple[list[Entry], int, int]:
-    """The entries of a parsed document, with its objects' members and strings' ``:``.
-
-    The counts are what :func:`treeclass._core.json.no_duplicates` compares with the text.
-    """
+    """The entries, with the members and ``:`` counts :func:`loads_checked` compares."""
     if doc.__class__ is not list or len(doc) != 2:
         raise _not_a_treespec(f"it is [protocol, spec], got {brief(doc, 60)}")
     protocol, root = doc
