@@ -35,17 +35,13 @@ CHECKED_OPTAX_VERSION: Final = "0.2.8"
 PREFIX: Final = "optax."
 
 
-def _optax_modules() -> list[str]:
-    return sorted(m for m in list(sys.modules) if m == "optax" or m.startswith("optax."))
-
-
 def state_classes() -> dict[str, type]:
     """``{"optax.<ClassName>": class}`` for every namedtuple class optax defines, by name.
 
     See the module docstring for which classes; a name two classes share is left out.
     """
     found: dict[type, None] = {}
-    for module_name in _optax_modules():
+    for module_name in sorted(m for m in list(sys.modules) if m.split(".")[0] == "optax"):
         module = sys.modules.get(module_name)
         if module is None:
             continue

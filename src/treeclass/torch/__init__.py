@@ -231,9 +231,6 @@ class _HeldLog(logging.Filter):
             self.errors.append(record.exc_info[1])
         return False
 
-    def discard(self) -> None:
-        self.records.clear()
-
 
 @contextlib.contextmanager
 def _hold_torch_log() -> Generator[_HeldLog, None, None]:
@@ -345,12 +342,12 @@ def load(
                 f, extra_files=extra_files, expected_opset_version=expected_opset_version
             )
         except UnregisteredNameError:
-            held.discard()  # unpickling an example input of a missing class: it is named
+            held.records.clear()  # unpickling an example input of a missing class: it is named
             raise
         except Exception as e:
             missing = _missing_in_archive(f, start)
             if missing is not None:
-                held.discard()
+                held.records.clear()
                 # torch's "error when deserializing" says nothing more; an import error does.
                 raise missing from (None if isinstance(e, RuntimeError) else e)
             if isinstance(e, RuntimeError) and held.errors and e.__cause__ is None:

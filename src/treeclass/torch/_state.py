@@ -1,27 +1,12 @@
 """Training states made of treeclass classes in ``torch.distributed.checkpoint`` (DCP).
 
-DCP stores the tensors it finds in nested dicts and lists of a state dict as tensors
-(sharded, deduplicated across ranks, loaded in place); any other object -- a treeclass instance,
-a tuple -- is pickled whole into bytes, tensors and all. :func:`state_dict` turns a tree into
-the nested dicts DCP walks, and :func:`load_state_dict` puts what DCP loaded back into the same
-classes; :class:`StatefulTree` does both through DCP's ``Stateful`` protocol.
-
-- A treeclass instance becomes a ``dict`` by field name: data fields (converted in turn) and
-  static fields (stored as they are; DCP pickles them, they are small). A namedtuple becomes a
-  ``dict`` by field name too, a ``tuple`` or ``list`` a ``list``, and a ``dict`` (also
-  ``OrderedDict``, ``defaultdict``) a ``dict`` keyed by ``str(key)`` (DCP's keys are strings).
-- Leaves are kept as they are: tensors (also ``DTensor`` / ``ShardedTensor``) go to DCP's tensor
-  storage; other leaves (a step counter that is an ``int``, ``None``) are pickled by DCP.
-- Like ``Module.state_dict()``, the state dict holds the tree's own tensors, so ``dcp.load``
-  copies the checkpoint into them in place: the tree given to :func:`state_dict` before
-  loading must have tensors of the right shapes, dtypes and devices.
-- Loading checks the structure: the same classes, fields, keys and lengths, and static values
-  equal to those in the tree given (a checkpoint written with another configuration is an
-  error naming the field, not a silent mix of the two).
-
-This module never imports torch; instances are rebuilt by their classes' generated unflatten
-(no ``__init__``). Public as ``treeclass.torch.state_dict`` / ``load_state_dict`` /
-``StatefulTree``.
+DCP stores the tensors of nested dicts and lists as tensors and pickles any other object
+whole. :func:`state_dict` turns a tree into the nested dicts DCP walks (instances and
+namedtuples by field name, sequences as lists, dicts keyed by ``str(key)``; leaves and static
+values as they are), :func:`load_state_dict` puts what DCP loaded back into the same classes
+(checking the structure and static values), and :class:`StatefulTree` does both through DCP's
+``Stateful`` protocol (``docs/torch.md``, "Distributed checkpoints"). Never imports torch;
+instances are rebuilt without ``__init__``.
 
 Example:
     >>> import torch
