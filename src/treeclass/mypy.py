@@ -123,10 +123,6 @@ def _node_replace(ctx: MethodSigContext) -> FunctionLike:
     )
 
 
-def _added_by_us(info: TypeInfo) -> bool:
-    return bool(info.metadata.get("treeclass", {}).get("replace"))
-
-
 def _keeps_own_replace(info: TypeInfo) -> bool:
     """Whether the class or a base (not ``object``) has a ``replace`` the decorator keeps.
 
@@ -134,7 +130,10 @@ def _keeps_own_replace(info: TypeInfo) -> bool:
     than one ``@pytree_dataclass`` added (to this class in an earlier pass, or to a base: the
     subclass's is then typed with its own fields, as the inherited method behaves).
     """
-    return any("replace" in base.names and not _added_by_us(base) for base in info.mro[:-1])
+    return any(
+        "replace" in base.names and not base.metadata.get("treeclass", {}).get("replace")
+        for base in info.mro[:-1]
+    )
 
 
 def _pytree_dataclass(ctx: ClassDefContext) -> bool:

@@ -181,9 +181,7 @@ def _importing_here(module: ModuleType) -> bool:
 
 
 def adapter(framework: Framework) -> ModuleType:
-    """Import the framework and its adapter; make sure the adapter is active; return it.
-
-    For callers that need the framework now (``treespec_loads(..., to=...)``).
+    """Import the framework and its adapter, active, for a caller that needs it now.
 
     Raises:
         ImportError: the framework is not installed.

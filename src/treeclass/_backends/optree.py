@@ -215,14 +215,6 @@ BACKEND: Final = OptreeBackend()
 # --- structures ---------------------------------------------------------------------------
 
 
-def _walked_node(cls: Any, data: Any, children: Any) -> tuple[Any, Any, Any]:
-    return (cls, data, children)
-
-
-def _walked_leaf(_: Any) -> None:
-    return None
-
-
 def nodes_from_spec(spec: Any) -> list[Node]:
     """The treespec node list of an optree ``PyTreeSpec`` (torch's C++ pytree's included).
 
@@ -235,7 +227,7 @@ def nodes_from_spec(spec: Any) -> list[Node]:
     try:
         # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf), bottom-up in C++;
         # before, walk could not name the node types.
-        walked = spec.walk([None] * spec.num_leaves, _walked_node, _walked_leaf)
+        walked = spec.walk([None] * spec.num_leaves, lambda *node: node, lambda _: None)
     except TypeError:
         raise TreeclassTypeError(
             "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "

@@ -167,16 +167,11 @@ def _unname(cls: type, name: str) -> None:
         )
 
 
-def _optree() -> Any:
-    """The optree module once imported (torch's C++ pytree uses it); ``None`` before."""
-    return complete("optree")
-
-
 def _cxx_node(cls: type) -> Any:
     """The optree entry of ``cls`` in the ``"torch"`` namespace (not the global fallback)."""
-    optree = _optree()
+    optree: Any = complete("optree")  # torch's C++ pytree is built on it
     if optree is None:
-        return None  # nothing can have been registered with it
+        return None  # not imported (yet): nothing can be registered there
     entry = optree.register_pytree_node.get(cls, namespace=_NAMESPACE)
     if entry is None or getattr(entry, "namespace", None) != _NAMESPACE:
         return None
@@ -274,7 +269,8 @@ def _remove(cls: type) -> None:
         pending[:] = [p for p in pending if p[0][0] is not cls]
         _PENDING_INDEX[:] = [None, 0, {}]
         if _cxx_node(cls) is not None:
-            _optree().unregister_pytree_node(cls, namespace=_NAMESPACE)
+            optree: Any = complete("optree")
+            optree.unregister_pytree_node(cls, namespace=_NAMESPACE)
 
 
 def _put(held: _Held) -> None:
@@ -291,7 +287,8 @@ def _put(held: _Held) -> None:
         pytree._cxx_pytree_pending_imports.extend(held.pending)
         if held.cxx is not None:
             entry = held.cxx
-            _optree().register_pytree_node(
+            optree: Any = complete("optree")
+            optree.register_pytree_node(
                 cls,
                 entry.flatten_func,
                 entry.unflatten_func,
