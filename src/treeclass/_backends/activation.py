@@ -60,14 +60,10 @@ class Framework(NamedTuple):
     Attributes:
         name: what users call it (``treespec_loads(..., to=name)``).
         module: the module whose import activates the adapter.
-        adapter: the treeclass module that mirrors the registry into the framework: it
-            defines ``BACKEND``, and ``nodes_from_spec`` / ``spec_from_spec`` if the framework
-            has structure objects; optionally ``activated()`` (idempotent), called once its
-            backend is active.
-        spec_types: ``(module prefix, type name)`` of the framework's structure objects, to
-            recognise them without importing anything.
-        extras: further treeclass modules whose ``BACKEND`` is activated with the adapter's,
-            as a mirror of the framework's own (not listed by ``active_backends()``).
+        adapter: the treeclass module mirroring the registry into it (``docs/contributing.md``).
+        spec_types: ``(module prefix, type name)`` of its structure objects (never imported).
+        extras: treeclass modules whose ``BACKEND`` is activated with the adapter's, not listed
+            by ``active_backends()``.
     """
 
     name: str

@@ -38,9 +38,8 @@ __all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "s
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
-#: Deepest structure ``treespec_loads(..., to="jax")`` asks JAX to build. jax 0.10.2's C++
-#: pytree recurses per level: near the interpreter's recursion limit (1000 levels) it fails with
-#: a SystemError that leaves the interpreter unable to run Python code at exit.
+#: Deepest structure ``treespec_loads(..., to="jax")`` asks JAX to build: near 1000 levels jax
+#: 0.10.2's C++ pytree fails with a SystemError that breaks the interpreter.
 MAX_DEPTH: Final = 500
 
 _REGISTERED_BY_OLDER_TREECLASS: Final = (

@@ -63,12 +63,10 @@ def state_classes() -> dict[str, type]:
 
 
 def activated() -> None:
-    """Name optax's state classes (called by :mod:`treeclass._backends.activation` at activation).
+    """Name optax's state classes (the adapter's ``activated()`` hook; idempotent).
 
-    Idempotent: a class registered already (by an earlier call, or by hand) is skipped. So is
-    a class whose name another class registered with treeclass holds: the others are named
-    all the same, then one ``RuntimeWarning`` (and an ``ERROR`` log on the ``treeclass``
-    logger) names each class left unnamed and the class holding its name.
+    A class registered already is skipped, and so is one whose name another class holds: one
+    report (``report_failures``) names each such class and the holder.
     """
     taken: list[str] = []
     for name, cls in state_classes().items():

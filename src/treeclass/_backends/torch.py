@@ -88,11 +88,7 @@ _PRIVATE_STATE: Final = (
 
 
 def _check_torch_version() -> None:
-    """Refuse a torch whose ``torch.utils._pytree`` lacks a name this module reads.
-
-    Raises:
-        RegistrationError: torch is older than :data:`MIN_TORCH_VERSION` (or changed).
-    """
+    """Raise :class:`RegistrationError` if ``torch.utils._pytree`` lacks a name read here."""
     missing = [name for name in _PRIVATE_STATE if not hasattr(pytree, name)]
     if missing:
         import sys
@@ -208,11 +204,7 @@ class _Held(NamedTuple):
 
 
 def _held(cls: type) -> _Held:
-    """What torch holds for ``cls``.
-
-    Private: ``SUPPORTED_NODES``, ``SUPPORTED_SERIALIZED_TYPES``, ``CONSTANT_NODES``,
-    ``_cxx_pytree_pending_imports``; and the C++ registry (public optree API).
-    """
+    """What torch's registries (private, and the C++ one through optree) hold for ``cls``."""
     with _registry_lock():
         return _Held(
             cls,
@@ -368,10 +360,7 @@ def _none_form(node: NodeType) -> bool:
 
 
 def child_count(cls: type, context: Any) -> int | None:
-    """How many children torch gives a node of ``cls`` with ``context`` (the None form).
-
-    ``None`` when ``cls`` is not a dataclass or attrs class registered with treeclass.
-    """
+    """How many children torch gives a treeclass dataclass / attrs node (else ``None``)."""
     node = registered_node(cls)
     if node is None or node.kind not in ("dataclass", "attrs"):
         return None
@@ -526,10 +515,9 @@ _NONE_FIELD: Final = _NoneField()
 
 
 def _neutral(cls: Any, context: Any, children: Any, flat: bool) -> tuple[Any, Any, Any, bool]:
-    """A node of torch's as the neutral node list has it: ``(type, aux, children, flat)``.
+    """A torch node as the neutral node list has it: ``(type, aux, children, flat)``.
 
-    A node in the None form gets its statics as aux and :data:`_NONE_FIELD` children for the
-    fields torch left out.
+    In the None form: the statics as aux, :data:`_NONE_FIELD` for the fields left out.
     """
     node = registered_node(cls) if isinstance(cls, type) else None
     if node is None or not _none_form(node):
@@ -587,8 +575,6 @@ class TorchBackend:
     def check(self, change: Change) -> list[Held]:
         """Report the classes torch maps the change's names to, and its registration of the class.
 
-        The registry decides (``override`` included).
-
         Raises:
             RegistrationError: torch treats the class as an opaque leaf.
         """
@@ -611,8 +597,8 @@ class TorchBackend:
     def add(self, change: Change) -> Undo:
         """Add the class to torch and move the names ``change`` says; the undo puts back all.
 
-        ``check`` has passed. A foreign registration of the class is replaced (``override``).
-        On failure torch is left as it was.
+        A foreign registration of the class is replaced (``override``); on failure torch is
+        left as it was.
         """
         node = change.node
         cls = node.type
@@ -742,11 +728,7 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
 
 
 def read_cxx(item: Any) -> tuple[Any, Any, Any, bool] | None:
-    """Read one node of torch's C++ pytree (an optree ``PyTreeSpec.walk`` item).
-
-    For :func:`treeclass._backends.optree.nodes_from_spec`: torch flattened treeclass nodes in
-    the None form there too.
-    """
+    """Read one node of torch's C++ pytree (an optree ``walk`` item; the None form there too)."""
     if item is None or item is _NONE_FIELD:
         return None if item is None else _NONE_NODE
     cls, data, children = item

@@ -113,11 +113,7 @@ _pin_memory_method.__name__ = _pin_memory_method.__qualname__ = "pin_memory"
 
 
 def _can_take_pin_memory(node: NodeType) -> bool:
-    """Whether treeclass may give the class a ``pin_memory()`` method.
-
-    It may unless a field is named ``pin_memory`` or the class has such a method, other than
-    one treeclass added to a registered parent.
-    """
+    """Whether the class has no ``pin_memory`` field or method (but treeclass's, inherited)."""
     if node.info is None or any(f.name == "pin_memory" for f in node.info.fields):
         return False
     for k in node.type.__mro__[:-1]:
