@@ -126,9 +126,8 @@ def _node_replace(ctx: MethodSigContext) -> FunctionLike:
 def _keeps_own_replace(info: TypeInfo) -> bool:
     """Whether the class or a base (not ``object``) has a ``replace`` the decorator keeps.
 
-    As at run time (``_replace.attach_replace``): a method or field named ``replace``, other
-    than one ``@pytree_dataclass`` added (to this class in an earlier pass, or to a base: the
-    subclass's is then typed with its own fields, as the inherited method behaves).
+    As ``attach_replace`` at run time, but one ``@pytree_dataclass`` added (in an earlier pass,
+    or to a base: a subclass's is typed with its own fields) does not count.
     """
     return any(
         "replace" in base.names and not base.metadata.get("treeclass", {}).get("replace")

@@ -292,14 +292,18 @@ def pytree_classes(*, named: bool = True, max_fields: int = 4) -> Any:
     """
     st = _hypothesis()
 
-    ident = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True).filter(
-        lambda s: not keyword.iskeyword(s) and s != "replace"
-    )
+    def usable(s: str) -> bool:
+        return not keyword.iskeyword(s) and s != "replace"
+
+    def first(t: tuple[str, bool, bool]) -> str:
+        return t[0]
+
+    ident = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True).filter(usable)
     shape = st.lists(
         st.tuples(ident, st.booleans(), st.booleans()),
         min_size=1,
         max_size=max_fields,
-        unique_by=lambda t: t[0],
+        unique_by=first,
     )
 
     def build(spec: list[tuple[str, bool, bool]], frozen: bool) -> type:

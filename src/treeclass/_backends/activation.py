@@ -152,11 +152,7 @@ def _initializing(module: object) -> bool:
 
 
 def complete(module_name: str) -> ModuleType | None:
-    """``sys.modules[module_name]`` once its import has finished, else ``None`` (rule 5).
-
-    For code that uses a framework only if it is imported: a module another thread is still
-    importing may lack most of its attributes.
-    """
+    """``sys.modules[module_name]`` once its import has finished, else ``None`` (rule 5)."""
     module = sys.modules.get(module_name)
     return None if module is None or _initializing(module) else module
 
@@ -360,7 +356,7 @@ def _failed_again(framework: Framework, error: Exception, registering: str | Non
 def _wait_then_activate(framework: Framework, deadline: float | None) -> bool:
     """Wait for another thread's import of the framework, then activate it (rule 2).
 
-    ``False``: the deadline passed first. With no deadline, polls with a growing interval.
+    ``False``: the deadline passed first (none: poll with a growing interval).
     """
     pause = _POLL
     while True:

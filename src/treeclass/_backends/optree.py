@@ -39,7 +39,6 @@ _TORCH_NAMESPACE: Final = "torch"
 
 
 def _label(namespace: str) -> str:
-    """``namespace`` as it appears in messages."""
     if namespace is GLOBAL_NAMESPACE:
         return "optree's global namespace"
     return f"optree namespace {namespace!r}"
@@ -215,6 +214,14 @@ BACKEND: Final = OptreeBackend()
 # --- structures ---------------------------------------------------------------------------
 
 
+def _walked_node(cls: Any, data: Any, children: Any) -> tuple[Any, Any, Any]:
+    return (cls, data, children)
+
+
+def _walked_leaf(_: Any) -> None:
+    pass
+
+
 def nodes_from_spec(spec: Any) -> list[Node]:
     """The treespec node list of an optree ``PyTreeSpec`` (torch's C++ pytree's included).
 
@@ -227,7 +234,7 @@ def nodes_from_spec(spec: Any) -> list[Node]:
     try:
         # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf), bottom-up in C++;
         # before, walk could not name the node types.
-        walked = spec.walk([None] * spec.num_leaves, lambda *node: node, lambda _: None)
+        walked = spec.walk([None] * spec.num_leaves, _walked_node, _walked_leaf)
     except TypeError:
         raise TreeclassTypeError(
             "converting an optree PyTreeSpec needs optree 0.20 or newer (its PyTreeSpec.walk), "

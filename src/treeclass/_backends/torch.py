@@ -308,10 +308,7 @@ _TRACING: Final[Callable[[], bool] | None] = getattr(
 
 
 def _register_namedtuple(cls: type, name: str) -> None:
-    """Register a namedtuple by name (``pytree._register_namedtuple``: torch has no public way).
-
-    Python registry only: optree (torch's C++ pytree) treats every namedtuple as a node already.
-    """
+    """Name a namedtuple in torch's Python registry (private: torch has no public way)."""
     pytree._register_namedtuple(cls, serialized_type_name=name)
 
 

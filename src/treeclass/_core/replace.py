@@ -107,11 +107,7 @@ replace.__doc__ = _DOC
 
 
 def replace_changes(obj: _T, changes: dict[str, Any], args: tuple[Any, ...] = ()) -> _T:
-    """``replace(obj, *args, **changes)``, for callers inside treeclass (no overloads to match).
-
-    ``args`` is refused: only the typing for Python 3.13 names them (a ``ParamSpec``'s, always
-    empty there).
-    """
+    """``replace(obj, *args, **changes)`` for callers inside treeclass; ``args`` are refused."""
     cls = type(obj)
     if args:
         raise TreeclassTypeError(_POSITIONAL.format(cls=cls.__qualname__, n=len(args)))

@@ -189,9 +189,7 @@ def _not_a_treespec(problem: str) -> TreespecLoadError:
 
 #: A node's position: ``None`` (the root) or ``(parent's position, index)``.
 Where: TypeAlias = "tuple[Any, int] | None"
-#: A leaf as torch's treespec_dumps writes it.
 _LEAF_NODE: Final[dict[str, Any]] = {"type": None, "context": None, "children_spec": []}
-#: The entry of a leaf.
 LEAF: Final = (None, None, 0, False, None)
 
 

@@ -69,7 +69,7 @@ __all__ = [
     "treespec_loads",
 ]
 
-# Loggers torch.export.load reports on (torch 2.13.0): a failed load's cause, and fallbacks.
+# Loggers torch.export.load reports a failed load's cause and fallbacks on (torch 2.13.0).
 _TORCH_LOGGERS: Final = (
     "torch.export",
     "torch.export.pt2_archive._package",
