@@ -266,7 +266,7 @@ def _finish(
 
 
 def _incomplete(framework: Framework, what: str, error: Exception) -> str:
-    """The message of a part of an activation that failed after the main backend's."""
+    """The message of a part of an activation failing after the main backend's."""
     return (
         f"treeclass set up its {framework.name} backend, but not {what} ({type(error).__name__}: "
         f"{error}); treeclass classes are {framework.name} pytree nodes, but what that part "

@@ -148,13 +148,7 @@ class OptreeBackend:
             return tuple(self._namespaces[1:])
 
     def add_namespace(self, namespace: str) -> None:
-        """Register every class, now and from now on, in ``namespace`` too (all or none).
-
-        Raises:
-            RegistrationTypeError: ``namespace`` is not a str.
-            RegistrationError: ``namespace`` is empty or ``"torch"``, or another library
-                registered one of the classes there; nothing is registered then.
-        """
+        """:func:`treeclass.optree.register_namespace` (all or none; its errors)."""
         if not isinstance(namespace, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise RegistrationTypeError(
                 f"an optree namespace is a str, got {type(namespace).__name__}; write "
