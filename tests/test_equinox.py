@@ -368,5 +368,5 @@ def test_a_class_jax_holds_from_elsewhere_is_still_refused() -> None:
     class Other:
         x: Any
 
-    with pytest.raises(tc.RegistrationError, match=r"already a JAX pytree node"):
+    with pytest.raises(tc.RegistrationError, match=r"already registered with JAX's pytree"):
         tc.register_dataclass(Other, name="tests.equinox.Other")

@@ -509,3 +509,52 @@ def test_check_fails_closed_when_a_module_exits_at_import(tmp_path: Path, body: 
         CHECK, "inspect", "doc.json", "--import", f"mod_{body}", timeout=TIMEOUT, cwd=tmp_path
     )
     assert again.returncode == 2 and f"cannot import 'mod_{body}'" in again.stderr
+
+
+# --- one reader of torch's treespec JSON ------------------------------------------------------
+
+_HOSTILE_SPECS = {
+    "factory": [
+        1,
+        {
+            "type": "collections.defaultdict",
+            "context": {"default_factory_module": "os", "default_factory_name": "system",
+                        "dict_context": ["a"]},
+            "children_spec": [{"type": None, "context": None, "children_spec": []}],
+        },
+    ],
+    "arity": [
+        1,
+        {"type": "builtins.dict", "context": '["a", "b"]',
+         "children_spec": [{"type": None, "context": None, "children_spec": []}]},
+    ],
+    "deep": [1, functools.reduce(
+        lambda inner, _: {"type": "builtins.list", "context": "null", "children_spec": [inner]},
+        range(300),
+        {"type": None, "context": None, "children_spec": []},
+    )],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", sorted(_HOSTILE_SPECS))
+def test_inspect_and_treeclass_torch_refuse_a_torch_spec_alike(tmp_path: Path, kind: str) -> None:
+    """``treeclass inspect`` reads a .pt2's treespecs with the reader treeclass.torch uses: a
+    spec one refuses, the other refuses with the same words (and inspect imports no torch)."""
+    from treeclass._io import torchspec
+    from treeclass._io.artifacts import read_artifact
+
+    text = json.dumps(_HOSTILE_SPECS[kind])
+    with pytest.raises(tc.TreespecLoadError) as reader:
+        torchspec.read(text)
+    model = json.loads(MODEL)
+    model["graph_module"]["module_call_graph"][0]["signature"]["in_spec"] = text
+    data = json.dumps(model).encode()
+    path = tmp_path / "m.pt2"
+    path.write_bytes(_zip([("m/models/m.json", 0, data, zlib.crc32(data), len(data))]))
+    with pytest.raises(tc.FileLoadError) as inspected:
+        read_artifact(str(path))
+    assert str(reader.value)[:100] in str(inspected.value)  # (inspect cuts it at 200)
+    tct = pytest.importorskip("treeclass.torch")
+    with pytest.raises(tc.TreespecLoadError) as loaded:
+        tct.treespec_loads(text)
+    assert str(loaded.value) == str(reader.value)

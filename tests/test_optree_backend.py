@@ -352,9 +352,9 @@ def test_class_registered_globally_by_another_library_is_refused(uname: str) -> 
     assert before is not None
     with pytest.raises(
         tc.RegistrationError,
-        match=r"Foreign is already a pytree node in optree's global namespace \(registered by "
-        r"another library, flatten function \S+\), so treeclass cannot register it there; "
-        r"nothing was registered\. Register the class with override=True",
+        match=r"Foreign is already registered with optree \(optree's global namespace, flatten "
+        r"function \S+\), by another library, so treeclass cannot register it there; "
+        r"nothing was registered\. To fix it, register it with override=True",
     ):
         tc.register_dataclass(Foreign, name=uname)
     # Nothing changed anywhere.
@@ -532,8 +532,8 @@ def test_register_namespace_is_all_or_nothing(uname: str) -> None:
     optree.register_pytree_node(B, lambda b: ((), None), lambda m, c: B(0.0), namespace=ns)
     with pytest.raises(
         tc.RegistrationError,
-        match=rf"B is already a pytree node in optree namespace '{ns}' .*treeclass cannot "
-        rf"register its classes there; nothing was registered",
+        match=rf"B is already registered with optree \(optree namespace '{ns}', .*treeclass "
+        rf"cannot register it there; nothing was registered\. To fix it, unregister it",
     ):
         tc.optree.register_namespace(ns)
     assert ns not in tc.optree.namespaces()
@@ -546,7 +546,8 @@ def test_future_class_conflicting_in_a_named_namespace_is_refused(uname: str) ->
     Plain = _plain_dataclass()
     optree.register_pytree_node(Plain, lambda p: ((), None), lambda m, c: None, namespace=ns)
     with pytest.raises(
-        tc.RegistrationError, match=rf"Plain is already a pytree node in optree namespace '{ns}'"
+        tc.RegistrationError,
+        match=rf"Plain is already registered with optree \(optree namespace '{ns}', flatten",
     ):
         tc.register_dataclass(Plain, name=uname)
     assert not tc.is_registered(Plain)

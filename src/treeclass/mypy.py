@@ -13,9 +13,7 @@ namedtuple as its ``_replace``. Without the plugin, mypy knows the ``.replace`` 
 ``PytreeNode`` subclasses, and checks the fields only for a Python 3.13+ target
 (``docs/typing.md`` has the table).
 
-The plugin reuses mypy's own dataclasses and attrs plugins (their ``replace``/``evolve``
-signatures), so it follows them. This module is imported by mypy only; ``import treeclass`` never
-imports it, and mypy is not a dependency of treeclass.
+It reuses mypy's own dataclasses and attrs plugins. Only mypy imports this module.
 """
 
 from __future__ import annotations
@@ -125,18 +123,16 @@ def _node_replace(ctx: MethodSigContext) -> FunctionLike:
     )
 
 
-def _added_by_us(info: TypeInfo) -> bool:
-    return bool(info.metadata.get("treeclass", {}).get("replace"))
-
-
 def _keeps_own_replace(info: TypeInfo) -> bool:
     """Whether the class or a base (not ``object``) has a ``replace`` the decorator keeps.
 
-    As at run time (``_replace.attach_replace``): a method or field named ``replace``, other
-    than one ``@pytree_dataclass`` added (to this class in an earlier pass, or to a base: the
-    subclass's is then typed with its own fields, as the inherited method behaves).
+    As ``attach_replace`` at run time, but one ``@pytree_dataclass`` added (in an earlier pass,
+    or to a base: a subclass's is typed with its own fields) does not count.
     """
-    return any("replace" in base.names and not _added_by_us(base) for base in info.mro[:-1])
+    return any(
+        "replace" in base.names and not base.metadata.get("treeclass", {}).get("replace")
+        for base in info.mro[:-1]
+    )
 
 
 def _pytree_dataclass(ctx: ClassDefContext) -> bool:

@@ -35,7 +35,7 @@ __all__ = ["namespaces", "register_namespace"]
 
 
 def _backend() -> ModuleType:
-    """Import optree (which activates treeclass's optree backend) and return the adapter."""
+    """Import optree (activating treeclass's optree backend) and return the adapter."""
     framework = framework_named("optree")
     assert framework is not None
     try:
@@ -96,5 +96,4 @@ def namespaces() -> tuple[str, ...]:
     adapter = complete("treeclass._backends.optree")
     if adapter is None:
         return ()
-    result: tuple[str, ...] = adapter.BACKEND.namespaces
-    return result
+    return tuple(adapter.BACKEND.namespaces)

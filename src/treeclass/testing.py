@@ -79,21 +79,26 @@ def _same_tree(a: Any, b: Any) -> bool:
     return _leaves_equal(tree_leaves(a), tree_leaves(b))
 
 
-def _check(what: str, original: Any, back: Any) -> None:
-    if not _same_tree(original, back):
+def _same_values(a: Any, b: Any) -> bool:
+    """tc.load gives numpy arrays (or the framework's, see docs/files.md): compare values."""
+    return tree_structure(a) == tree_structure(b) and _leaves_equal(
+        [_as_numpy(x) for x in tree_leaves(a)], [_as_numpy(x) for x in tree_leaves(b)]
+    )
+
+
+def _check(
+    what: str, original: Any, back: Any, same: Callable[[Any, Any], bool] = _same_tree
+) -> None:
+    if not same(original, back):
         raise AssertionError(
             f"{what} did not give the tree back: got {back!r}, expected {original!r}."
         )
 
 
-def _embedded_unflatten(spec: TreeSpec, leaves: list[Any]) -> Any:
-    return spec.unflatten(leaves)
-
-
 def _registries() -> list[tuple[str, Callable[[Any], tuple[list[Any], Any]], Any]]:
     """``(name, flatten, unflatten(spec, leaves))`` for every installed registry."""
     out: list[tuple[str, Callable[[Any], tuple[list[Any], Any]], Any]] = [
-        ("treeclass (embedded)", tree_flatten, _embedded_unflatten),
+        ("treeclass (embedded)", tree_flatten, TreeSpec.unflatten),
     ]
     jtu = _importable("jax.tree_util")
     if jtu is not None:
@@ -183,13 +188,7 @@ def _jax_array_leaf(x: Any, jax: Any) -> bool:
 
 
 def _check_jax_export(obj: Any, leaves: list[Any], spec: TreeSpec) -> None:
-    """``jax.export`` of a jitted identity over ``obj``: serialize, deserialize, call, compare.
-
-    Applies when jax is installed, the tree has a leaf and every leaf is a numeric numpy or JAX
-    array (numpy scalars included), and every class in it is named and serializable by
-    jax.export; it is skipped otherwise (an unnamed class, an ``equinox.Module``: their JAX
-    structures cannot be written).
-    """
+    """``jax.export`` of a jitted identity over ``obj`` (see :func:`assert_roundtrip`)."""
     jax = _importable("jax")
     if jax is None or not leaves or not all(_jax_array_leaf(x, jax) for x in leaves):
         return
@@ -240,13 +239,7 @@ def _check_save(obj: Any) -> None:
         except UnnamedClassError:
             return
         back = load(path)
-    # tc.load gives numpy arrays (or the framework's, see docs/files.md): compare values.
-    if tree_structure(back) != tree_structure(obj) or not _leaves_equal(
-        [_as_numpy(x) for x in tree_leaves(obj)], [_as_numpy(x) for x in tree_leaves(back)]
-    ):
-        raise AssertionError(
-            f"tc.save/tc.load did not give the tree back: got {back!r}, expected {obj!r}."
-        )
+    _check("tc.save/tc.load", obj, back, _same_values)
 
 
 def _as_numpy(x: Any) -> Any:

@@ -1,46 +1,26 @@
 """The frameworks treeclass knows, and activating their adapters when they are imported.
 
-:data:`FRAMEWORKS` is the one table of frameworks: adding one is a row here plus a module in
-``treeclass/_backends/`` (see ``docs/contributing.md``). ``import treeclass`` imports none of
-them. A framework already imported gets its adapter activated at once; for the others a small
-:data:`sys.meta_path` finder (built on :mod:`importlib.util` alone) waits for the framework's
-module to finish executing, then activates the adapter, which registers every class so far.
-Classes registered later reach every active adapter as they are registered, so import order
-never matters -- nor the thread a framework is imported in. The rules that make it so:
+:data:`FRAMEWORKS` is the one table of frameworks (``docs/contributing.md``); ``import
+treeclass`` imports none of them. A framework already imported gets its adapter activated at
+once; for the others a :data:`sys.meta_path` finder waits for the framework's module to finish
+executing, then activates the adapter, which registers every class so far. Import order and
+thread never matter (``docs/how-it-works.md``, "Frameworks and import order"), by five rules:
 
-1. **Arm first, then look.** :func:`install` inserts the finder (watching every framework not
-   yet active) *before* it looks at :data:`sys.modules`: an import that starts meanwhile is
-   seen by the finder or is already in :data:`sys.modules`. The one remaining window (an
-   import past the finder's ``find_spec`` but not yet in :data:`sys.modules`) is closed by
-   :func:`retry`, which the registry calls at every registration.
-2. **Never import into a half-imported framework.** Adapters import framework submodules
-   (``jax.export``, ``torch.utils._pytree``), so an adapter is imported only once its
-   framework's module has finished executing:
-
-   - through the finder: right after the module executed, in the importing thread;
-   - found half-imported by **another** thread at ``import treeclass``: wait for that import
-     (polling ``__spec__._initializing``, holding only ``treeclass``'s own import lock), then
-     activate. No treeclass class can exist before ``import treeclass`` returns, so nothing
-     can see the backend missing. The wait is bounded (:data:`WAIT_SECONDS`) in case that
-     import waits for this thread; then a waiter thread takes over;
-   - found half-imported by **this** thread (treeclass imported from inside the framework's
-     own import): a waiter thread activates it once that import completed;
-   - an import that fails meanwhile: the framework is watched again.
-3. **Activation is serialised per framework, and awaited**: a second caller blocks until the
-   first finished instead of returning early. The lock is reentrant and an "in progress" mark
-   makes the finder's own hook for the *adapter* module (imported inside an activation) a
-   no-op. Lock order: a framework's lock, then the registry's (never the other way round:
-   the registry calls :func:`retry` before it takes its lock).
-4. **A failed activation is an error, and is retried.** A failure never breaks the user's
-   ``import``: it is recorded, logged at ``ERROR`` on the ``treeclass`` logger and warned as a
-   ``RuntimeWarning``, both saying how to retry.
-   :func:`retry` (at every registration) and :func:`activate_backends` (public) activate it
-   again and raise :class:`~treeclass.RegistrationError` if it fails again. Only the main
-   backend failing fails an activation: a framework's ``extras`` or its adapter's
-   ``activated()`` hook failing afterwards is reported the same way, but the framework stays
-   active (and listed by ``active_backends()``) and registrations go on. That part is run
-   again quietly at each registration (never stopping it), and by :func:`activate_backends`,
-   which raises if it fails again.
+1. **Arm first, then look**: :func:`install` inserts the finder before it looks at
+   :data:`sys.modules`; the one window left (an import past ``find_spec``, not yet in
+   :data:`sys.modules`) is closed by :func:`retry`, called at every registration.
+2. **Never import into a half-imported framework** (adapters import its submodules): through
+   the finder, right after the module executed; imported half-way by another thread at
+   ``import treeclass``, wait for it (bounded by :data:`WAIT_SECONDS`, then a waiter thread
+   takes over); by this thread (treeclass imported inside the framework's import), a waiter
+   thread; an import that fails meanwhile is watched again.
+3. **Activation is serialised per framework, and awaited** (a reentrant lock; an "in
+   progress" mark makes the finder's hook for the adapter module a no-op). Lock order: a
+   framework's lock, then the registry's.
+4. **A failed activation is an error, and is retried**, never breaking the user's ``import``:
+   logged at ``ERROR``, warned, retried by :func:`retry` and :func:`activate_backends`. Only
+   the main backend failing fails an activation; ``extras`` or ``activated()`` failing is
+   reported alike, the framework stays active, and that part is run again.
 5. **Readers never trust a half-imported module**: :func:`complete`.
 """
 
@@ -53,7 +33,7 @@ from _thread import RLock, start_new_thread
 from collections.abc import Sequence
 from time import monotonic, sleep
 from types import FrameType, ModuleType
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from .._core import registry as _registry
 from .._core.nodes import NodeType
@@ -74,39 +54,23 @@ __all__ = [
 ]
 
 
-class Framework:
+class Framework(NamedTuple):
     """One row of :data:`FRAMEWORKS`.
 
     Attributes:
         name: what users call it (``treespec_loads(..., to=name)``).
         module: the module whose import activates the adapter.
-        adapter: the treeclass module (in ``treeclass._backends``) that mirrors the registry
-            into the framework: it defines ``BACKEND`` and, if the framework has a structure
-            object treeclass converts, ``nodes_from_spec`` / ``spec_from_nodes``.
-        spec_types: ``(module prefix, type name)`` of the framework's structure objects, to
-            recognise them without importing anything.
-        extras: further treeclass modules whose ``BACKEND`` is activated with the adapter's,
-            as a mirror of the framework's own (not listed by ``active_backends()``).
-
-    An adapter module may also define ``activated()``, called once its backend is active
-    (and again by :func:`activate_backends` if it failed): it must be idempotent.
+        adapter: the treeclass module mirroring the registry into it (``docs/contributing.md``).
+        spec_types: ``(module prefix, type name)`` of its structure objects (never imported).
+        extras: treeclass modules whose ``BACKEND`` is activated with the adapter's, not listed
+            by ``active_backends()``.
     """
 
-    __slots__ = ("adapter", "extras", "module", "name", "spec_types")
-
-    def __init__(
-        self,
-        name: str,
-        module: str,
-        adapter: str,
-        spec_types: tuple[tuple[str, str], ...] = (),
-        extras: tuple[str, ...] = (),
-    ) -> None:
-        self.name = name
-        self.module = module
-        self.adapter = adapter
-        self.spec_types = spec_types
-        self.extras = extras
+    name: str
+    module: str
+    adapter: str
+    spec_types: tuple[tuple[str, str], ...] = ()
+    extras: tuple[str, ...] = ()
 
     def installed(self) -> bool:
         """Whether the framework's module can be imported here (nothing is imported)."""
@@ -120,14 +84,11 @@ class Framework:
             for prefix, type_name in self.spec_types
         )
 
-    def __repr__(self) -> str:
-        return f"Framework({self.name!r})"
-
 
 def module_installed(name: str) -> bool:
     """Whether module ``name`` can be imported here, without importing it or its packages.
 
-    (``importlib.util.find_spec("flax.serialization")`` imports ``flax``, and with it jax.)
+    (``importlib.util.find_spec("flax.serialization")`` would import flax, and jax.)
     """
     import importlib.machinery
     import importlib.util
@@ -191,11 +152,7 @@ def _initializing(module: object) -> bool:
 
 
 def complete(module_name: str) -> ModuleType | None:
-    """``sys.modules[module_name]`` once its import has finished, else ``None`` (rule 5).
-
-    For code that uses a framework only if it is imported: a module another thread is still
-    importing may lack most of its attributes.
-    """
+    """``sys.modules[module_name]`` once its import has finished, else ``None`` (rule 5)."""
     module = sys.modules.get(module_name)
     return None if module is None or _initializing(module) else module
 
@@ -216,9 +173,7 @@ def _importing_here(module: ModuleType) -> bool:
 
 
 def adapter(framework: Framework) -> ModuleType:
-    """Import the framework and its adapter; make sure the adapter is active; return it.
-
-    For callers that need the framework now (``treespec_loads(..., to=...)``).
+    """Import the framework and its adapter, active, for a caller that needs it now.
 
     Raises:
         ImportError: the framework is not installed.
@@ -241,13 +196,10 @@ def activate(
     registering: str | None = None,
     executed: str | None = None,
 ) -> bool:
-    """Import ``framework``'s adapter and let it register every class so far.
+    """Import ``framework``'s adapter and let it register every class so far (rules 3, 4).
 
-    Idempotent; ``True`` once active. Does nothing (``False``) while the framework or the
-    adapter is still being imported: the finder, or a waiter, activates it once they are
-    done. Serialised per framework, and a concurrent caller waits for the first (rule 3). A
-    failure is recorded for :func:`retry`, logged at ``ERROR`` on the ``treeclass`` logger and
-    warned as a ``RuntimeWarning`` (rule 4).
+    Idempotent; ``True`` once active; ``False`` while the framework or the adapter is still
+    being imported (the finder, or a waiter, activates it then).
 
     Raises:
         RegistrationError: with ``raise_errors``, instead of the warning; ``registering`` is
@@ -282,11 +234,9 @@ def _finish(
 ) -> tuple[list[tuple[str, Exception]], list[tuple[NodeType, Exception]]]:
     """Activate the framework's ``extras`` and run the adapter's ``activated()`` hook.
 
-    Each runs even if another failed. Returns what failed (``(what, error)``) and the classes
-    the extras refused. An extra still being imported (it imported the framework, whose
-    import activated this) is left for :func:`retry`, like a failed part, but not reported.
-    Idempotent, like :func:`~treeclass._core.registry.activate_backend` and the hooks. The
-    caller holds the framework's lock.
+    Each runs even if another failed; idempotent; the caller holds the framework's lock.
+    Returns what failed (``(what, error)``) and the classes the extras refused. An extra still
+    being imported is left for :func:`retry`, unreported.
     """
     failed: list[tuple[str, Exception]] = []
     refused: list[tuple[NodeType, Exception]] = []
@@ -316,7 +266,7 @@ def _finish(
 
 
 def _incomplete(framework: Framework, what: str, error: Exception) -> str:
-    """The message of a part of an activation that failed after the main backend's."""
+    """The message of a part of an activation failing after the main backend's."""
     return (
         f"treeclass set up its {framework.name} backend, but not {what} ({type(error).__name__}: "
         f"{error}); treeclass classes are {framework.name} pytree nodes, but what that part "
@@ -325,11 +275,7 @@ def _incomplete(framework: Framework, what: str, error: Exception) -> str:
 
 
 def _activate(framework: Framework, raise_errors: bool, registering: str | None) -> bool:
-    """Import the adapter and activate its backend (the caller holds the framework's lock).
-
-    Only the main backend failing fails the activation: an ``extras`` backend or the adapter's
-    ``activated()`` hook that fails is reported, and retried by :func:`activate_backends`.
-    """
+    """Import the adapter and activate its backend (the caller holds the framework's lock)."""
     try:
         module = importlib.import_module(framework.adapter)
         refused = _registry.activate_backend(module.BACKEND)
@@ -364,8 +310,7 @@ def _activate(framework: Framework, raise_errors: bool, registering: str | None)
 def _retry_incomplete(quiet: bool = False) -> None:
     """Run again the parts of active frameworks' activations that failed (see :func:`_finish`).
 
-    ``quiet`` (at a registration, :func:`retry`): a part that fails again is left as it is,
-    already reported; it never stops the registration.
+    ``quiet`` (at a registration): a part failing again, already reported, is left as it is.
 
     Raises:
         RegistrationError: a part failed again (unless ``quiet``).
@@ -411,7 +356,7 @@ def _failed_again(framework: Framework, error: Exception, registering: str | Non
 def _wait_then_activate(framework: Framework, deadline: float | None) -> bool:
     """Wait for another thread's import of the framework, then activate it (rule 2).
 
-    ``False``: the deadline passed first. With no deadline, polls with a growing interval.
+    ``False``: the deadline passed first (none: poll with a growing interval).
     """
     pause = _POLL
     while True:
@@ -433,17 +378,13 @@ def _wait_then_activate(framework: Framework, deadline: float | None) -> bool:
             pause = min(pause * 2, _POLL_MAX)
 
 
-def _waiter(framework: Framework) -> None:
-    _wait_then_activate(framework, None)
-
-
 def _start_waiter(framework: Framework) -> None:
     """Start a thread that activates ``framework`` once its import completes."""
     with _LOCK:
         if framework.name in _WAITING:
             return
         _WAITING.add(framework.name)
-    start_new_thread(_waiter, (framework,))
+    start_new_thread(_wait_then_activate, (framework, None))
 
 
 def _settled(framework: Framework) -> bool:
@@ -454,10 +395,8 @@ def _settled(framework: Framework) -> bool:
 
 
 def retry(registering: str | None = None) -> None:
-    """Activate what should be active and is not; called before every registration.
+    """Activate what should be active and is not; called before every registration (rule 1).
 
-    Activates again every framework whose activation failed, and any framework imported
-    without the finder seeing it (rule 1); a framework still being imported gets a waiter.
     ``registering`` is the class being registered, if any (for the error message).
 
     Raises:
@@ -535,8 +474,7 @@ class _HookLoader:
         return None if create is None else create(spec)
 
     def exec_module(self, module: ModuleType) -> None:
-        # Recorded here, not in find_spec: importlib.util.find_spec (as transformers'
-        # is_torch_available calls it) runs the finder without importing anything.
+        # Here, not in find_spec: importlib.util.find_spec runs the finder without importing.
         with _LOCK:
             _HOOKED.add(module.__name__)
         # Put the real loader back first, so that the module looks untouched.
@@ -546,9 +484,8 @@ class _HookLoader:
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = self._loader
         self._loader.exec_module(module)
-        # Only a warning turned into an error (-W error) can escape activate(): the failure is
-        # recorded, and raised at the next registration. The user's import must not fail (the
-        # import system would drop the executed module from sys.modules).
+        # Only a warning made an error (-W error) escapes activate(); it is recorded, and the
+        # user's import must not fail (the import system would drop the executed module).
         with contextlib.suppress(Exception):
             activate(self._framework, executed=module.__name__)
 
@@ -588,9 +525,8 @@ _FINDER: Final = _PostImportFinder()
 def install() -> None:
     """Arm the finder, then activate what is imported and wait for what is importing.
 
-    Both the framework's module and its adapter are watched, so that whichever finishes
-    importing last activates the adapter (a user may import an adapter directly). Also
-    makes the registry call :func:`retry` before every registration.
+    Both the framework's module and its adapter are watched: whichever finishes importing
+    last activates the adapter. The registry calls :func:`retry` before every registration.
     """
     _registry.set_before_register(retry)
     with _LOCK:  # rule 1: arm first ...

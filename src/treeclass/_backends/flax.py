@@ -1,15 +1,10 @@
 """The flax adapter: treeclass classes in ``flax.serialization``'s state-dict registry.
 
-Activated by :mod:`treeclass._backends.activation` once ``flax.serialization`` is imported. flax
-keeps its own registry of how an object becomes a *state dict* and back; ``to_state_dict`` /
-``from_state_dict`` / ``to_bytes`` / ``from_bytes`` (flax's msgpack checkpoints) only know the
-classes in it. Each dataclass / attrs class gets the registration ``flax.struct.dataclass``
-gives its classes, so a flax checkpoint keeps loading after a class moves from
-``flax.struct.dataclass`` to ``@tc.pytree_dataclass``: the state dict is ``{data field:
-to_state_dict(value)}`` in field order (a ``None`` field's state is ``None``); static fields are
-not state and come from the target; the restored object is rebuilt by treeclass's unflatten,
-never ``__init__``. A state that does not fit is a treeclass error naming the class, the field
-and flax's path. Namedtuples are flax's own. See ``docs/jax-ecosystem.md``.
+flax's ``to_state_dict`` / ``from_state_dict`` / ``to_bytes`` / ``from_bytes`` know only the
+classes in that registry. Each dataclass / attrs class gets the registration
+``flax.struct.dataclass`` gives its classes (state: ``{data field: state}``; statics from the
+target; rebuilt without ``__init__``), so a flax checkpoint keeps loading after a class moves
+to ``@tc.pytree_dataclass``. Namedtuples are flax's own. See ``docs/jax-ecosystem.md``.
 """
 
 from __future__ import annotations
@@ -20,19 +15,14 @@ from typing import Any, Final
 import flax.serialization as fs
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo
-from .._errors import RegistrationError, StructureMismatchError
+from .._core.registry import Change, Held, Undo, nothing
+from .._errors import StructureMismatchError
 
 __all__ = ["BACKEND", "CHECKED_FLAX_VERSION", "FlaxBackend"]
 
 #: The flax version the private access in :func:`_state_dict_registry` was checked against.
 CHECKED_FLAX_VERSION: Final = "0.12.8"
 
-_ALREADY: Final = (
-    "{cls} already has a flax.serialization state-dict registration made outside treeclass "
-    "(flax.struct, register_serialization_state), so treeclass cannot register it for flax "
-    "serialization; register it with override=True to replace that registration, or remove it."
-)
 _NOT_A_DICT: Final = (
     "the flax state for {cls} at path {path!r} is a {type}, not a dict of its data fields "
     "({fields}); the checkpoint does not hold a {cls} there."
@@ -51,10 +41,7 @@ _STATIC_HINT: Final = " ({static} {verb} static in treeclass, so not part of the
 
 
 def _state_dict_registry() -> dict[Any, Any]:
-    """Flax's state-dict registry (private ``_STATE_DICT_REGISTRY``; checked with flax 0.12.8).
-
-    flax has no public way to look a registration up or remove one.
-    """
+    """Flax's state-dict registry (private: flax has no public lookup or removal)."""
     return fs._STATE_DICT_REGISTRY
 
 
@@ -65,9 +52,6 @@ def _functions(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any, Any
     statics = frozenset(node.static_fields)
     label = node.name or node.qualname
     flatten, unflatten = node.flatten, node.unflatten
-
-    def to_state_dict(obj: Any) -> dict[str, Any]:
-        return {name: fs.to_state_dict(getattr(obj, name)) for name in fields}
 
     def from_state_dict(target: Any, state: Any) -> Any:
         path = fs.current_path()
@@ -99,11 +83,24 @@ def _functions(node: NodeType) -> tuple[Callable[[Any], Any], Callable[[Any, Any
             restored.append(fs.from_state_dict(child, entries[name], name=name))
         return unflatten(aux, restored)  # statics from the target; no __init__
 
-    return to_state_dict, from_state_dict
+    return _ToState(fields), from_state_dict
 
 
-def _nothing() -> None:
-    pass
+class _ToState:
+    """A class's ``to_state_dict`` (a class of its own, so that flax's entry shows it is ours)."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: tuple[str, ...]) -> None:
+        self.fields = fields
+
+    def __call__(self, obj: Any) -> dict[str, Any]:
+        return {name: fs.to_state_dict(getattr(obj, name)) for name in self.fields}
+
+
+def _ours(entry: tuple[Any, Any]) -> bool:
+    """Whether a flax state-dict registration is treeclass's."""
+    return entry[0].__class__ is _ToState
 
 
 class FlaxBackend:
@@ -112,37 +109,26 @@ class FlaxBackend:
     name: str = "flax"
     can_unregister: bool = True
 
-    def __init__(self) -> None:
-        #: class -> the functions registered for it.
-        self._ours: dict[type, tuple[Any, Any]] = {}
-
-    def check(self, change: Change) -> None:
-        """Refuse a class flax already serializes some other way (unless ``override``).
-
-        Raises:
-            RegistrationError: flax has a registration for the class made elsewhere.
-        """
+    def check(self, change: Change) -> list[Held]:
+        """Report a registration of the class flax holds that treeclass did not make."""
         node = change.node
-        if node.kind == "namedtuple" or change.override or node.type in self._ours:
-            return
-        if node.type in _state_dict_registry():
-            raise RegistrationError(_ALREADY.format(cls=node.qualname))
+        entry = _state_dict_registry().get(node.type)
+        if node.kind == "namedtuple" or entry is None or _ours(entry):
+            return []
+        where = "flax.serialization (flax.struct, register_serialization_state)"
+        return [(None, node.type, where)]
 
     def add(self, change: Change) -> Undo:
         """Register the class with ``flax.serialization``; the undo puts back what it replaced."""
         node = change.node
         cls = node.type
-        if node.kind == "namedtuple" or cls in self._ours:
-            return _nothing
-        foreign = _state_dict_registry().get(cls) if change.override else None
+        foreign = _state_dict_registry().get(cls)
+        if node.kind == "namedtuple" or (foreign is not None and _ours(foreign)):
+            return nothing
         functions = _functions(node)
-        fs.register_serialization_state(cls, *functions, override=change.override)
-        self._ours[cls] = functions
+        fs.register_serialization_state(cls, *functions, override=foreign is not None)
 
         def undo() -> None:
-            if self._ours.get(cls) is not functions:
-                return
-            del self._ours[cls]
             registry = _state_dict_registry()
             if registry.get(cls) == functions:
                 del registry[cls]

@@ -1,21 +1,12 @@
 """The JAX adapter: every treeclass class is a ``jax.tree_util`` node and a ``jax.export`` one.
 
-Activated by :mod:`treeclass._backends.activation` once ``jax`` is imported. Classes are
-registered with ``register_pytree_with_keys`` (``GetAttrKey`` paths, the generated flatten as
-``flatten_func``, an unflatten that never runs ``__init__``); named classes and namedtuples also
-with ``jax.export``'s serialization, the auxdata as the canonical JSON of their state. JAX never
-hashes auxdata itself, so the unflatten JAX calls starts with ``hash(aux)`` and names the
-unhashable static field (``docs/jax.md``). Also converts ``PyTreeDef``s to and from the treespec
-node list.
-
-The registry decides every name (:class:`~treeclass._core.registry.Change`); this adapter only adds
-a class to JAX and moves names. ``jax.export`` has no public way to look up or drop a
-serialization registration, nor to give one a second name (a class's ``aliases=``): those are
-the accessors under "private JAX internals" below, listed with the version they were checked
-on in ``docs/contributing.md``. An unnamed class (or an earlier definition of a re-run one) has
-no jax.export registration: ``Exported.serialize()`` raises JAX's own ``ValueError`` ("Cannot
-serialize PyTreeDef containing an unregistered type"), and ``treeclass.treespec_dumps`` of the
-``in_tree`` raises treeclass's :class:`~treeclass.UnnamedClassError` saying how to name it.
+Classes are registered with ``register_pytree_with_keys`` (``GetAttrKey`` paths, an unflatten
+that never runs ``__init__`` and starts with ``hash(aux)``, naming an unhashable static field:
+``docs/jax.md``); named classes and namedtuples also with ``jax.export``, the auxdata as the
+canonical JSON of their state. The registry decides every name; ``jax.export`` has no public
+lookup, unregister or alias, hence the private accessors below (``docs/contributing.md``). An
+unnamed class has no jax.export registration: JAX's ``Exported.serialize()`` raises its own
+error, ``treeclass.treespec_dumps`` of the ``in_tree`` an :class:`~treeclass.UnnamedClassError`.
 """
 
 from __future__ import annotations
@@ -30,7 +21,7 @@ import jax.export
 import jax.tree_util
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo
+from .._core.registry import Change, Held, Undo, nothing
 from .._core.state import Layout, fixed_children_error
 from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
@@ -38,6 +29,7 @@ from .._errors import (
     TreespecLoadError,
     UnhashableStaticError,
     UnnamedClassError,
+    qualname,
 )
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
@@ -46,35 +38,14 @@ __all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "s
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
-#: Deepest structure ``treespec_loads(..., to="jax")`` asks JAX to build. jax 0.10.2's C++
-#: pytree recurses per level: near the interpreter's recursion limit (1000 levels) it fails with
-#: a SystemError that leaves the interpreter unable to run Python code at exit.
+#: Deepest structure ``treespec_loads(..., to="jax")`` asks JAX to build: near 1000 levels jax
+#: 0.10.2's C++ pytree fails with a SystemError that breaks the interpreter.
 MAX_DEPTH: Final = 500
 
-_ALREADY_A_JAX_NODE: Final = (
-    "{cls} is already a JAX pytree node, registered outside treeclass (by "
-    "jax.tree_util.register_pytree_node / register_dataclass, flax.struct, equinox, ...). JAX "
-    "cannot replace a registration (override= only applies to PyTorch), so treeclass cannot "
-    "make it a treeclass node; remove the other registration, or register a subclass with "
-    "treeclass instead."
-)
 _REGISTERED_BY_OLDER_TREECLASS: Final = (
     "{cls} was already registered with JAX by an earlier treeclass registration with other "
     "options, and JAX cannot replace a registration; restart the interpreter to register it "
     "with new options."
-)
-_TYPE_HAS_EXPORT_NAME: Final = (
-    "{cls} already has a jax.export serialization registration (serialized_name={taken!r}) "
-    "made outside treeclass, so treeclass cannot register it as {name!r}; remove the other "
-    "registration, or register the class without name=."
-)
-_NAME_TAKEN_IN_EXPORT: Final = (
-    "the name {name!r} of {cls} is already taken in jax.export by {owner} (registered outside "
-    "treeclass); give {cls} another name=."
-)
-_ALIAS_TAKEN_IN_EXPORT: Final = (
-    "the alias {name!r} of {cls} is already a name in jax.export, of {owner} (registered "
-    "outside treeclass), so jax.export would not load it as {cls}; remove it from aliases=."
 )
 _UNHASHABLE_STATIC: Final = (
     "static field {field!r} of {cls} holds an unhashable {type} ({value}); JAX keeps static "
@@ -83,13 +54,11 @@ _UNHASHABLE_STATIC: Final = (
     "{field!r} a data field (a child) if it holds arrays."
 )
 
-#: Classes this module registered with jax.tree_util. JAX cannot unregister, so these outlive
-#: a treeclass registration that was rolled back; a later attempt with the same options
-#: reuses them.
+#: Classes this module registered with jax.tree_util: JAX cannot unregister, so a later
+#: attempt after a rollback reuses them (with the same options).
 _TREE_UTIL: dict[type, NodeType] = {}
-#: ``equinox.Module`` subclasses registered with treeclass: JAX's registration of them stays
-#: equinox's (JAX cannot replace one), so treeclass adds them to neither ``jax.tree_util`` nor
-#: ``jax.export``; every other registry (the embedded one, torch, optree) gets treeclass's.
+#: ``equinox.Module`` subclasses registered with treeclass: JAX keeps equinox's registration
+#: (it cannot replace one), so treeclass adds them to neither ``jax.tree_util`` nor ``jax.export``.
 _LEFT_TO_EQUINOX: set[type] = set()
 _EQUINOX_STRUCTURE: Final = (
     "{cls} is an equinox.Module: JAX flattens it with equinox's own registration, whose node "
@@ -103,11 +72,7 @@ _EQUINOX_STRUCTURE: Final = (
 
 
 def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
-    """``jax.export``'s type -> (name, ...) and name -> (type, ...) registries.
-
-    Private: ``jax._src.export._export.serialization_registry`` and
-    ``deserialization_registry`` (jax 0.10.2). Every other private access goes through it.
-    """
+    """``jax.export``'s type -> (name, ...) and name -> (type, ...) registries (private)."""
     module = sys.modules.get("jax._src.export._export")
     if module is None:  # pragma: no cover - jax.export imports it
         module = importlib.import_module("jax._src.export._export")
@@ -116,11 +81,14 @@ def _export_registries() -> tuple[dict[type, Any], dict[str, Any]]:
     return by_type, by_name
 
 
-def _drop_export_name(name: str, cls: type) -> None:
-    """Make jax.export neither write ``cls`` as ``name`` nor load ``name`` as ``cls``.
+def class_for_serialized_name(name: str) -> type | None:
+    """The class jax.export loads ``name`` as, or ``None``."""
+    entry = _export_registries()[1].get(name)
+    return None if entry is None else entry[0]
 
-    JAX has no public way; used when a re-run class definition takes a name or alias over.
-    """
+
+def _drop_export_name(name: str, cls: type) -> None:
+    """Make jax.export neither write ``cls`` as ``name`` nor load ``name`` as ``cls``."""
     by_type, by_name = _export_registries()
     entry = by_type.get(cls)
     if entry is not None and entry[0] == name:
@@ -131,12 +99,7 @@ def _drop_export_name(name: str, cls: type) -> None:
 
 
 def _add_export_alias(alias: str, name: str) -> None:
-    """Make jax.export load ``alias`` as the class registered under ``name``.
-
-    The name -> entry registry maps a serialized name to ``(type, deserialize_auxdata,
-    from_children)``; an alias is a second key for the same entry. The type -> name registry
-    is left alone, so the class is still written under ``name``.
-    """
+    """Make jax.export load ``alias`` as the class registered under ``name`` (never write it)."""
     _, by_name = _export_registries()
     by_name[alias] = by_name[name]
 
@@ -147,11 +110,10 @@ _ABSENT: Final = object()
 
 
 def _export_snapshot(types: Iterable[type], names: Iterable[str]) -> _Snapshot:
-    """The entries of ``types`` and ``names`` in jax.export's two registries (or their absence).
+    """The entries of ``types`` and ``names`` in jax.export's registries (or their absence).
 
-    Only those keys: a registration touches no others (``register_pytree_node_serialization``
-    and ``register_namedtuple_serialization`` write one entry in each registry), and copying
-    the whole registries would cost time that grows with every class registered.
+    Only those keys: a registration touches no others, and copying the whole registries
+    would cost time that grows with every class registered.
     """
     by_type, by_name = _export_registries()
     return (
@@ -181,9 +143,7 @@ def _equinox_module(cls: type) -> bool:
 def _is_jax_tree_node(cls: type) -> bool:
     """Whether ``cls`` is registered with ``jax.tree_util`` (built-in types included).
 
-    ``jax.tree_util.is_tree_node`` is public in jax 0.10.2; older versions only have the
-    private Python-side registry ``jax._src.tree_util._registry``, which every public
-    registration function fills too.
+    ``is_tree_node`` is public in jax 0.10.2; older jax has the private ``_registry``.
     """
     is_tree_node: Callable[[type], bool] | None = getattr(jax.tree_util, "is_tree_node", None)
     if is_tree_node is not None:
@@ -196,10 +156,7 @@ def _is_jax_tree_node(cls: type) -> bool:
 
 
 class _Callbacks:
-    """A class's callbacks in JAX that are not generated: bound methods of one small object.
-
-    (One object per class instead of a ``functools.partial`` per callback: less memory.)
-    """
+    """A class's callbacks in JAX that are not generated (one small object per class)."""
 
     __slots__ = ("node",)
 
@@ -207,11 +164,25 @@ class _Callbacks:
         self.node = node
 
     def check_aux(self, aux: Any) -> None:
-        """Raise :class:`UnhashableStaticError` naming the field (``_check_aux``)."""
-        _report_unhashable(self.node.static_fields, self.node.qualname, aux)
+        """Raise :class:`UnhashableStaticError` for the first unhashable static value."""
+        for field, value in zip(self.node.static_fields, aux):
+            try:
+                hash(value)
+            except TypeError:
+                text = repr(value)
+                if len(text) > 60:
+                    text = text[:57] + "..."
+                raise UnhashableStaticError(
+                    _UNHASHABLE_STATIC.format(
+                        field=field,
+                        cls=self.node.qualname,
+                        type=type(value).__qualname__,
+                        value=text,
+                    )
+                ) from None
 
     def serialize(self, aux: Any) -> bytes:
-        return _serialize_aux(self.node, aux)
+        return aux_to_bytes(self.node, aux)
 
     def deserialize(self, data: bytes) -> Any:
         return _deserialize_aux(self.node, data)
@@ -220,33 +191,10 @@ class _Callbacks:
         return _from_children(self.node, aux, children)
 
 
-def _report_unhashable(statics: tuple[str, ...], label: str, aux: Any) -> None:
-    """Raise :class:`UnhashableStaticError` for the first unhashable value of ``aux``."""
-    for field, value in zip(statics, aux):
-        try:
-            hash(value)
-        except TypeError:
-            text = repr(value)
-            if len(text) > 60:
-                text = text[:57] + "..."
-            raise UnhashableStaticError(
-                _UNHASHABLE_STATIC.format(
-                    field=field, cls=label, type=type(value).__qualname__, value=text
-                )
-            ) from None
-
-
 def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
-    """The options the generated ``jax.tree_util`` callbacks of ``node`` depend on.
-
-    (Not ``return_none_fields``: in JAX a ``None`` field is a child either way.)
-    """
+    """What ``node``'s ``jax.tree_util`` callbacks depend on (a ``None`` field is a child)."""
     rebuild = None if node.info is None else node.info.rebuild
     return (node.static_fields, rebuild)
-
-
-def _serialize_aux(node: NodeType, aux: Any) -> bytes:
-    return aux_to_bytes(node, aux)
 
 
 class _Padded:
@@ -289,76 +237,57 @@ def _from_children(node: NodeType, aux: Any, children: Any) -> Any:
     return node.unflatten(aux, list(children))
 
 
-def _nothing() -> None:
-    pass
-
-
-def _owner(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
 class JaxBackend:
     """Mirrors the treeclass registry into ``jax.tree_util`` and ``jax.export``.
 
-    Attributes:
-        name: ``"jax"``.
-        can_unregister: ``False``: JAX has no way to undo a pytree registration, so the
-            registry adds classes to JAX last, after every check has passed.
+    ``can_unregister`` is ``False``: JAX cannot undo a pytree registration, so the registry
+    adds classes to JAX last.
     """
 
     name: str = "jax"
     can_unregister: bool = False
 
-    def check(self, change: Change) -> None:
-        """Refuse the class if JAX already knows it or its names from elsewhere.
+    def check(self, change: Change) -> list[Held]:
+        """Report what JAX holds of the class and its names that treeclass did not register.
 
-        Changes nothing. ``override`` does not apply: JAX cannot replace a registration. An
-        ``equinox.Module`` subclass is accepted: JAX keeps equinox's registration of it, and
-        :meth:`add` leaves it alone (no ``jax.tree_util`` node, no ``jax.export`` name).
+        An ``equinox.Module`` subclass is accepted: JAX keeps equinox's registration of it.
 
         Raises:
-            RegistrationError: the class is already a JAX pytree node or has a jax.export
-                registration made outside treeclass, or a name or alias is taken in
-                jax.export by a class treeclass did not register.
+            RegistrationError: treeclass registered the class with ``jax.tree_util`` before,
+                with other options (a registration that was rolled back).
         """
         node = change.node
         cls = node.type
+        held: list[Held] = []
         if node.kind != "namedtuple":
             ours = _TREE_UTIL.get(cls)
             if ours is not None:
-                # Only what the jax.tree_util callbacks depend on (not the name, which only
-                # concerns jax.export and can change on a retry).
                 if _tree_util_options(ours) != _tree_util_options(node):
                     raise RegistrationError(
                         _REGISTERED_BY_OLDER_TREECLASS.format(cls=node.qualname)
                     )
             elif _is_jax_tree_node(cls):
                 if _equinox_module(cls):
-                    return  # JAX keeps equinox's registration; see _LEFT_TO_EQUINOX
-                raise RegistrationError(_ALREADY_A_JAX_NODE.format(cls=node.qualname))
+                    return held  # JAX keeps equinox's registration; see _LEFT_TO_EQUINOX
+                where = "JAX's pytree (jax.tree_util, flax.struct, equinox, ...)"
+                held.append((None, cls, where))
         if change.name is None:
-            return
+            return held
         by_type, by_name = _export_registries()
         entry = by_type.get(cls)
         if entry is not None and entry[0] != change.name:
-            raise RegistrationError(
-                _TYPE_HAS_EXPORT_NAME.format(cls=node.qualname, taken=entry[0], name=change.name)
-            )
-        for i, name in enumerate(change.names):
+            held.append((None, cls, f"jax.export (serialized_name={entry[0]!r})"))
+        for name in change.names:
             entry = by_name.get(name)
-            if entry is not None and not change.may_take(name, entry[0]):
-                message = _NAME_TAKEN_IN_EXPORT if i == 0 else _ALIAS_TAKEN_IN_EXPORT
-                raise RegistrationError(
-                    message.format(name=name, cls=node.qualname, owner=_owner(entry[0]))
-                )
+            if entry is not None:
+                held.append((name, entry[0], "jax.export"))
+        return held
 
     def add(self, change: Change) -> Undo:
         """Add the class to ``jax.tree_util`` and, under its names, to ``jax.export``.
 
-        An earlier definition of a re-run class stays a JAX pytree node but loses the names
-        ``change`` drops. All or nothing in jax.export; the undo puts jax.export back, but the
-        class stays a ``jax.tree_util`` node (JAX cannot remove one, see
-        :attr:`can_unregister`).
+        All or nothing in jax.export; the undo puts jax.export back, but the class stays a
+        ``jax.tree_util`` node.
         """
         node = change.node
         cls = node.type
@@ -369,7 +298,7 @@ class JaxBackend:
             and _is_jax_tree_node(cls)
         ):
             _LEFT_TO_EQUINOX.add(cls)
-            return _nothing
+            return nothing
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
             functions = node.bind(
                 "jax",
@@ -385,9 +314,8 @@ class JaxBackend:
             )
             _TREE_UTIL[cls] = node
         if change.name is None and not change.drops:
-            return _nothing
-        # All or nothing: a failure part-way (the earlier definition's name dropped, the new
-        # one not registered) would leave saved artifacts that load nowhere.
+            return nothing
+        # All or nothing: else saved artifacts could load nowhere.
         saved = _export_snapshot(
             (cls, *(holder for _, holder in change.drops)),
             (*change.names, *(name for name, _ in change.drops)),
@@ -400,8 +328,6 @@ class JaxBackend:
         except BaseException:
             _export_restore(saved)
             raise
-        # Called, if at all, by the registry's rollback under its lock, before any other
-        # change: jax.export is put back as it was (its jax.tree_util node stays).
         return functools.partial(_export_restore, saved)
 
     def __repr__(self) -> str:
@@ -442,7 +368,7 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
     if nd is None:
         return None
     if nd[0] in _LEFT_TO_EQUINOX:
-        raise UnnamedClassError(_EQUINOX_STRUCTURE.format(cls=_owner(nd[0])))
+        raise UnnamedClassError(_EQUINOX_STRUCTURE.format(cls=qualname(nd[0])))
     n_leaves: int = t.num_leaves
     if t.num_nodes - 1 == n_leaves:  # every child is a leaf: no need to split it up
         return (*nd, range(n_leaves), True)

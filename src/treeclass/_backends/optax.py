@@ -1,25 +1,13 @@
 """The optax adapter: optax's optimizer-state namedtuples under stable names.
 
-Activated by :mod:`treeclass._backends.activation` once ``optax`` is imported. optax's states are
-namedtuples, so they are already nodes of every registry (JAX, torch, optree and treeclass's
-own); what they lack is a *name*, without which ``tc.save``, ``treeclass.orbax`` and
-``jax.export`` cannot write a structure holding them. :func:`activated` gives every optax
-state class the name ``optax.<ClassName>``, with :func:`treeclass.register_namedtuple`, so a
-fresh process that imports optax (and treeclass) loads what another one saved.
-
-Which classes: every ``NamedTuple`` class *defined by optax* (its ``__module__`` is ``optax``
-or under it) that is an attribute of a module of the optax package loaded by ``import optax``
--- the public modules (``optax``, ``optax.contrib``, ``optax.schedules``, ``optax.transforms``,
-...) and the private ones behind them, since public optimizers build states optax does not
-export (``optax.rmsprop(bias_correction=True)`` makes a ``ScaleByRmsWithCountState``). The
-set depends only on the optax version: modules are walked in sorted order, and a class
-name two classes share (none do in optax 0.2.8) is given to neither. A class already
-registered with treeclass (by hand, before optax was imported) keeps its registration. A name
-another class holds (a user class registered as ``"optax.EmptyState"``) stays with it: that
-optax class is left unnamed, with one warning naming it, and the rest are named.
-
-The names are registered with ``pickle_by_name=False``: optax's states pickle as optax
-defines them, whether or not treeclass is imported.
+optax's states are namedtuples, already nodes of every registry; what they lack is a name,
+without which ``tc.save``, ``treeclass.orbax`` and ``jax.export`` cannot write them.
+:func:`activated` names every state class ``optax.<ClassName>`` (``pickle_by_name=False``: they
+pickle as optax defines them). Which classes: every ``NamedTuple`` class defined under the
+``optax`` package found in a loaded optax module, public or private (public optimizers build
+states optax does not export). A name two classes share is given to neither; a class registered
+by hand keeps its registration; a name another class holds stays with it (one warning). See
+``docs/jax-ecosystem.md``.
 """
 
 from __future__ import annotations
@@ -29,7 +17,7 @@ from typing import Final
 
 from .._core.api import register_namedtuple
 from .._core.fields import is_namedtuple_class
-from .._core.registry import Change, Undo, class_for_name, is_registered
+from .._core.registry import Change, Undo, class_for_name, is_registered, nothing
 from .._errors import NameConflictError, qualname, report_failures
 
 __all__ = [
@@ -47,17 +35,13 @@ CHECKED_OPTAX_VERSION: Final = "0.2.8"
 PREFIX: Final = "optax."
 
 
-def _optax_modules() -> list[str]:
-    return sorted(m for m in list(sys.modules) if m == "optax" or m.startswith("optax."))
-
-
 def state_classes() -> dict[str, type]:
     """``{"optax.<ClassName>": class}`` for every namedtuple class optax defines, by name.
 
     See the module docstring for which classes; a name two classes share is left out.
     """
     found: dict[type, None] = {}
-    for module_name in _optax_modules():
+    for module_name in sorted(m for m in list(sys.modules) if m.split(".")[0] == "optax"):
         module = sys.modules.get(module_name)
         if module is None:
             continue
@@ -79,12 +63,10 @@ def state_classes() -> dict[str, type]:
 
 
 def activated() -> None:
-    """Name optax's state classes (called by :mod:`treeclass._backends.activation` at activation).
+    """Name optax's state classes (the adapter's ``activated()`` hook; idempotent).
 
-    Idempotent: a class registered already (by an earlier call, or by hand) is skipped. So is
-    a class whose name another class registered with treeclass holds: the others are named
-    all the same, then one ``RuntimeWarning`` (and an ``ERROR`` log on the ``treeclass``
-    logger) names each class left unnamed and the class holding its name.
+    A class registered already is skipped, and so is one whose name another class holds: one
+    report (``report_failures``) names each such class and the holder.
     """
     taken: list[str] = []
     for name, cls in state_classes().items():
@@ -111,10 +93,6 @@ def activated() -> None:
         )
 
 
-def _nothing() -> None:
-    pass
-
-
 class OptaxBackend:
     """optax keeps no registry of its own: nothing to mirror (the names are :func:`activated`)."""
 
@@ -128,7 +106,7 @@ class OptaxBackend:
     def add(self, change: Change) -> Undo:
         """Nothing to do: optax works on any pytree; the undo does nothing either."""
         del change
-        return _nothing
+        return nothing
 
     def __repr__(self) -> str:
         return "<treeclass optax backend>"

@@ -1,14 +1,10 @@
 """The optree adapter: every treeclass dataclass and attrs class is an optree pytree node.
 
-Activated by :mod:`treeclass._backends.activation` once ``optree`` is imported. Classes go into
-optree's global namespace -- the one ``optree.tree_flatten(x)`` uses and every named namespace
-falls back to -- through optree's own sentinel for it (``optree.registry.__GLOBAL_NAMESPACE``,
-as ``optree.dataclasses`` does; checked with optree 0.13.0 and 0.20.0), with ``GetAttrEntry``
-paths, treeclass's auxdata as metadata and an unflatten that never runs ``__init__``;
-:func:`treeclass.optree.register_namespace` adds named namespaces. A class another library
-registered is refused unless ``override=True``. Namedtuples are optree's own. Also converts
-``PyTreeSpec``s (torch's C++ pytree's included) to and from the treespec node list. See
-``docs/optree.md``.
+Classes go into optree's global namespace (the one every named namespace falls back to) through
+optree's own sentinel for it, as ``optree.dataclasses`` does, with ``GetAttrEntry`` paths and an
+unflatten that never runs ``__init__``; :func:`treeclass.optree.register_namespace` adds named
+namespaces. Namedtuples are optree's own. Also converts ``PyTreeSpec``s (torch's C++ pytree's
+included) to the treespec node list and back. See ``docs/optree.md``.
 """
 
 from __future__ import annotations
@@ -21,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Final
 import optree
 from optree.registry import __GLOBAL_NAMESPACE as _GLOBAL_NAMESPACE
 
-from .._core.registry import Change, Undo
+from .._core.registry import Change, Held, Undo, held_elsewhere, nothing
 from .._core.tree import TreeSpec
-from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError
+from .._errors import RegistrationError, RegistrationTypeError, TreeclassTypeError, qualname
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node
 
@@ -43,13 +39,12 @@ _TORCH_NAMESPACE: Final = "torch"
 
 
 def _label(namespace: str) -> str:
-    """``namespace`` as it appears in messages."""
     if namespace is GLOBAL_NAMESPACE:
         return "optree's global namespace"
     return f"optree namespace {namespace!r}"
 
 
-def _foreign_entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
+def _entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
     """The registration of exactly ``cls`` in exactly ``namespace`` (no global fallback)."""
     name = "" if namespace is GLOBAL_NAMESPACE else namespace
     entry = optree.register_pytree_node.get(cls, namespace=name)
@@ -58,24 +53,19 @@ def _foreign_entry(cls: type, namespace: str) -> PyTreeNodeRegistryEntry | None:
     return entry
 
 
-def _describe_entry(entry: PyTreeNodeRegistryEntry) -> str:
+def _foreign(cls: type, namespace: str) -> str | None:
+    """Where and how ``cls`` is registered in ``namespace`` by another library, or ``None``."""
+    entry = _entry(cls, namespace)
+    if entry is None:
+        return None
     fn = entry.flatten_func
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or repr(fn)
-    return f"{module}.{qualname}"
-
-
-def _nothing() -> None:
-    pass
+    return f"optree ({_label(namespace)}, flatten function {module}.{qualname})"
 
 
 class OptreeBackend:
-    """Mirrors treeclass's registry into optree's global namespace and any named ones.
-
-    Attributes:
-        name: ``"optree"``.
-        can_unregister: ``True``: optree has ``unregister_pytree_node``.
-    """
+    """Mirrors treeclass's registry into optree's global namespace and any named ones."""
 
     name: str = "optree"
     can_unregister: bool = True
@@ -84,40 +74,25 @@ class OptreeBackend:
         self._lock = threading.RLock()
         #: Where every class goes: the global namespace first, then named ones, in order.
         self._namespaces: list[str] = [GLOBAL_NAMESPACE]
-        #: class -> the namespaces it is registered in by treeclass.
-        self._registered: dict[type, tuple[str, ...]] = {}
-        #: class -> (generated flatten, unflatten) as given to optree.
+        #: class -> (generated flatten, unflatten) as given to optree, in every namespace.
         self._functions: dict[type, tuple[FlattenEntriesFn, Any]] = {}
-        #: (class, namespace) -> another library's registration replaced with override=True.
-        self._replaced: dict[tuple[type, str], PyTreeNodeRegistryEntry] = {}
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def check(self, change: Change) -> None:
-        """Refuse the class if another library registered it where treeclass writes.
-
-        Raises:
-            RegistrationError: the class is an optree node of another library's in the global
-                namespace or in a namespace added with :meth:`add_namespace`, and
-                ``override`` is false.
-        """
+    def check(self, change: Change) -> list[Held]:
+        """Report another library's registration of the class in the namespaces treeclass fills."""
         node = change.node
-        if node.kind == "namedtuple" or change.override:
-            return
+        if node.kind == "namedtuple":
+            return []
         with self._lock:
-            for namespace in self._namespaces:
-                entry = _foreign_entry(node.type, namespace)
-                if entry is not None:
-                    raise RegistrationError(
-                        f"{node.qualname} is already a pytree node in {_label(namespace)} "
-                        f"(registered by another library, flatten function "
-                        f"{_describe_entry(entry)}), so treeclass cannot register it there; "
-                        "nothing was registered. Register the class with override=True to "
-                        "replace that registration, or leave it to the other library."
-                    )
+            return [
+                (None, node.type, where)
+                for where in map(lambda ns: _foreign(node.type, ns), self._namespaces)
+                if where is not None
+            ]
 
     def add(self, change: Change) -> Undo:
-        """Register the class in every namespace, all or none; the undo removes it again.
+        """Register the class in every namespace, all or none; the undo puts back what was there.
 
         Raises:
             RegistrationError: optree refused the class in one namespace; the namespaces done
@@ -125,8 +100,22 @@ class OptreeBackend:
         """
         node = change.node
         if node.kind == "namedtuple":
-            return _nothing
+            return nothing
         cls = node.type
+        replaced: list[tuple[str, PyTreeNodeRegistryEntry]] = []
+
+        def undo(namespaces: Iterable[str] | None = None) -> None:
+            with self._lock:
+                if namespaces is None:
+                    namespaces = self._namespaces if self._functions.pop(cls, None) else ()
+                for namespace in reversed(tuple(namespaces)):
+                    try:
+                        optree.unregister_pytree_node(cls, namespace=namespace)
+                    except ValueError:  # already removed behind treeclass's back
+                        continue
+                for namespace, entry in replaced:
+                    _register(cls, (entry.flatten_func, entry.unflatten_func), namespace, entry)
+
         with self._lock:
             functions = (
                 node.bind("optree", str, functions=("flatten_entries",))["flatten_entries"],
@@ -135,27 +124,19 @@ class OptreeBackend:
             done: list[str] = []
             for namespace in self._namespaces:
                 try:
-                    if change.override:
-                        self._displace(cls, namespace)
+                    entry = _entry(cls, namespace) if change.override else None
+                    if entry is not None:
+                        optree.unregister_pytree_node(cls, namespace=namespace)
+                        replaced.append((namespace, entry))
                     _register(cls, functions, namespace)
                 except Exception as e:
-                    self._undo(cls, done)
-                    self._restore(cls, self._namespaces)
+                    undo(done)
                     raise RegistrationError(
                         f"optree refused {node.qualname} in {_label(namespace)} ({e}); nothing "
                         "was registered."
                     ) from e
                 done.append(namespace)
-            self._registered[cls] = tuple(done)
             self._functions[cls] = functions
-
-        def undo() -> None:
-            with self._lock:
-                namespaces = self._registered.pop(cls, ())
-                self._functions.pop(cls, None)
-                self._undo(cls, namespaces)
-                self._restore(cls, namespaces)
-
         return undo
 
     # -- named namespaces ----------------------------------------------------------------------
@@ -167,13 +148,7 @@ class OptreeBackend:
             return tuple(self._namespaces[1:])
 
     def add_namespace(self, namespace: str) -> None:
-        """Register every class, now and from now on, in ``namespace`` too (all or none).
-
-        Raises:
-            RegistrationTypeError: ``namespace`` is not a str.
-            RegistrationError: ``namespace`` is empty or ``"torch"``, or another library
-                registered one of the classes there; nothing is registered then.
-        """
+        """:func:`treeclass.optree.register_namespace` (all or none; its errors)."""
         if not isinstance(namespace, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise RegistrationTypeError(
                 f"an optree namespace is a str, got {type(namespace).__name__}; write "
@@ -193,17 +168,15 @@ class OptreeBackend:
         with self._lock:
             if namespace in self._namespaces:
                 return
-            classes = list(self._registered)
+            classes = list(self._functions)
             for cls in classes:
-                entry = _foreign_entry(cls, namespace)
-                if entry is not None:
-                    raise RegistrationError(
-                        f"{cls.__module__}.{cls.__qualname__} is already a pytree node in "
-                        f"{_label(namespace)} (registered by another library, flatten "
-                        f"function {_describe_entry(entry)}), so treeclass cannot register "
-                        f"its classes there; nothing was registered. Unregister it with "
-                        f"optree.unregister_pytree_node(cls, namespace={namespace!r}) first, "
-                        "or choose another namespace."
+                where = _foreign(cls, namespace)
+                if where is not None:
+                    raise held_elsewhere(
+                        qualname(cls),
+                        where,
+                        "unregister it with optree.unregister_pytree_node(cls, "
+                        f"namespace={namespace!r}) first, or choose another namespace",
                     )
             done: list[type] = []
             for cls in classes:
@@ -211,51 +184,20 @@ class OptreeBackend:
                     _register(cls, self._functions[cls], namespace)
                 except Exception as e:
                     for other in reversed(done):
-                        self._undo(other, (namespace,))
+                        optree.unregister_pytree_node(other, namespace=namespace)
                     raise RegistrationError(
                         f"optree refused {cls.__module__}.{cls.__qualname__} in "
                         f"{_label(namespace)} ({e}); nothing was registered."
                     ) from e
                 done.append(cls)
-            for cls in classes:
-                self._registered[cls] = (*self._registered[cls], namespace)
             self._namespaces.append(namespace)
 
-    # -- helpers -------------------------------------------------------------------------------
 
-    def _displace(self, cls: type, namespace: str) -> None:
-        """Unregister another library's registration of ``cls`` (``override=True``)."""
-        entry = _foreign_entry(cls, namespace)
-        if entry is not None:
-            optree.unregister_pytree_node(cls, namespace=namespace)
-            self._replaced[cls, namespace] = entry
-
-    def _undo(self, cls: type, namespaces: Iterable[str]) -> None:
-        """Unregister ``cls`` from ``namespaces`` (best effort: one that is gone is skipped)."""
-        for namespace in reversed(tuple(namespaces)):
-            try:
-                optree.unregister_pytree_node(cls, namespace=namespace)
-            except ValueError:  # already removed behind treeclass's back
-                continue
-
-    def _restore(self, cls: type, namespaces: Iterable[str]) -> None:
-        """Put back the registrations ``override=True`` replaced in ``namespaces``."""
-        for namespace in namespaces:
-            entry = self._replaced.pop((cls, namespace), None)
-            if entry is not None:
-                optree.register_pytree_node(
-                    cls,
-                    entry.flatten_func,
-                    entry.unflatten_func,
-                    path_entry_type=entry.path_entry_type,
-                    namespace=namespace,
-                )
-
-
-def _register(cls: type, functions: tuple[FlattenEntriesFn, Any], namespace: str) -> None:
-    flatten, unflatten = functions
+def _register(cls: type, functions: tuple[Any, Any], namespace: str, entry: Any = None) -> None:
+    """Register ``cls`` in ``namespace`` (as ``entry`` was, to put another library's back)."""
+    path_entry_type = optree.GetAttrEntry if entry is None else entry.path_entry_type
     optree.register_pytree_node(
-        cls, flatten, unflatten, path_entry_type=optree.GetAttrEntry, namespace=namespace
+        cls, *functions, path_entry_type=path_entry_type, namespace=namespace
     )
 
 
@@ -271,7 +213,7 @@ def _walked_node(cls: Any, data: Any, children: Any) -> tuple[Any, Any, Any]:
 
 
 def _walked_leaf(_: Any) -> None:
-    return None
+    pass
 
 
 def nodes_from_spec(spec: Any) -> list[Node]:
@@ -284,9 +226,8 @@ def nodes_from_spec(spec: Any) -> list[Node]:
     """
     framework = "optree" if spec.namespace != "torch" else "torch (C++ pytree)"
     try:
-        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf) visits the tree
-        # once in C++, bottom-up, without unflattening anything. Before 0.20, walk took
-        # (f_node(children, data), f_leaf, leaves), which cannot name the node types.
+        # optree >= 0.20: walk(leaves, f_node(type, data, children), f_leaf), bottom-up in C++;
+        # before, walk could not name the node types.
         walked = spec.walk([None] * spec.num_leaves, _walked_node, _walked_leaf)
     except TypeError:
         raise TreeclassTypeError(

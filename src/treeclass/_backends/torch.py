@@ -1,33 +1,20 @@
 """PyTorch adapter: treeclass nodes in ``torch.utils._pytree`` and its C++ twin.
 
-Activated by :mod:`treeclass._backends.activation` once ``torch`` is imported. Every class is
-registered with torch's Python pytree (``register_pytree_node``) under its treeclass name as
-``serialized_type_name``, with exact dumpable contexts (tuples stay tuples) and ``GetAttrKey``
-paths; torch mirrors it into its C++ pytree. The registry decides every name and every name an
-earlier definition loses (:class:`~treeclass._core.registry.Change`); this adapter adds the
-class, moves those names, replaces another library's registration only with ``override=True``,
-and undoes all of it on request.
-
-An unnamed class, and the earlier definition of a re-run class, have no
-``serialized_type_name`` in torch (torch's own ``NO_SERIALIZED_TYPE_NAME_FOUND``):
-``torch.utils._pytree.treespec_dumps`` (and ``torch.export.save``) raise torch's
-``NotImplementedError`` ("No registered serialization name for ... found"), while
-``treeclass.treespec_dumps`` of the spec raises :class:`~treeclass.UnnamedClassError` saying
-how to name it (``docs/torch.md``).
-
-torch's ``None`` is a leaf, so with ``return_none_fields=False`` (the default) a class's
-``None`` fields are left out of its children here and named in its context: that form -- its
-generated functions, its context codec, its conversion to the neutral node list -- lives in
-this module alone, under the one name "None form" (see :func:`_none_form`).
-
-torch offers no public way to inspect or undo a registration, nor to give a class a second
-name: each access to its private state is one accessor below, listed with the version it was
-checked on in ``docs/contributing.md``.
+Every class is registered with torch's Python pytree under its treeclass name as
+``serialized_type_name``, with exact dumpable contexts and ``GetAttrKey`` paths; torch mirrors
+it into its C++ pytree. The registry decides names and refusals; this adapter reports what
+torch holds, adds the class, moves names and undoes all of it on request. An unnamed class (or
+the earlier definition of a re-run one) gets torch's ``NO_SERIALIZED_TYPE_NAME_FOUND``
+(``docs/torch.md``). torch's ``None`` is a leaf, so with ``return_none_fields=False`` a class's
+``None`` fields are named in its context instead: that "None form" lives here alone
+(:func:`_none_form`). Private torch state is reached only by the accessors below, listed in
+``docs/contributing.md``.
 """
 
 from __future__ import annotations
 
 import collections
+import importlib
 import operator
 import threading
 from collections.abc import Callable
@@ -49,11 +36,10 @@ from .._core.codegen import (
 from .._core.fields import ClassInfo, is_namedtuple_class
 from .._core.json import SCALAR_TYPES, dumps_canonical
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo, registered_node
+from .._core.registry import Change, Held, Undo, registered_node
 from .._core.state import Layout, fixed_children_error
 from .._core.tree import TreeSpec
 from .._errors import (
-    NameConflictError,
     RegistrationError,
     TreespecLoadError,
     brief,
@@ -81,12 +67,7 @@ _NAMESPACE: Final = "torch"  # optree namespace of torch.utils._cxx_pytree
 _NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every namedtuple
 
 
-# --------------------------------------------------------------------------------------------
-# Private torch state: one accessor per fact (docs/contributing.md). torch's Python registry is
-# three module-level dicts guarded by ``_NODE_REGISTRY_LOCK`` plus ``CONSTANT_NODES``; the C++
-# one is optree's ``"torch"`` namespace, filled from ``_cxx_pytree_pending_imports`` when
-# ``torch.utils._cxx_pytree`` is first imported.
-# --------------------------------------------------------------------------------------------
+# --- private torch state: one accessor per fact (docs/contributing.md) ---------------------
 
 
 #: The first torch release with every name of ``torch.utils._pytree`` this module reads (the
@@ -108,11 +89,7 @@ _PRIVATE_STATE: Final = (
 
 
 def _check_torch_version() -> None:
-    """Refuse a torch whose ``torch.utils._pytree`` lacks a name this module reads.
-
-    Raises:
-        RegistrationError: torch is older than :data:`MIN_TORCH_VERSION` (or changed).
-    """
+    """Raise :class:`RegistrationError` if ``torch.utils._pytree`` lacks a name read here."""
     missing = [name for name in _PRIVATE_STATE if not hasattr(pytree, name)]
     if missing:
         import sys
@@ -138,14 +115,26 @@ def _class_for_serialized_name(name: str) -> type | None:
     return pytree.SERIALIZED_TYPE_TO_PYTHON_TYPE.get(name)
 
 
-def _load_name_as(name: str, cls: type | None) -> None:
-    """Make torch load ``name`` as ``cls`` (``None``: as nothing).
+def class_for_serialized_name(name: str) -> type | None:
+    """The class registered under the serialized name ``name``, or ``None``.
 
-    torch has no public way to give a class a second name (an alias). Its ``treespec_loads``
-    (which ``torch.export.load`` uses) looks a ``serialized_type_name`` up in
-    ``SERIALIZED_TYPE_TO_PYTHON_TYPE`` and then uses the class's ``from_dumpable_context``; a
-    namedtuple's name is looked up in the same map. Writing goes through the class's own
-    serialization entry, so an alias is never written.
+    Never for torch's "no name" marker, which every class registered without a name shares.
+    """
+    if name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
+        return None
+    return _class_for_serialized_name(name)
+
+
+def serialization_of(cls: type) -> Any:
+    """Torch's serialization entry of ``cls`` (a ``_SerializeNodeDef``), or ``None``."""
+    return pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+
+
+def _load_name_as(name: str, cls: type | None) -> None:
+    """Make torch load ``name`` as ``cls`` (``None``: as nothing); torch has no public alias.
+
+    Loading (namedtuples included) looks names up in ``SERIALIZED_TYPE_TO_PYTHON_TYPE``;
+    writing uses the class's own entry, so an alias is never written.
     """
     with _registry_lock():
         if cls is None:
@@ -157,13 +146,11 @@ def _load_name_as(name: str, cls: type | None) -> None:
 def _unname(cls: type, name: str) -> None:
     """Stop torch writing ``cls`` as ``name``: it gets torch's own "no name" marker.
 
-    Its node stays (objects of an earlier definition still flatten); torch's ``treespec_dumps``
-    then raises its own error for it. A namedtuple loses its registration altogether (torch
-    writes a namedtuple's name without asking for a context), and is torch's generic namedtuple
-    node again.
+    Its node stays (objects of an earlier definition still flatten). A namedtuple, whose name
+    torch writes without asking for a context, becomes torch's generic namedtuple node again.
     """
     with _registry_lock():
-        serialize = pytree.SUPPORTED_SERIALIZED_TYPES.get(cls)
+        serialize = serialization_of(cls)
         if serialize is None or serialize.serialized_type_name != name:
             return
         if is_namedtuple_class(cls):
@@ -177,46 +164,27 @@ def _unname(cls: type, name: str) -> None:
         )
 
 
-def _optree() -> Any:
-    """The optree module once its import has completed (torch's C++ pytree is built on it).
-
-    ``None`` before, and while another thread is still importing it: a half-imported optree
-    lacks the functions used here, and nothing can have been registered with it yet (torch's
-    C++ pytree imports optree first). Reached through :data:`sys.modules` so that the adapter
-    neither imports optree nor needs its type information.
-    """
-    return complete("optree")
-
-
 def _cxx_node(cls: type) -> Any:
-    """The optree registry entry of ``cls`` in the ``"torch"`` namespace, or ``None``.
-
-    Public optree API. Entries of optree's global namespace (which torch's lookups fall back
-    to) are not torch's and are left alone.
-    """
-    optree = _optree()
+    """The optree entry of ``cls`` in the ``"torch"`` namespace (not the global fallback)."""
+    optree: Any = complete("optree")  # torch's C++ pytree is built on it
     if optree is None:
-        return None  # nothing can have been registered with it
+        return None  # not imported (yet): nothing can be registered there
     entry = optree.register_pytree_node.get(cls, namespace=_NAMESPACE)
     if entry is None or getattr(entry, "namespace", None) != _NAMESPACE:
         return None
     return entry
 
 
-def _is_opaque(cls: type) -> bool:
-    """Whether torch treats ``cls`` as an opaque leaf type (``torch._library.opaque_object``)."""
-    check = _IS_OPAQUE[0]
-    if check is None:
-        try:
-            from torch._library.opaque_object import is_opaque_type
-        except ImportError:  # pragma: no cover - older or newer torch
-            return False
-        check = _IS_OPAQUE[0] = is_opaque_type
-    return bool(check(cls))
+def _opaque_check() -> Callable[[type], bool]:
+    """Whether torch treats a class as an opaque leaf type (``torch._library.opaque_object``)."""
+    try:
+        from torch._library.opaque_object import is_opaque_type
+    except ImportError:  # pragma: no cover - older or newer torch
+        return lambda cls: False
+    return is_opaque_type
 
 
-#: torch's ``is_opaque_type``, once imported (an import statement per class costs a lookup).
-_IS_OPAQUE: list[Callable[[type], bool] | None] = [None]
+_is_opaque: Final = _opaque_check()
 
 
 class _Held(NamedTuple):
@@ -237,11 +205,7 @@ class _Held(NamedTuple):
 
 
 def _held(cls: type) -> _Held:
-    """What torch holds for ``cls``.
-
-    Private: ``SUPPORTED_NODES``, ``SUPPORTED_SERIALIZED_TYPES``, ``CONSTANT_NODES``,
-    ``_cxx_pytree_pending_imports``; and the C++ registry (public optree API).
-    """
+    """What torch's registries (private, and the C++ one through optree) hold for ``cls``."""
     with _registry_lock():
         return _Held(
             cls,
@@ -298,7 +262,8 @@ def _remove(cls: type) -> None:
         pending[:] = [p for p in pending if p[0][0] is not cls]
         _PENDING_INDEX[:] = [None, 0, {}]
         if _cxx_node(cls) is not None:
-            _optree().unregister_pytree_node(cls, namespace=_NAMESPACE)
+            optree: Any = complete("optree")
+            optree.unregister_pytree_node(cls, namespace=_NAMESPACE)
 
 
 def _put(held: _Held) -> None:
@@ -315,7 +280,8 @@ def _put(held: _Held) -> None:
         pytree._cxx_pytree_pending_imports.extend(held.pending)
         if held.cxx is not None:
             entry = held.cxx
-            _optree().register_pytree_node(
+            optree: Any = complete("optree")
+            optree.register_pytree_node(
                 cls,
                 entry.flatten_func,
                 entry.unflatten_func,
@@ -332,26 +298,14 @@ def _forget_loaded_specs() -> None:
     pytree.treespec_loads.cache_clear()
 
 
-def _dynamo_tracing_check() -> Callable[[], bool] | None:
-    """The check that sends generated unflatten functions down their traceable path.
-
-    Dynamo (torch 2.13.0) refuses a descriptor's ``__set__`` called directly ("Unsupported
-    method call": the member descriptors of slots) and ``object.__setattr__`` bound to a global
-    beforehand, so classes with such stores get a second path (see
-    :func:`treeclass._core.codegen.set_tracing_check`).
-    ``torch.compiler.is_dynamo_compiling`` (public) returns ``False`` when called, and Dynamo
-    folds it to ``True``. It costs ~12 ns per call outside tracing; ``is_compiling()`` ~50 ns.
-    Also marks :func:`treeclass._core.codegen.first_call` (see :func:`_mark_constant`).
-    """
-    if _TRACING_CHECK:
-        return cast("Callable[[], bool] | None", _TRACING_CHECK[0])
-    import importlib
-
-    compiler = importlib.import_module("torch.compiler")  # (not in stubs/: one function)
-    check: Callable[[], bool] | None = getattr(compiler, "is_dynamo_compiling", None)
-    _mark_constant(first_call)
-    _TRACING_CHECK[:] = [check]
-    return check
+#: The check that sends generated unflatten functions down their traceable path
+#: (:func:`treeclass._core.codegen.set_tracing_check`): Dynamo (torch 2.13.0) refuses a slot's
+#: ``__set__`` called directly and a pre-bound ``object.__setattr__``. The public
+#: ``torch.compiler.is_dynamo_compiling`` is ``False`` when called and folded to ``True`` by
+#: Dynamo (~12 ns a call; ``is_compiling()`` ~50 ns). ``torch.compiler`` is not in stubs/.
+_TRACING: Final[Callable[[], bool] | None] = getattr(
+    importlib.import_module("torch.compiler"), "is_dynamo_compiling", None
+)
 
 
 def _mark_constant(fn: Callable[..., Any]) -> None:
@@ -364,21 +318,15 @@ def _mark_constant(fn: Callable[..., Any]) -> None:
     setattr(fn, "_dynamo_marked_constant", True)  # noqa: B010
 
 
-#: :func:`_dynamo_tracing_check`'s answer, once looked up.
-_TRACING_CHECK: list[Any] = []
+_mark_constant(first_call)
 
 
 def _register_namedtuple(cls: type, name: str) -> None:
-    """Register a namedtuple by name (``pytree._register_namedtuple``: torch has no public way).
-
-    Python registry only: optree (torch's C++ pytree) treats every namedtuple as a node already.
-    """
+    """Name a namedtuple in torch's Python registry (private: torch has no public way)."""
     pytree._register_namedtuple(cls, serialized_type_name=name)
 
 
-# --------------------------------------------------------------------------------------------
-# The adapter.
-# --------------------------------------------------------------------------------------------
+# --- the adapter --------------------------------------------------------------------------
 
 
 def _describe_existing(held: _Held) -> str:
@@ -386,7 +334,10 @@ def _describe_existing(held: _Held) -> str:
         name = held.serialize.serialized_type_name
         if name == pytree.NO_SERIALIZED_TYPE_NAME_FOUND:
             return "without a serialized_type_name"
-        return f"with serialized_type_name={name!r}"
+        return (
+            f"with serialized_type_name={name!r} (as transformers registers every ModelOutput "
+            "subclass)"
+        )
     if held.cxx is not None or held.pending:
         return "in its C++ pytree (torch.utils._cxx_pytree) only"
     return "as a pytree node"  # pragma: no cover - a NodeDef always has a _SerializeNodeDef
@@ -406,13 +357,8 @@ def _refuse(cls: type) -> Callable[[Any], Any]:
     return refuse
 
 
-# --------------------------------------------------------------------------------------------
-# torch's None form. torch's None is a leaf, so with return_none_fields=False (the default) a
-# class's None fields are left out of its children and named first in its context:
-# ``(nones, *statics)``: its generated functions (the family ``_NONE_FORM``), its context codec
-# and its conversion to the node list are below. Its state is the class's state with the None
-# fields under "none"; its neutral form has them as None children, as every other registry does.
-# --------------------------------------------------------------------------------------------
+# --- torch's None form: a class's None fields named in its context, ``(nones, *statics)``;
+# its state has them under "none", its neutral node None children, as every other registry.
 
 
 def _none_form(node: NodeType) -> bool:
@@ -422,6 +368,14 @@ def _none_form(node: NodeType) -> bool:
         and not node.return_none_fields
         and bool(node.data_fields)
     )
+
+
+def child_count(cls: type, context: Any) -> int | None:
+    """How many children torch gives a treeclass dataclass / attrs node (else ``None``)."""
+    node = registered_node(cls)
+    if node is None or node.kind not in ("dataclass", "attrs"):
+        return None
+    return len(node.data_fields) - (len(context[0]) if _none_form(node) else 0)
 
 
 _I: Final = INDENT
@@ -471,9 +425,8 @@ def _unpack_none_form(info: ClassInfo, local: list[str]) -> list[str]:
     return lines + unpack_lines(local, _I)
 
 
-# torch's functions take their children as a list in ``flatten`` (torch matches
-# ``dynamic_shapes`` against them and compares container types exactly; its own
-# ``register_dataclass`` gives a list), and ``unflatten(children, aux)``.
+# torch's ``flatten`` gives a list (as its own ``register_dataclass``: ``dynamic_shapes`` are
+# matched against it, container types exactly).
 _HEAD: Final = "def unflatten(children, aux):"
 
 
@@ -560,28 +513,30 @@ class _NoneField:
 _NONE_FIELD: Final = _NoneField()
 
 
-def _from_none_form(cls: Any, context: Any, children: Any) -> tuple[Any, Any] | None:
-    """A node torch keeps in the None form, as the neutral node list has it.
+def _neutral(cls: Any, context: Any, children: Any, flat: bool) -> tuple[Any, Any, Any, bool]:
+    """A torch node as the neutral node list has it: ``(type, aux, children, flat)``.
 
-    Returns ``(statics, children)`` with :data:`_NONE_FIELD` for the left-out fields, or
-    ``None`` when the node is not in that form.
+    In the None form: the statics as aux, :data:`_NONE_FIELD` for the fields left out.
     """
     node = registered_node(cls) if isinstance(cls, type) else None
     if node is None or not _none_form(node):
-        return None
+        return (cls, context, children, flat)
     nones = context[0]
     if not nones:
-        return context[1:], children
+        return (cls, context[1:], children, flat)
     it = iter(children)
-    return context[1:], [_NONE_FIELD if f in nones else next(it) for f in node.data_fields]
+    return (
+        cls,
+        context[1:],
+        [_NONE_FIELD if f in nones else next(it) for f in node.data_fields],
+        False,
+    )
 
 
 class _Dumpable:
-    """Torch's ``to_dumpable_context`` and ``from_dumpable_context`` of a named class.
+    """Torch's ``to_dumpable_context`` / ``from_dumpable_context`` of a named class.
 
-    Bound methods of one small object per class (less memory than closures); the context
-    codec (and so the class's state codec) is made when torch first uses either (two threads
-    may both make one: either works).
+    The context codec is made on first use (two threads may both make one: either works).
     """
 
     __slots__ = ("codec", "node")
@@ -610,62 +565,39 @@ class _Dumpable:
         return self._codec()[1](state_from_bytes(node, dumpable))
 
 
-def _name_conflict(change: Change, name: str, holder: type) -> NameConflictError:
-    node = change.node
-    owner = f"{holder.__module__}.{holder.__qualname__}"
-    if name == change.name:
-        return NameConflictError(
-            f"PyTorch's pytree already maps serialized_type_name {name!r} to {owner}, so "
-            f"{node.qualname} cannot be registered under that name (torch would silently load "
-            "one class as the other); give it another name=."
-        )
-    return NameConflictError(
-        f"PyTorch's pytree already maps serialized_type_name {name!r} to {owner}, so "
-        f"{node.qualname} cannot have it as an alias (torch would load one class as the "
-        "other); remove it from aliases=."
-    )
-
-
 class TorchBackend:
     """Mirrors the treeclass registry into ``torch.utils._pytree`` (and its C++ twin)."""
 
     name = "torch"
     can_unregister = True
 
-    def check(self, change: Change) -> None:
-        """Raise a :class:`RegistrationError` if torch cannot take ``change``; change nothing.
+    def check(self, change: Change) -> list[Held]:
+        """Report the classes torch maps the change's names to, and its registration of the class.
 
         Raises:
-            NameConflictError: torch already maps a name or alias to a class that is not
-                an earlier definition of this one.
-            RegistrationError: torch already has a registration for the class (and
-                ``override`` is false), or treats the class as an opaque leaf.
+            RegistrationError: torch treats the class as an opaque leaf.
         """
-        node = change.node
+        cls = change.node.type
+        if _is_opaque(cls):
+            raise RegistrationError(
+                f"{change.node.qualname} is registered with torch as an opaque object type, "
+                "which torch requires to stay a pytree leaf; it cannot also be a treeclass node."
+            )
+        held: list[Held] = []
         for name in change.names:
             holder = _class_for_serialized_name(name)
-            if holder is not None and not change.may_take(name, holder):
-                raise _name_conflict(change, name, holder)
-        held = _held(node.type)
-        if not held.empty and not change.override:
-            raise RegistrationError(
-                f"{node.qualname} is already registered with PyTorch's pytree "
-                f"{_describe_existing(held)}, by another library (transformers registers every "
-                "ModelOutput subclass that way); pass override=True to register_dataclass() or "
-                "pytree_dataclass() to replace that registration with treeclass's, in "
-                "torch.utils._pytree and torch.utils._cxx_pytree."
-            )
-        if _is_opaque(node.type):
-            raise RegistrationError(
-                f"{node.qualname} is registered with torch as an opaque object type, which "
-                "torch requires to stay a pytree leaf; it cannot also be a treeclass node."
-            )
+            if holder is not None:
+                held.append((name, holder, "PyTorch's pytree"))
+        existing = _held(cls)
+        if not existing.empty:
+            held.append((None, cls, f"PyTorch's pytree {_describe_existing(existing)}"))
+        return held
 
     def add(self, change: Change) -> Undo:
         """Add the class to torch and move the names ``change`` says; the undo puts back all.
 
-        ``check`` has passed. A foreign registration of the class is replaced (``override``).
-        On failure torch is left as it was.
+        A foreign registration of the class is replaced (``override``); on failure torch is
+        left as it was.
         """
         node = change.node
         cls = node.type
@@ -721,7 +653,7 @@ def _register(node: NodeType, name: str | None) -> None:
         dumpable = _Dumpable(node)
         to_dumpable = dumpable.to_dumpable_context
         from_dumpable = dumpable.from_dumpable_context
-    tracing = _dynamo_tracing_check()
+    tracing = _TRACING
     # The embedded registry's unflatten (which optree shares) is traced too when users call
     # treeclass.tree_map or optree.tree_map inside compiled code.
     set_tracing_check(node.unflatten, tracing)
@@ -737,35 +669,21 @@ def _register(node: NodeType, name: str | None) -> None:
     )
 
 
-#: The weights-only allow-list entry for instances pickled by name: the global
-#: ``treeclass._pickle.rebuild_by_name`` stands for ``rebuild_registered``, which only ever builds
-#: a class registered in this process and never imports (torch 2.13.0:
-#: ``torch.serialization.add_safe_globals`` takes ``(function, name)`` pairs).
+#: The weights-only allow-list entry of by-name pickles: the global
+#: ``treeclass._pickle.rebuild_by_name`` stands for ``rebuild_registered``, which builds only a
+#: class registered here and never imports (``add_safe_globals`` takes ``(function, name)``).
 _WEIGHTS_ONLY_ENTRY: Final = (rebuild_registered, "treeclass._pickle.rebuild_by_name")
 _ALLOW_LOCK: Final = threading.Lock()
 
 
 def _remove_safe_global(entry: tuple[Callable[..., Any], str]) -> None:
-    """Take ``entry`` off torch's weights-only allow-list (private; torch 2.13.0).
-
-    torch has no public way to remove one entry; ``_remove_safe_globals`` is what its own
-    ``torch.serialization.safe_globals`` context manager calls on exit.
-    """
-    import importlib
-
+    """Take ``entry`` off torch's weights-only allow-list (private, as ``safe_globals`` does)."""
     unpickler = importlib.import_module("torch._weights_only_unpickler")
     unpickler._remove_safe_globals([entry])
 
 
 def allow_pickled_instances(allow: bool) -> bool:
-    """Put on (or take off) torch's weights-only allow-list the global of by-name pickles.
-
-    Instances of named classes pickle as calls of ``treeclass._pickle.rebuild_by_name``
-    (:mod:`treeclass._pickle`). On the allow-list, ``torch.load(weights_only=True)`` (and so
-    ``torch.export.load``'s first reading of example inputs) rebuilds them by their registered
-    names. Returns whether the entry was on the list before. Public as
-    :func:`treeclass.torch.allow_weights_only`.
-    """
+    """:func:`treeclass.torch.allow_weights_only`: returns whether the entry was on the list."""
     from torch import serialization
 
     with _ALLOW_LOCK:
@@ -805,31 +723,15 @@ def _read(t: Any) -> tuple[Any, Any, Any, bool] | None:
         cls = context
     children = _children(t)
     k = len(children)
-    converted = _from_none_form(cls, context, children)
-    if converted is not None:
-        context, with_nones = converted
-        if with_nones is not children:
-            return (cls, context, with_nones, False)
-    return (cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
+    return _neutral(cls, context, children, t.num_leaves == k and t.num_nodes == k + 1)
 
 
 def read_cxx(item: Any) -> tuple[Any, Any, Any, bool] | None:
-    """Read one node of torch's C++ pytree (an optree ``PyTreeSpec.walk`` item).
-
-    For :func:`treeclass._backends.optree.nodes_from_spec`: torch flattened treeclass nodes in
-    the None form there too.
-    """
-    if item is None:
-        return None
-    if item is _NONE_FIELD:
-        return _NONE_NODE
+    """Read one node of torch's C++ pytree (an optree ``walk`` item; the None form there too)."""
+    if item is None or item is _NONE_FIELD:
+        return None if item is None else _NONE_NODE
     cls, data, children = item
-    converted = _from_none_form(cls, data, children)
-    if converted is not None:
-        data, with_nones = converted
-        if with_nones is not children:
-            return (cls, data, with_nones, False)
-    return (cls, data, children, children.count(None) == len(children))
+    return _neutral(cls, data, children, children.count(None) == len(children))
 
 
 def nodes_from_spec(spec: Any) -> list[Node]:
@@ -845,15 +747,12 @@ def nodes_from_spec(spec: Any) -> list[Node]:
 
 
 def _is_node(t: type) -> bool:
+    """Whether torch's pytree has ``t`` as a node (private ``SUPPORTED_NODES``)."""
     return t in pytree.SUPPORTED_NODES or is_namedtuple_class(t)
 
 
 def _none_leaves(spec: TreeSpec) -> int:
-    """How many ``None`` nodes of ``spec`` torch would see as leaves.
-
-    All but the ``None`` fields of classes registered with ``return_none_fields=False``,
-    which torch keeps out of its children.
-    """
+    """How many ``None`` nodes of ``spec`` torch would see as leaves (all but None-form fields)."""
     count = 0
     stack: list[list[Any]] = []  # [parent node type, children left]
     for e in spec._entries:
@@ -917,57 +816,41 @@ def kept_context(value: Any) -> Any:
 NOT_KEPT: Final = object()
 
 
-def context_sharing(value: Any) -> str:
-    """How nodes of one torch context may hold it: ``"shared"``, ``"copied"`` or ``"own"``.
-
-    The rule of :func:`kept_context` (which :mod:`treeclass.torch`'s reader uses), for the
-    readers that make one spec for many nodes: ``"shared"`` (immutable), ``"copied"`` (a list
-    of string keys: each node its own copy), ``"own"`` (anything else: each node makes its own).
-    """
-    kept = kept_context(value)
-    return "shared" if kept is value else "own" if kept is NOT_KEPT else "copied"
-
-
 _NONE_TYPE: Final = type(None)
 
 
 class _Subtree:
     """A leaf of a skeleton standing for a subtree whose torch spec is made already.
 
-    The spec is shared by the places it stands for when its context is immutable (as
-    :mod:`treeclass.torch`'s reader shares them); a dict's list of keys is copied for each,
-    and any other context made again for each, as torch makes one per node (a change through
-    one node must not show at another).
+    The spec is shared where its context may be (:func:`kept_context`); otherwise each place
+    gets its own context, as torch makes one per node.
     """
 
-    __slots__ = ("one", "sharing", "spec")
+    __slots__ = ("kept", "one", "spec")
 
     def __init__(self, one: TreeSpec) -> None:
         self.one = one
         spec: Any = pytree.tree_structure(skeleton(one))
         self.spec = spec
-        self.sharing = context_sharing(spec.context)
+        self.kept = kept_context(spec.context)  # the one rule of what nodes may share
 
     def get(self) -> Any:
         """The spec for one place: the one made, a copy with its own list of keys, or a new one."""
         spec = self.spec
-        if self.sharing == "shared":
+        if self.kept is spec.context:
             return spec
-        if self.sharing == "copied":
-            return pytree.TreeSpec(spec.type, spec.context.copy(), list(_children(spec)))
-        return pytree.tree_structure(skeleton(self.one))
+        if self.kept is NOT_KEPT:
+            return pytree.tree_structure(skeleton(self.one))
+        return pytree.TreeSpec(spec.type, spec.context.copy(), list(_children(spec)))
 
 
 def _with_shared_subtrees(spec: TreeSpec) -> Any:
     """The torch spec of ``spec``, made once per repeated subtree; ``None`` if none repeats.
 
-    A subtree is a node whose children are all leaves; it repeats when one entry of
-    ``spec`` stands for several of them (the loader gives the nodes of one document text one
-    entry). torch makes the spec of such a subtree once (``tree_structure`` of its
-    skeleton); the rest of the tree is flattened by torch with a placeholder leaf in its
-    place, and the placeholders are then replaced by that spec (torch's specs are frozen
-    values, shared as torch shares its leaf spec). A ``None`` node stays in the tree: a
-    parent's torch context depends on it.
+    A subtree (a node whose children are all leaves) repeats when one entry of ``spec`` stands
+    for several (the loader shares them). Its spec is made once, the rest of the tree is
+    flattened by torch with a placeholder leaf in its place, then grafted (:func:`_graft`).
+    A ``None`` node stays in the tree: a parent's torch context depends on it.
     """
     entries = spec._entries
     counts: dict[int, int] = {}
@@ -1001,9 +884,7 @@ def _with_shared_subtrees(spec: TreeSpec) -> Any:
 def _graft(treespec: Any, found: list[Any]) -> Any:
     """``treespec`` with the leaves that flattened from a ``_Subtree`` replaced by its spec.
 
-    Iterative (a tree as deep as torch flattens); a node whose children are all unchanged
-    is kept, others are made again with torch's ``TreeSpec(type, context, children)``. A
-    torch spec is a leaf when its ``type`` is ``None``.
+    Iterative; a node whose children are all unchanged is kept, others are made again.
     """
     if treespec.type is None:
         leaf = found[0]

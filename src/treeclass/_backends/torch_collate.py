@@ -1,37 +1,17 @@
 """``torch.utils.data``: batching treeclass instances, and pinning their tensors.
 
-Activated with the torch adapter (the ``extras`` of the torch row of
-:data:`treeclass._backends.activation.FRAMEWORKS`), for every class so far and every class
-registered later.
+Activated with the torch adapter (an ``extras`` of the torch row of
+:data:`treeclass._backends.activation.FRAMEWORKS`). Behaviour: ``docs/torch.md``, "DataLoader".
 
-**Collate.** ``default_collate`` turns a list of samples into a batch, dispatching on the type
-of the first sample through ``default_collate_fn_map`` (exact type first, then
-``isinstance``); a dataclass it does not know is refused. torch's ``collate`` docstring
-documents extending ``default_collate`` by adding entries to that map, which lives in the
-private module ``torch.utils.data._utils.collate`` (checked with torch 2.13.0;
-:func:`_collate_map` is the one place that reads it). Each registered dataclass and attrs
-class gets an entry: a list of instances becomes one instance whose data fields are each
-collated as torch collates the list of their values (tensors stacked, numbers made tensors,
-dicts and lists collated field by field), and whose static fields are the samples' own --
-which must agree, else :class:`~treeclass.StructureMismatchError` names the class, the field
-and the two values. A data field that is ``None`` in every sample stays ``None``; ``None`` in
-some samples only is an error naming the field. Namedtuples are collated by torch itself.
+**Collate.** ``default_collate`` dispatches on the first sample's type through
+``default_collate_fn_map``, the extension point torch's ``collate`` docstring documents, in a
+private module (:func:`_collate_map`). Each registered dataclass and attrs class gets an entry
+collating each data field as torch collates the list of its values; static fields must agree.
 
-**pin_memory.** The DataLoader's ``pin_memory=True`` runs
-``torch.utils.data._utils.pin_memory.pin_memory`` on each batch: it recurses into tensors,
-mappings, namedtuples and sequences, calls ``pin_memory()`` on any other object that has that
-method, and returns other objects unchanged. torch has no registry there, so each such class
-that has no ``pin_memory`` attribute (and no field of that name) gets a ``pin_memory()``
-method while torch's backend is active: it returns a copy whose data fields went through
-torch's ``pin_memory`` -- the treatment a dict of the same fields gets. The method is removed
-again if the registration is undone. A method treeclass added to a registered parent does not
-count as a subclass's own: a registered subclass gets its own (keeping its class and fields),
-and an unregistered subclass, whose fields treeclass does not know, is refused by the
-inherited one with :class:`~treeclass.TreeclassTypeError` (as ``default_collate`` refuses it).
-
-**Workers.** Instances cross worker processes by pickle; named classes pickle by name (see
-:mod:`treeclass._pickle`), so a ``spawn`` worker finds the class by name once the module that
-defines it is imported there (by the dataset's own unpickling).
+**pin_memory.** torch's pinning calls ``pin_memory()`` on objects it does not know, so a class
+without a ``pin_memory`` attribute gets one while the backend is active. One inherited from a
+registered parent is not the class's own: a registered subclass gets its own, an unregistered
+one is refused.
 """
 
 from __future__ import annotations
@@ -44,7 +24,7 @@ from torch.utils.data._utils import collate as _collate
 from torch.utils.data._utils.pin_memory import pin_memory as _pin_memory
 
 from .._core.nodes import NodeType
-from .._core.registry import Change, Undo, registered_node
+from .._core.registry import Change, Undo, nothing, registered_node
 from .._errors import StructureMismatchError, TreeclassTypeError
 
 __all__ = ["BACKEND", "CHECKED_TORCH_VERSION", "CollateBackend"]
@@ -110,23 +90,12 @@ def _collate_instances(node: NodeType, batch: Any, *, collate_fn_map: Any = None
     return node.unflatten(first_aux, out)
 
 
-def _collate_function(node: NodeType) -> Callable[..., Any]:
-    """The collate map's entry of ``node``'s class (one small object per class)."""
-    return functools.partial(_collate_instances, node)
-
-
-#: Set on the ``pin_memory`` method treeclass adds: one a class inherits from a registered
-#: parent is not the class's own (it gets its own when registered).
-_ADDED: Final = "__treeclass_pin_memory__"
-
-
 def _pin_memory_method(self: Any) -> Any:
     """A copy whose data fields went through torch's ``pin_memory`` (added by treeclass)."""
     kind = cast("type[object]", type(self))
     owner = next(k for k in kind.__mro__ if vars(k).get("pin_memory") is _pin_memory_method)
     node = registered_node(owner)
-    if node is None:  # pragma: no cover - the method is removed when the registration is
-        raise TreeclassTypeError(f"{owner.__qualname__} is no longer registered with treeclass.")
+    assert node is not None  # the method goes with the registration
     if kind is not owner:  # an unregistered subclass (a registered one has its own)
         label = node.name or node.qualname
         other = kind.__qualname__
@@ -140,32 +109,17 @@ def _pin_memory_method(self: Any) -> Any:
     return node.unflatten(aux, [_pin_memory(c) for c in children])
 
 
-setattr(_pin_memory_method, _ADDED, True)
 _pin_memory_method.__name__ = _pin_memory_method.__qualname__ = "pin_memory"
 
 
-def _pin_method(node: NodeType) -> Callable[..., Any]:
-    """The ``pin_memory`` method treeclass gives ``node``'s class (one function for all)."""
-    del node
-    return _pin_memory_method
-
-
 def _can_take_pin_memory(node: NodeType) -> bool:
-    """Whether treeclass may give the class a ``pin_memory()`` method.
-
-    It may unless a field is named ``pin_memory`` or the class has such a method, other than
-    one treeclass added to a registered parent.
-    """
+    """Whether the class has no ``pin_memory`` field or method (but treeclass's, inherited)."""
     if node.info is None or any(f.name == "pin_memory" for f in node.info.fields):
         return False
     for k in node.type.__mro__[:-1]:
         if "pin_memory" in vars(k):
-            return getattr(vars(k)["pin_memory"], _ADDED, False) is True and k is not node.type
+            return vars(k)["pin_memory"] is _pin_memory_method and k is not node.type
     return True
-
-
-def _nothing() -> None:
-    pass
 
 
 class CollateBackend:
@@ -173,10 +127,6 @@ class CollateBackend:
 
     name: str = "torch.utils.data"
     can_unregister: bool = True
-
-    def __init__(self) -> None:
-        #: class -> (collate function, whether a pin_memory method was added).
-        self._ours: dict[type, tuple[Callable[..., Any], bool]] = {}
 
     def check(self, change: Change) -> None:
         """Accept every class (an entry of torch's own is kept, see :meth:`add`)."""
@@ -186,30 +136,23 @@ class CollateBackend:
         """Add the class to torch's collate map and give it ``pin_memory()``; return the undo.
 
         A collate entry torch or the user put there for the class is kept (and the undo
-        leaves it alone); so is a ``pin_memory`` the class has.
+        leaves it alone); so is a ``pin_memory`` the class has. The undo removes only what is
+        still this call's own.
         """
         node = change.node
         cls = node.type
-        if node.kind == "namedtuple" or cls in self._ours:
-            return _nothing
         table = _collate_map()
-        if cls in table:
-            return _nothing
-        function = _collate_function(node)
-        table[cls] = function
+        if node.kind == "namedtuple" or cls in table:
+            return nothing
+        function = table[cls] = functools.partial(_collate_instances, node)
         pinned = _can_take_pin_memory(node)
         if pinned:
-            cls.pin_memory = _pin_method(node)  # type: ignore[attr-defined]
-        entry = (function, pinned)
-        self._ours[cls] = entry
+            cls.pin_memory = _pin_memory_method  # type: ignore[attr-defined]
 
         def undo() -> None:
-            if self._ours.get(cls) is not entry:
-                return
-            del self._ours[cls]
             if table.get(cls) is function:
                 del table[cls]
-            if pinned and "pin_memory" in vars(cls):
+            if pinned and vars(cls).get("pin_memory") is _pin_memory_method:
                 delattr(cls, "pin_memory")
 
         return undo

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import warnings
 from _thread import RLock
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from .._errors import NameConflictError, RegistrationError, report_failures
+from .._errors import NameConflictError, RegistrationError, qualname, report_failures
 from .codegen import release
 from .fields import is_namedtuple_class
 from .names import BUILTIN_NAMES, Origin, check_name
@@ -23,13 +23,16 @@ from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, namedtuple_node
 __all__ = [
     "Backend",
     "Change",
+    "Held",
     "activate_backend",
     "active_backends",
     "class_for_name",
+    "held_elsewhere",
     "is_registered",
     "name_of",
     "node_for_name",
     "node_type_for",
+    "nothing",
     "register",
     "registered_node",
     "registered_nodes",
@@ -79,20 +82,17 @@ class Change:
         """The earlier names the class also loads under."""
         return self.names[1:]
 
-    def may_take(self, name: str, holder: type) -> bool:
-        """Whether a framework mapping ``name`` to ``holder`` may be moved to the class.
-
-        True when ``holder`` is the class itself or an earlier definition losing ``name``
-        (:attr:`drops`); any other holder is another library's, and the class is refused.
-        """
-        return holder is self.node.type or (name, holder) in self.drops
-
     def __repr__(self) -> str:
         return f"<treeclass change {self.node.qualname} names={self.names!r}>"
 
 
 #: Undoes what :meth:`Backend.add` did.
 Undo = Callable[[], None]
+#: A fact a backend reports (:meth:`Backend.check`): ``(name, holder, where)``, the framework
+#: maps ``name`` to the class ``holder``; or ``(None, cls, where)``, the framework holds a
+#: registration of the class itself that treeclass did not make. ``where`` says where and what
+#: (``"PyTorch's pytree with serialized_type_name='x'"``).
+Held = tuple[str | None, type, str]
 
 
 class Backend(Protocol):
@@ -100,18 +100,63 @@ class Backend(Protocol):
 
     #: The framework's name, as in :data:`treeclass._backends.activation.FRAMEWORKS`.
     name: str
-    #: Whether the undo :meth:`add` returns restores the framework (JAX's cannot).
+    #: Whether the undo :meth:`add` returns restores the framework (JAX's cannot); also
+    #: whether ``override=True`` can replace another library's registration there.
     can_unregister: bool
 
-    def check(self, change: Change) -> None:
-        """Raise :class:`~treeclass.RegistrationError` if the framework cannot take ``change``.
+    def check(self, change: Change) -> Iterable[Held] | None:
+        """Report what the framework holds of the change's class and names (:data:`Held`).
 
-        Changes nothing.
+        The registry decides what may be taken over (:func:`_refusal`). Raises
+        :class:`~treeclass.RegistrationError` only for what no option allows. Changes nothing.
         """
 
     def add(self, change: Change) -> Undo:
         """Add the class and move the names as ``change`` says, all or nothing; return the undo."""
         ...
+
+
+def _refusal(change: Change, backend: Backend, held: Iterable[Held]) -> RegistrationError | None:
+    """The one decision (and wording) on what a framework already holds; ``None``: go ahead.
+
+    A name may be moved from the class itself or from an earlier definition losing it
+    (``change.drops``); any other holder is another library's, and the class is refused. A
+    registration of the class made by another library is replaced only with ``override=True``,
+    in a framework that can undo (``can_unregister``).
+    """
+    node = change.node
+    for name, holder, where in held:
+        if name is None:
+            if change.override and backend.can_unregister:
+                continue
+            fix = (
+                "register it with override=True (register_dataclass() or pytree_dataclass()) "
+                "to replace that registration with treeclass's, or leave it to the other library"
+                if backend.can_unregister
+                else "remove the other registration, or register a subclass with treeclass "
+                f"instead ({backend.name} cannot replace a registration, so override=True does "
+                "not apply)"
+            )
+            return held_elsewhere(node.qualname, where, fix)
+        if holder is not node.type and (name, holder) not in change.drops:
+            what = "its name" if name == change.name else "an alias"
+            return _taken(name, f"{qualname(holder)} in {where} (outside treeclass)", node, what)
+    return None
+
+
+def held_elsewhere(cls: str, where: str, fix: str) -> RegistrationError:
+    """The one wording of a class another library registered where treeclass would."""
+    return RegistrationError(
+        f"{cls} is already registered with {where}, by another library, so treeclass cannot "
+        f"register it there; nothing was registered. To fix it, {fix}."
+    )
+
+
+def _check(backend: Backend, change: Change) -> None:
+    """Ask ``backend`` about ``change``; raise the registry's refusal, if any."""
+    error = _refusal(change, backend, backend.check(change) or ())
+    if error is not None:
+        raise error
 
 
 def _standing(node: NodeType) -> Change:
@@ -147,8 +192,8 @@ _INTERNAL: set[str] = set()
 _MISSING: dict[tuple[str, type], Exception] = {}
 
 
-def _nothing() -> None:
-    pass
+def nothing() -> None:
+    """The undo of a change that changed nothing."""
 
 
 def _no_hook(qualname: str) -> None:
@@ -245,13 +290,17 @@ def _check_aliases(cls: type, name: str | None, aliases: tuple[str, ...]) -> Non
         )
 
 
-def _taken(name: str, holder: NodeType, node: NodeType, what: str) -> NameConflictError:
-    held = "" if holder.name == name else f" (as an alias of {holder.name!r})"
+def _taken(name: str, holder: str, node: NodeType, what: str) -> NameConflictError:
+    """The one wording of a name (or alias) another class holds, here or in a framework."""
     return NameConflictError(
-        f"the name {name!r} is taken by {holder.qualname}{held}, so {node.qualname} cannot "
+        f"the name {name!r} is taken by {holder}, so {node.qualname} cannot "
         f"have it as {what}; give one of them another name (a class takes a name or alias "
         "over only when its own class statement runs again, in the module that registered it)."
     )
+
+
+def _holder(name: str, holder: NodeType) -> str:
+    return holder.qualname + ("" if holder.name == name else f" (as an alias of {holder.name!r})")
 
 
 def register(
@@ -311,14 +360,14 @@ def register(
             if holder is not None:
                 if holder.origin is None or not origin.reruns(holder.origin):
                     _discard(node)
-                    raise _taken(name, holder, node, "its name")
+                    raise _taken(name, _holder(name, holder), node, "its name")
                 if holder.name == name:
                     previous = holder  # a re-run of the same definition: the newest class wins
         for alias in aliases:
             holder = _BY_NAME.get(alias)
             if holder is not None and (holder.origin is None or not origin.reruns(holder.origin)):
                 _discard(node)
-                raise _taken(alias, holder, node, "an alias")
+                raise _taken(alias, _holder(alias, holder), node, "an alias")
         unnamed = node.name
         node.name = name
         node.aliases = aliases
@@ -326,7 +375,7 @@ def register(
         change = Change(node, names, _drops(node, previous), override)
         try:
             for backend in _BACKENDS:
-                backend.check(change)
+                _check(backend, change)
         except BaseException:
             node.name = unnamed
             node.aliases = ()
@@ -378,7 +427,7 @@ def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: 
     cls = node.type
     node.origin = origin
     _REGISTERED[cls] = node
-    undo_names = _take_names(node, previous) if node.name is not None else _nothing
+    undo_names = _take_names(node, previous) if node.name is not None else nothing
     if previous is not None:
         previous.superseded = True  # its objects are refused by every serializer now
     _BY_TYPE[cls] = node
@@ -438,7 +487,7 @@ def activate_backend(
         for node in list(_REGISTERED.values()):
             change = _standing(node)
             try:
-                backend.check(change)
+                _check(backend, change)
                 backend.add(change)
             except Exception as e:
                 _MISSING[backend.name, node.type] = e
@@ -475,7 +524,7 @@ def _retry_missing_in(node: NodeType) -> None:
             continue
         change = _standing(node)
         try:
-            backend.check(change)
+            _check(backend, change)
             backend.add(change)
         except Exception as e:
             _MISSING[key] = e

@@ -107,11 +107,7 @@ replace.__doc__ = _DOC
 
 
 def replace_changes(obj: _T, changes: dict[str, Any], args: tuple[Any, ...] = ()) -> _T:
-    """``replace(obj, *args, **changes)``, for callers inside treeclass (no overloads to match).
-
-    ``args`` is refused: only the typing for Python 3.13 names them (a ``ParamSpec``'s, always
-    empty there).
-    """
+    """``replace(obj, *args, **changes)`` for callers inside treeclass; ``args`` are refused."""
     cls = type(obj)
     if args:
         raise TreeclassTypeError(_POSITIONAL.format(cls=cls.__qualname__, n=len(args)))
@@ -139,8 +135,7 @@ def replace_changes(obj: _T, changes: dict[str, Any], args: tuple[Any, ...] = ()
     raise TreeclassTypeError(_NOT_A_CLASS.format(type=f"{cls.__module__}.{cls.__qualname__}"))
 
 
-def _replace_method(self: _T, /, **changes: Any) -> _T:
-    """Return a copy with the fields named in ``changes`` set to new values.
+_METHOD_DOC: Final = """Return a copy with the fields named in ``changes`` set to new values.
 
     The copy is made by ``__init__`` (so ``__post_init__`` and validators run), as with
     :func:`dataclasses.replace`; static fields can be changed too.
@@ -149,7 +144,6 @@ def _replace_method(self: _T, /, **changes: Any) -> _T:
         TreeclassTypeError: a name is not a field of the class, or names an ``init=False``
             field.
     """
-    return replace_changes(self, changes)
 
 
 def attach_replace(cls: type) -> bool:
@@ -173,16 +167,12 @@ def attach_replace(cls: type) -> bool:
     for klass in cls.__mro__[:-1]:
         if "replace" in vars(klass):
             return False
-    method = _make_method(cls)
-    cls.replace = method  # type: ignore[attr-defined]
-    return True
 
-
-def _make_method(cls: type) -> Any:
     def replace(self: Any, /, **changes: Any) -> Any:
-        return _replace_method(self, **changes)
+        return replace_changes(self, changes)
 
-    replace.__doc__ = _replace_method.__doc__
+    replace.__doc__ = _METHOD_DOC
     replace.__module__ = cls.__module__
     replace.__qualname__ = f"{cls.__qualname__}.replace"
-    return replace
+    cls.replace = replace  # type: ignore[attr-defined]
+    return True

@@ -1,12 +1,8 @@
 """One error for every class of a structure that has no name (or a superseded one).
 
-A writer meets the classes of a structure one by one; stopping at the first unnamed one
-made users fix and rerun once per class (``optax.chain(...)`` of hand-named states took
-three rounds). The writers call :func:`unnamed_error` on the first failure instead: it looks
-at every node type of the structure and says, for each class that cannot be written, why
-and how to fix it (the message :meth:`~treeclass._core.nodes.NodeType.require_name` gives
-for one class). :func:`several` joins such messages (also ones about node types of one
-framework only, see :func:`treeclass._treespec.convert.nodes_of`) into one error.
+Writers call :func:`unnamed_error` on the first failure, so that users fix every class in one
+round: it names each class that cannot be written, with the message of
+:meth:`~treeclass._core.nodes.NodeType.require_name`; :func:`several` joins them into one error.
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
 from .._treespec.treedoc import child_entries, leaf_paths, walk
+from . import torchspec
 from .dtypes import SAFETENSORS_NAMES
 from .files import ARRAY_LETTERS, LEAF_KINDS, tensor_names
 from .safetensors import read_header
@@ -64,22 +65,6 @@ ZIP_RATIO_FLOOR: Final = 1024 * 1024
 #: Most characters of an aval's shape shown (an aval is shared by every leaf pointing to it).
 _SHAPE_SHOWN: Final = 100
 
-# torch.utils._pytree's built-in serialized type names (torch 2.13.0).
-_TORCH_SEQUENCES: Final = frozenset(
-    ("builtins.tuple", "builtins.list", "torch.fx.immutable_collections.immutable_list",
-     "collections.deque", "torch.Size")
-)  # fmt: skip
-_TORCH_DICTS: Final = frozenset(
-    ("builtins.dict", "collections.OrderedDict", "torch.fx.immutable_collections.immutable_dict")
-)
-_TORCH_BUILTINS: Final = (
-    _TORCH_SEQUENCES
-    | _TORCH_DICTS
-    | {
-        "collections.defaultdict",
-        "collections.namedtuple",
-    }
-)
 # torch._export.serde.schema.ScalarType (torch 2.13.0).
 _TORCH_DTYPES: Final = {
     1: "uint8", 2: "int8", 3: "int16", 4: "int32", 5: "int64", 6: "float16", 7: "float32",
@@ -285,59 +270,54 @@ def _safetensors(path: str, source: str) -> Artifact:
 
 
 def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) -> Tree:
-    """A torch treespec JSON text (protocol 1) as a tree; iterative, no name looked up."""
+    """A torch treespec JSON text as a tree, read by the one reader (no name looked up)."""
     if text.__class__ is not str:
         raise ValueError(f"the {label} spec is not a string")
-    doc = loads_strict(text)
-    if doc.__class__ is not list or len(doc) != 2 or doc[0] != 1:
-        raise ValueError(f"the {label} spec is not a torch treespec of protocol 1")
     out: list[Node] = []
-    stack: list[tuple[Any, int, str]] = [(doc[1], 0, "")]
-    leaf = 0
-    while stack:
-        node, depth, key = stack.pop()
-        if node.__class__ is not dict:
-            raise ValueError(f"a node of the {label} spec is not an object")
-        t = node.get("type")
-        children = node.get("children_spec")
-        ctx = node.get("context")
-        if children.__class__ is not list or (t is not None and t.__class__ is not str):
-            raise ValueError(f"a node of the {label} spec is malformed")
-        if t is None:
-            detail = leaf_detail[leaf] if leaf < len(leaf_detail) else ""
-            out.append(Node(depth, key, True, "leaf", None, detail))
-            leaf += 1
+    stack: list[tuple[list[str], int]] = []  # per open node: its keys left (reversed), depth
+    for name, read, k, flat, _ in torchspec.read(text):
+        key, depth = "", 0
+        if stack:
+            keys, depth = stack[-1]
+            key = keys.pop()
+            if not keys:
+                stack.pop()
+        if name is None:
+            out.append(Node(depth, key, True, "leaf", None, ""))
             continue
-        context: Any = None
-        if ctx.__class__ is str:
-            try:
-                context = loads_strict(ctx)
-            except ValueError:
-                context = ctx
-        keys = [f"[{j}]" for j in range(len(children))]
+        keys = [f"[{j}]" for j in range(k)]
+        context: Any = read
         needed: str | None = None
-        shown = t
-        if t in _TORCH_DICTS and context.__class__ is list and len(context) == len(children):
-            keys = [f"[{k!r}]" for k in context]
-        elif t == "collections.defaultdict" and context.__class__ is dict:
-            dict_ctx = context.get("dict_context")
-            if dict_ctx.__class__ is list and len(dict_ctx) == len(children):
-                keys = [f"[{k!r}]" for k in dict_ctx]
-        elif t == "collections.namedtuple":
-            needed = ctx if ctx.__class__ is str else None
+        shown = name
+        if name == "collections.defaultdict":
+            context = context[1]
+        elif name == "collections.namedtuple":
+            needed = context
             shown = f"namedtuple {needed}"
-        elif t not in _TORCH_BUILTINS:
-            needed = t
+        elif name not in torchspec.CONTAINERS and context.__class__ is str:
+            with contextlib.suppress(ValueError):
+                context = loads_strict(context)
+        summary = _state_summary(context)
+        if name not in torchspec.TORCH_NAMES:
+            needed = name
             if context.__class__ is dict:
                 _registered_statics(context, art.static_names)
-                data = context.get("data")
-                if data.__class__ is list and len(data) == len(children):
-                    keys = [f".{d}" for d in data]
+                context = context.get("data")
+                context = [f".{d}" for d in context] if context.__class__ is list else None
+        elif context.__class__ is list:
+            context = [f"[{c!r}]" for c in context]
+        if context.__class__ is list and len(context) == k:
+            keys = context
         if needed is not None:
             art.names.add(needed)
-        out.append(Node(depth, key, False, shown, needed, _state_summary(context)))
-        for k, child in reversed(list(zip(keys, children))):
-            stack.append((child, depth + 1, k))
+        out.append(Node(depth, key, False, shown, needed, summary))
+        if flat:
+            out.extend(Node(depth + 1, kk, True, "leaf", None, "") for kk in keys)
+        elif k:
+            stack.append((keys[::-1], depth + 1))
+    leaves = [node for node in out if node.leaf]
+    for node, detail in zip(leaves, leaf_detail):
+        node.detail = detail
     return Tree(label, out)
 
 

@@ -23,11 +23,11 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from .._backends.activation import FRAMEWORKS
+from .._backends.activation import FRAMEWORKS, complete
 from .._core.registry import class_for_name, name_of, registered_node, registered_nodes
 from .._core.state import encode_for
 from .._core.statics import static_for_name
-from .._errors import VERSION, TreeclassError, UnserializableStaticError
+from .._errors import VERSION, TreeclassError, UnserializableStaticError, qualname
 from .artifacts import Artifact, needed_names, read_artifact
 from .demo import run as run_demo
 
@@ -170,26 +170,12 @@ def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
         if current is not None and current != name:
             return True, f"{where}, as an alias of {current!r}", current
         return True, where, None
-    torch_pytree = sys.modules.get("torch.utils._pytree")
-    if torch_pytree is not None:
-        by_name: Any = getattr(torch_pytree, "SERIALIZED_TYPE_TO_PYTHON_TYPE", {})
-        found = by_name.get(name)
+    for framework in FRAMEWORKS:  # a framework's own name for a class (never imports)
+        lookup = getattr(complete(framework.adapter), "class_for_serialized_name", None)
+        found = None if lookup is None else lookup(name)
         if found is not None:
-            where = f"{getattr(found, '__qualname__', found)} (registered with torch only)"
-            return True, where, None
-    jax_registry = _jax_export_names()
-    if name in jax_registry:
-        return True, "registered with jax.export only", None
+            return True, f"{qualname(found)} (registered with {framework.name} only)", None
     return False, "", None
-
-
-def _jax_export_names() -> Any:
-    """jax.export's serialized names, when jax is imported already (never imports jax).
-
-    Private: ``jax._src.export._export.deserialization_registry`` (checked with jax 0.10.2).
-    """
-    module = sys.modules.get("jax._src.export._export")
-    return getattr(module, "deserialization_registry", {}) if module is not None else {}
 
 
 def _elide(text: str, limit: int) -> str:

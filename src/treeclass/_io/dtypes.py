@@ -1,13 +1,8 @@
 """Every array dtype treeclass writes or reads, in one table, and the lookups made from it.
 
-A row is one dtype: its name as numpy spells it (``np.dtype(x).name``), whether that dtype
-comes from ml_dtypes (bfloat16, the float8 / float6 / float4 types, the narrow ints), its
-safetensors code and element size in bits (``None``: safetensors has no such dtype), its
-torch name (``None``: torch has none), and whether :mod:`treeclass.orbax` stores it. Every
-writer and reader -- :mod:`treeclass._io.safetensors`, :func:`treeclass.save` /
-:func:`treeclass.load`, :mod:`treeclass.orbax`, ``treeclass inspect`` -- takes its dtypes from
-here. Nothing is imported at import time; :func:`numpy_dtype` imports numpy (and ml_dtypes) on
-first use.
+Every writer and reader (safetensors, ``tc.save`` / ``tc.load``, :mod:`treeclass.orbax`,
+``treeclass inspect``) takes its dtypes from :data:`DTYPES`. Nothing is imported at import
+time; :func:`numpy_dtype` imports numpy (and ml_dtypes) on first use.
 """
 
 from __future__ import annotations
@@ -27,11 +22,11 @@ __all__ = [
     "numpy_dtype",
 ]
 
-#: ``(name, from ml_dtypes, safetensors code, bits, torch name, stored by treeclass.orbax)``;
-#: the dtypes safetensors knows (0.8) come first, in its alignment order (the order its writer
-#: sorts tensors by). torch packs float4 two values a byte (``float4_e2m1fn_x2``), as
-#: safetensors does; ml_dtypes holds one a byte. orbax (0.12.8, through tensorstore 0.1.86)
-#: cannot write float6, float8_e4m3, uint2 or uint4 (tensorstore: "Unsupported data type").
+#: ``(numpy name, from ml_dtypes, safetensors code, bits, torch name, stored by orbax)``, a
+#: code or torch name ``None`` where there is none; safetensors' dtypes (0.8) first, in its
+#: alignment order (the order its writer sorts tensors by). torch packs float4 two values a
+#: byte (``float4_e2m1fn_x2``), as safetensors does; ml_dtypes one a byte. orbax (0.12.8,
+#: tensorstore 0.1.86) cannot write float6, float8_e4m3, uint2 or uint4.
 DTYPES: Final[tuple[tuple[str, bool, str | None, int, str | None, bool], ...]] = (
     ("bool", False, "BOOL", 8, "bool", True),
     ("float4_e2m1fn", True, "F4", 4, "float4_e2m1fn_x2", True),

@@ -31,13 +31,14 @@ Example:
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import os
 import threading
 from typing import IO, TYPE_CHECKING, Any, Final
 
-from .._errors import TreespecLoadError, UnregisteredNameError, missing_framework
+from .._errors import TreespecLoadError, UnregisteredNameError, missing_framework, unregistered_name
 
 try:
     import torch.export
@@ -45,11 +46,18 @@ try:
 except ModuleNotFoundError as e:
     raise missing_framework("treeclass.torch", "torch", e) from e
 
+from .._backends.torch import (
+    NOT_KEPT,
+    child_count,
+    class_for_serialized_name,
+    kept_context,
+    serialization_of,
+)
+from .._io.torchspec import Where, arity, json_context, parse_json, read, where
 from ._state import StatefulTree, load_state_dict, state_dict
-from ._treespec import parse_json, treespec_from_json
 
 if TYPE_CHECKING:
-    from collections.abc import Generator
+    from collections.abc import Callable, Generator
 
 __all__ = [
     "StatefulTree",
@@ -61,13 +69,69 @@ __all__ = [
     "treespec_loads",
 ]
 
-# Loggers torch.export.load reports on (torch 2.13.0): the cause of a failed load goes to
-# "torch.export" (torch/export/__init__.py), fallbacks to the other two.
+# Loggers torch.export.load reports a failed load's cause and fallbacks on (torch 2.13.0).
 _TORCH_LOGGERS: Final = (
     "torch.export",
     "torch.export.pt2_archive._package",
     "torch._export.serde.serialize",
 )
+
+
+#: The type torch's TreeSpec holds for a container of :data:`treeclass._io.torchspec.CONTAINERS`.
+_TYPES: Final[dict[str, Any]] = {
+    "builtins.tuple": tuple,
+    "builtins.list": list,
+    "builtins.dict": dict,
+    "collections.OrderedDict": collections.OrderedDict,
+    "collections.defaultdict": collections.defaultdict,
+    "collections.deque": collections.deque,
+}
+
+
+def _unregistered(name: str) -> UnregisteredNameError:
+    return unregistered_name(name, "this treespec")
+
+
+def _resolve(name: str, context: Any, at: Where, k: int) -> tuple[Any, Any]:
+    """``(type, context)`` of a node as torch's TreeSpec holds it."""
+    typ = _TYPES.get(name)
+    if typ is not None:
+        return typ, context
+    if name == "collections.namedtuple":
+        cls = class_for_serialized_name(context)
+        fields: Any = getattr(cls, "_fields", None)
+        if cls is None or fields.__class__ is not tuple:
+            raise _unregistered(context)
+        arity(f"{where(at)} ({context!r})", len(fields), k)
+        return collections.namedtuple, cls
+    cls = class_for_serialized_name(name)
+    serialize = None if cls is None else serialization_of(cls)
+    if cls is None or serialize is None:
+        raise _unregistered(name)
+    label = f"{where(at)} ({name!r})"
+    if serialize.from_dumpable_context is None:
+        # torch would json.loads it with its enum hook (which imports); we parse it strictly.
+        return cls, json_context(context, label)
+    if context.__class__ is str:
+        parse_json(context, f"the context of {label}")  # duplicate keys, bad numbers
+    try:
+        value = serialize.from_dumpable_context(context)
+    except TreespecLoadError:
+        raise
+    except Exception as e:
+        raise TreespecLoadError(
+            f"the context of {label} was refused by the from_dumpable_context registered for "
+            f"{cls.__module__}.{cls.__qualname__}: {type(e).__name__}: {str(e)[:200]}"
+        ) from None
+    expected = child_count(cls, value)
+    if expected is not None:
+        arity(label, expected, k)
+    return cls, value
+
+
+def _leaf() -> pytree.TreeSpec:
+    make: Callable[[], pytree.TreeSpec] | None = getattr(pytree, "treespec_leaf", None)
+    return make() if make is not None else pytree.TreeSpec(None, None, [])
 
 
 def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
@@ -104,15 +168,49 @@ def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
 
     .. versionchanged:: 0.1.0 Reads the text itself instead of calling torch's loader.
     """
-    return treespec_from_json(serialized)
+    entries = read(serialized)
+    leaf = _leaf()
+    # (name, context text, arity) -> [type, context, copy?, spec]: a context nodes may share
+    # (kept_context), with the frozen spec of such a node whose children are all leaves.
+    known: dict[tuple[str, str, int], list[Any]] = {}
+    built: list[pytree.TreeSpec] = []
+    for name, context, k, flat, at in reversed(entries):
+        if name is None:
+            built.append(leaf)
+            continue
+        memo = None
+        if context.__class__ is str:
+            key = (name, context, k)
+            memo = known.get(key)
+            if memo is None:
+                typ, value = _resolve(name, context, at, k)
+                kept = kept_context(value)
+                if kept is not NOT_KEPT:
+                    memo = known[key] = [typ, kept, kept.__class__ is list, None]
+            else:
+                typ, value = memo[0], memo[1]
+                if memo[2]:
+                    value = value.copy()
+        else:
+            typ, value = _resolve(name, context, at, k)
+        if flat:
+            if memo is None or memo[2]:
+                built.append(pytree.TreeSpec(typ, value, [leaf] * k))
+            else:
+                if memo[3] is None:
+                    memo[3] = pytree.TreeSpec(typ, value, [leaf] * k)
+                built.append(memo[3])
+            continue
+        kids = built[len(built) - k :] if k else []
+        if k:
+            del built[len(built) - k :]
+            kids.reverse()
+        built.append(pytree.TreeSpec(typ, value, kids))
+    return built[0]
 
 
 class _HeldLog(logging.Filter):
-    """Holds back the records one thread logs (while it runs a load); other threads log as usual.
-
-    The held records are logged after the load, unless :func:`load` replaces them with its
-    own error (:meth:`discard`).
-    """
+    """Holds back the records one thread logs while it runs a load (logged after, or discarded)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -128,17 +226,10 @@ class _HeldLog(logging.Filter):
             self.errors.append(record.exc_info[1])
         return False
 
-    def discard(self) -> None:
-        self.records.clear()
-
 
 @contextlib.contextmanager
 def _hold_torch_log() -> Generator[_HeldLog, None, None]:
-    """Hold back torch's load-time log (with tracebacks), collecting its errors.
-
-    Filters sit on the loggers themselves, so they work whatever handlers and levels are set
-    up. Under ``logging.disable`` nothing is logged at all, and nothing is collected.
-    """
+    """Hold back torch's load-time log, collecting its errors (filters on the loggers)."""
     held = _HeldLog()
     loggers = [logging.getLogger(name) for name in _TORCH_LOGGERS]
     for logger in loggers:
@@ -157,10 +248,9 @@ def _missing_in_archive(
 ) -> UnregisteredNameError | None:
     """The error naming a class the archive's program uses that is not registered, if any.
 
-    Reads the input and output treespecs of every record torch reads as a program (each one
-    under ``models/``, torch 2.13.0) with :func:`treespec_loads`, which never imports. Anything
-    else wrong with the archive gives ``None``: torch's own error says more about it. A file
-    object is put back at ``start``.
+    Reads the in/out treespecs of each program record (``models/``, torch 2.13.0) without
+    importing; anything else wrong gives ``None`` (torch's error says more). A file object is
+    put back at ``start``.
     """
     from torch.export.pt2_archive import PT2ArchiveReader
 
@@ -180,7 +270,7 @@ def _missing_in_archive(
                         if signature.get(key) is None:
                             continue
                         try:
-                            treespec_from_json(signature[key])
+                            treespec_loads(signature[key])
                         except UnregisteredNameError as e:
                             return e
                         except TreespecLoadError:
@@ -247,12 +337,12 @@ def load(
                 f, extra_files=extra_files, expected_opset_version=expected_opset_version
             )
         except UnregisteredNameError:
-            held.discard()  # unpickling an example input of a missing class: it is named
+            held.records.clear()  # unpickling an example input of a missing class: it is named
             raise
         except Exception as e:
             missing = _missing_in_archive(f, start)
             if missing is not None:
-                held.discard()
+                held.records.clear()
                 # torch's "error when deserializing" says nothing more; an import error does.
                 raise missing from (None if isinstance(e, RuntimeError) else e)
             if isinstance(e, RuntimeError) and held.errors and e.__cause__ is None:

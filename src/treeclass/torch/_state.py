@@ -1,27 +1,12 @@
 """Training states made of treeclass classes in ``torch.distributed.checkpoint`` (DCP).
 
-DCP stores the tensors it finds in nested dicts and lists of a state dict as tensors
-(sharded, deduplicated across ranks, loaded in place); any other object -- a treeclass instance,
-a tuple -- is pickled whole into bytes, tensors and all. :func:`state_dict` turns a tree into
-the nested dicts DCP walks, and :func:`load_state_dict` puts what DCP loaded back into the same
-classes; :class:`StatefulTree` does both through DCP's ``Stateful`` protocol.
-
-- A treeclass instance becomes a ``dict`` by field name: data fields (converted in turn) and
-  static fields (stored as they are; DCP pickles them, they are small). A namedtuple becomes a
-  ``dict`` by field name too, a ``tuple`` or ``list`` a ``list``, and a ``dict`` (also
-  ``OrderedDict``, ``defaultdict``) a ``dict`` keyed by ``str(key)`` (DCP's keys are strings).
-- Leaves are kept as they are: tensors (also ``DTensor`` / ``ShardedTensor``) go to DCP's tensor
-  storage; other leaves (a step counter that is an ``int``, ``None``) are pickled by DCP.
-- Like ``Module.state_dict()``, the state dict holds the tree's own tensors, so ``dcp.load``
-  copies the checkpoint into them in place: the tree given to :func:`state_dict` before
-  loading must have tensors of the right shapes, dtypes and devices.
-- Loading checks the structure: the same classes, fields, keys and lengths, and static values
-  equal to those in the tree given (a checkpoint written with another configuration is an
-  error naming the field, not a silent mix of the two).
-
-This module never imports torch; instances are rebuilt by their classes' generated unflatten
-(no ``__init__``). Public as ``treeclass.torch.state_dict`` / ``load_state_dict`` /
-``StatefulTree``.
+DCP stores the tensors of nested dicts and lists as tensors and pickles any other object
+whole. :func:`state_dict` turns a tree into the nested dicts DCP walks (instances and
+namedtuples by field name, sequences as lists, dicts keyed by ``str(key)``; leaves and static
+values as they are), :func:`load_state_dict` puts what DCP loaded back into the same classes
+(checking the structure and static values), and :class:`StatefulTree` does both through DCP's
+``Stateful`` protocol (``docs/torch.md``, "Distributed checkpoints"). Never imports torch;
+instances are rebuilt without ``__init__``.
 
 Example:
     >>> import torch
@@ -59,18 +44,12 @@ T = TypeVar("T")
 __all__ = ["StatefulTree", "load_state_dict", "state_dict"]
 
 
-def _class_node(cls: type) -> NodeType | None:
-    """The node type of a registered dataclass / attrs class, else ``None``."""
+def _fields(cls: type) -> tuple[NodeType, tuple[tuple[str, bool], ...]] | None:
+    """A registered dataclass / attrs class's node and ``((name, is_static), ...)``, or ``None``."""
     node = registered_node(cls)
     if node is None or node.kind == "namedtuple" or node.info is None:
         return None
-    return node
-
-
-def _fields_of(node: NodeType) -> tuple[tuple[str, bool], ...]:
-    """``((name, is_static), ...)`` of a class's fields, in order."""
-    assert node.info is not None
-    return tuple((f.name, f.static) for f in node.info.fields)
+    return node, tuple((f.name, f.static) for f in node.info.fields)
 
 
 def _where(path: str) -> str:
@@ -104,10 +83,10 @@ def state_dict(tree: Any) -> dict[str, Any]:
 
 def _to_state(node: Any, path: str) -> Any:
     cls: type[object] = node.__class__
-    class_node = _class_node(cls)
-    if class_node is not None:
+    known = _fields(cls)
+    if known is not None:
         state: dict[str, Any] = {}
-        for name, static in _fields_of(class_node):
+        for name, static in known[1]:
             value = getattr(node, name)
             state[name] = value if static else _to_state(value, f"{path}.{name}")
         return state
@@ -163,8 +142,6 @@ def _mismatch(path: str, what: str) -> StructureMismatchError:
 
 
 def _keys(sd: Any, path: str, expected: list[str]) -> Mapping[str, Any]:
-    from collections.abc import Mapping
-
     if not isinstance(sd, Mapping):
         raise _mismatch(path, f"expected a mapping with {expected!r}, got a {type(sd).__name__}")
     mapping: Mapping[str, Any] = sd  # pyright: ignore[reportUnknownVariableType]
@@ -178,9 +155,9 @@ def _keys(sd: Any, path: str, expected: list[str]) -> Mapping[str, Any]:
 
 def _from_state(node: Any, sd: Any, path: str) -> Any:
     cls: type[object] = node.__class__
-    class_node = _class_node(cls)
-    if class_node is not None:
-        fields = _fields_of(class_node)
+    known = _fields(cls)
+    if known is not None:
+        class_node, fields = known
         mapping = _keys(sd, path, [n for n, _ in fields])
         values: dict[str, Any] = {}
         for name, static in fields:
