@@ -95,7 +95,7 @@ def test_pyproject_agrees_with_the_code() -> None:
     project = meta["project"]
     assert project["name"] == DISTRIBUTION
     assert project["dynamic"] == ["version"]
-    assert meta["tool"]["hatch"]["version"]["path"] == "src/treeclass/_errors.py"
+    assert meta["tool"]["hatch"]["version"]["path"] == "src/treeclass/_version.py"
     assert project["scripts"] == {"treeclass": "treeclass.__main__:main"}
     extras = project["optional-dependencies"]
     if importlib.util.find_spec("torch") is not None:  # the adapter imports torch

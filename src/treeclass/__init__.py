@@ -40,7 +40,6 @@ from ._core.tree import (
     tree_unflatten,
 )
 from ._errors import (
-    VERSION,
     FileLoadError,
     FileSaveError,
     MissingDependencyError,
@@ -60,6 +59,7 @@ from ._errors import (
 )
 from ._io.files import load, load_metadata, save
 from ._treespec.format import FORMAT_VERSION
+from ._version import __version__
 
 if TYPE_CHECKING:
     from ._core.api import (
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
         replace,
     )
 
-__version__ = VERSION
 
 __all__ = [
     "FORMAT_VERSION",

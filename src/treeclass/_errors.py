@@ -14,7 +14,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DISTRIBUTION",
-    "VERSION",
     "FileLoadError",
     "FileSaveError",
     "MissingDependencyError",
@@ -152,8 +151,6 @@ class MissingDependencyError(TreeclassError, ImportError):
 #: The name treeclass is installed under (``pip install stable-pytrees``); it imports as
 #: ``treeclass``.
 DISTRIBUTION: Final = "stable-pytrees"
-#: This release (``treeclass.__version__``; hatch reads it from here).
-VERSION = "0.1.0"
 
 
 def install_hint(extra: str) -> str:

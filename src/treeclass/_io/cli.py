@@ -27,7 +27,8 @@ from .._backends.activation import FRAMEWORKS, complete
 from .._core.registry import class_for_name, name_of, registered_node, registered_nodes
 from .._core.state import encode_for
 from .._core.statics import static_for_name
-from .._errors import VERSION, TreeclassError, UnserializableStaticError, qualname
+from .._errors import TreeclassError, UnserializableStaticError, qualname
+from .._version import __version__
 from .artifacts import Artifact, needed_names, read_artifact
 from .demo import run as run_demo
 
@@ -467,7 +468,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m treeclass" if sys.argv[0].endswith("__main__.py") else "treeclass",
         description="Inspect saved pytree artifacts and check treeclass registrations.",
     )
-    p.add_argument("--version", action="version", version=f"treeclass {VERSION}")
+    p.add_argument("--version", action="version", version=f"treeclass {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     ins = sub.add_parser(
         "inspect",
@@ -526,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "version":
         found = [f.name for f in FRAMEWORKS if f.installed()]
         names = ", ".join(found) or "none"
-        out.write(f"treeclass {VERSION}; frameworks installed: {names}\n")
+        out.write(f"treeclass {__version__}; frameworks installed: {names}\n")
         return OK
     _parser().print_usage(err)
     return ERROR
