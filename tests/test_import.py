@@ -134,7 +134,15 @@ def test_the_imports_inside_functions_are_the_documented_ones() -> None:
     }
 
 
-_WINGS = {"_errors": 0, "_version": 0, "_core": 1, "_pickle": 2, "_treespec": 2, "_backends": 3, "_io": 4}
+_WINGS = {
+    "_errors": 0,
+    "_version": 0,
+    "_core": 1,
+    "_pickle": 2,
+    "_treespec": 2,
+    "_backends": 3,
+    "_io": 4,
+}
 
 
 def _wing(module: str) -> int:

@@ -1,3 +1,3 @@
-"""This release's version: ``treeclass.__version__``, ``treeclass --version``; hatch reads it here."""
+"""This release: ``treeclass.__version__`` and ``treeclass --version``; hatch reads it here."""
 
 __version__ = "0.1.0"
