@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 from .._core.fields import is_namedtuple_class
+from .._core.keys import attr_entry, index_entry
 from .._core.nodes import NodeType
 from .._core.registry import registered_node
 from .._errors import StructureMismatchError, TreeclassTypeError
@@ -88,13 +89,13 @@ def _to_state(node: Any, path: str) -> Any:
         state: dict[str, Any] = {}
         for name, static in known[1]:
             value = getattr(node, name)
-            state[name] = value if static else _to_state(value, f"{path}.{name}")
+            state[name] = value if static else _to_state(value, path + attr_entry(name))
         return state
     if is_namedtuple_class(cls):
         names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
-        return {n: _to_state(v, f"{path}.{n}") for n, v in zip(names, node)}
+        return {n: _to_state(v, path + attr_entry(n)) for n, v in zip(names, node)}
     if cls in (tuple, list):
-        return [_to_state(v, f"{path}[{i}]") for i, v in enumerate(node)]
+        return [_to_state(v, path + index_entry(i)) for i, v in enumerate(node)]
     if cls in (dict, OrderedDict, defaultdict):
         out: dict[str, Any] = {}
         for k, v in node.items():
@@ -105,7 +106,7 @@ def _to_state(node: Any, path: str) -> Any:
                     "DCP state dict cannot tell apart (its keys are strings); use keys with "
                     "distinct str()."
                 )
-            out[key] = _to_state(v, f"{path}[{k!r}]")
+            out[key] = _to_state(v, path + index_entry(k))
         return out
     return node  # a leaf: tensors stay tensors
 
@@ -161,7 +162,7 @@ def _from_state(node: Any, sd: Any, path: str) -> Any:
         mapping = _keys(sd, path, [n for n, _ in fields])
         values: dict[str, Any] = {}
         for name, static in fields:
-            here = f"{path}.{name}"
+            here = path + attr_entry(name)
             if static:
                 mine = getattr(node, name)
                 if mapping[name] != mine:
@@ -178,14 +179,16 @@ def _from_state(node: Any, sd: Any, path: str) -> Any:
     if is_namedtuple_class(cls):
         names: list[str] = list(getattr(cls, "_fields"))  # noqa: B009 (not on type)
         mapping = _keys(sd, path, names)
-        items = [_from_state(v, mapping[n], f"{path}.{n}") for n, v in zip(names, node)]
+        items = [_from_state(v, mapping[n], path + attr_entry(n)) for n, v in zip(names, node)]
         new: Any = getattr(tuple, "__new__")  # noqa: B009 (no namedtuple __new__ / defaults)
         return new(cls, items)
     if cls in (tuple, list):
         if not isinstance(sd, (list, tuple)) or len(sd) != len(node):  # pyright: ignore
             raise _mismatch(path, f"expected a list of {len(node)} items, got {sd!r:.80}")
         seq: list[Any] = list(sd)  # pyright: ignore[reportUnknownArgumentType]
-        items = [_from_state(v, s, f"{path}[{i}]") for i, (v, s) in enumerate(zip(node, seq))]
+        items = [
+            _from_state(v, s, path + index_entry(i)) for i, (v, s) in enumerate(zip(node, seq))
+        ]
         return tuple(items) if cls is tuple else items
     if cls in (dict, OrderedDict, defaultdict):
         mapping = _keys(sd, path, [str(k) for k in node])
@@ -195,7 +198,7 @@ def _from_state(node: Any, sd: Any, path: str) -> Any:
         else:
             out = OrderedDict() if cls is OrderedDict else {}
         for k, v in node.items():
-            out[k] = _from_state(v, mapping[str(k)], f"{path}[{k!r}]")
+            out[k] = _from_state(v, mapping[str(k)], path + index_entry(k))
         return out
     return sd  # a leaf: what DCP loaded (into the tree's own tensor, for tensors)
 
