@@ -511,13 +511,21 @@ def _by_name(
     by_path: bool,
     statics: tuple[str, ...] | None = None,
 ) -> Any:
-    """:func:`rebuild_by_name` (``by_path``) or :func:`rebuild_registered`, the long way.
+    """:func:`rebuild_by_name` (``by_path``) or :func:`rebuild_registered`.
 
     A class found by ``name`` that :func:`_rebuilder` accepts and that is registered with
     ``pickle_by_name=True`` (which holds for as long as the class is registered) gets its
-    generated rebuild set as the node's ``unpickle``, which both functions call straight from
-    then on: one lookup of ``name``. :func:`install` and :func:`uninstall` clear it.
+    generated rebuild set as the node's ``unpickle``, called straight from then on: one lookup
+    of ``name``. :func:`install` and :func:`uninstall` clear it.
     """
+    try:
+        node = get_node_named(name)
+    except TypeError:  # an unhashable name, which treeclass never writes: refused below
+        node = None
+    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
+        rebuild = node.unpickle
+        if rebuild is not None:
+            return rebuild(fields)
     if name.__class__ is not str:
         raise UnregisteredNameError(
             f"this pickle asks to rebuild a class by the name {brief(name, 100)}, which is not "
@@ -567,14 +575,6 @@ def rebuild_by_name(
         TreespecLoadError: the pickled fields are not ones this class (or an earlier version
             of it, by its ``aliases=`` / ``removed_fields=`` / ``migrate=``) has.
     """
-    try:
-        node = get_node_named(name)
-    except TypeError:  # an unhashable name, which treeclass never writes: refused below
-        node = None
-    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
-        rebuild = node.unpickle
-        if rebuild is not None:
-            return rebuild(fields)
     return _by_name(name, module, qualname, fields, True, statics)
 
 
@@ -593,14 +593,6 @@ def rebuild_registered(
     Raises:
         UnregisteredNameError: no class is registered under ``name``.
     """
-    try:
-        node = get_node_named(name)
-    except TypeError:  # an unhashable name, which treeclass never writes: refused below
-        node = None
-    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
-        rebuild = node.unpickle
-        if rebuild is not None:
-            return rebuild(fields)
     return _by_name(name, module, qualname, fields, False, statics)
 
 

@@ -760,6 +760,6 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
         return_none_fields=base.return_none_fields,
     )
     nt.origin = base.origin
-    nt.dropped = tuple(n for n, t in zip(names, targets) if t < 0)
-    nt.filled = tuple(data_fields[t] for t, _ in fills)
+    nt.dropped = layout.dropped
+    nt.filled = layout.filled
     return _DROPPING.setdefault(key, nt)
