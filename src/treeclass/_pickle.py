@@ -127,7 +127,14 @@ def _plan(cls: type) -> _Plan:
         else:
             attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__", ())
             names = tuple([str(a.name) for a in attributes])
-        return _Plan(names, _setattr_rebuild(cls))
+
+        def set_fields(state: dict[str, Any]) -> object:
+            obj: object = object.__new__(cls)
+            for k, v in state.items():
+                object.__setattr__(obj, k, v)
+            return obj
+
+        return _Plan(names, set_fields)
     unflatten = node.unflatten
     if node.kind == "namedtuple":
         fields = node.data_fields
@@ -138,18 +145,6 @@ def _plan(cls: type) -> _Plan:
         return unflatten(tuple([state[s] for s in statics]), [state[d] for d in data])
 
     return _Plan(tuple(f.name for f in node.info.fields), rebuild)
-
-
-def _setattr_rebuild(cls: type[object]) -> Callable[[dict[str, Any]], Any]:
-    """Rebuild an instance of ``cls`` field by field, without ``__init__``."""
-
-    def rebuild(state: dict[str, Any]) -> object:
-        obj: object = object.__new__(cls)
-        for k, v in state.items():
-            object.__setattr__(obj, k, v)
-        return obj
-
-    return rebuild
 
 
 def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
@@ -277,12 +272,6 @@ class _Rebuilder:
 
     def __repr__(self) -> str:
         return f"<treeclass rebuilder for {self.name!r}>"
-
-
-def _evolves(cls: type) -> bool:
-    """Whether ``cls`` declares how it evolved (field aliases, removed fields, a hook)."""
-    node = registered_node(cls)
-    return node is not None and node.info is not None and node.info.evolution is not None
 
 
 class _CopyOnly:
@@ -546,7 +535,8 @@ def _by_name(
                 f"{type(e).__name__}: {e})",
             ) from e
         return _rebuilder(cls, name)._checked(fields, statics)
-    if statics is not None and _evolves(cls):
+    known = registered_node(cls)
+    if statics is not None and known is not None and known.info and known.info.evolution:
         return _rebuilder(cls, name)._checked(fields, statics)
     with _LOCK:  # the check and the setting together: install and uninstall take the lock
         rebuild = _rebuilder(cls, name).fast()

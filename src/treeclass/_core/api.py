@@ -26,6 +26,7 @@ from .fields import (
     is_attrs_class,
     is_dataclass_class,
     is_namedtuple_class,
+    names_given,
 )
 from .names import registration_origin
 from .nodes import class_node
@@ -226,12 +227,8 @@ def _register(
     pickle_by_name: bool = True,
 ) -> None:
     """Register ``cls`` with the options of :data:`_NODE_OPTIONS` (and ``static``)."""
-    for option, value, what in (("aliases", aliases, "earlier"), ("static", static, "field")):
-        if isinstance(value, str):
-            raise RegistrationTypeError(
-                f"{option}= for {cls.__qualname__} must be a collection of {what} names, got "
-                f"the str {value!r}; write {option}=({value!r},)."
-            )
+    names_given(aliases, "aliases=", cls.__qualname__)
+    names_given(static, "static=", cls.__qualname__)
     _check_return_none_fields(return_none_fields)
     origin = registration_origin(cls)
     if is_namedtuple_class(cls):

@@ -32,6 +32,7 @@ __all__ = [
     "is_attrs_class",
     "is_dataclass_class",
     "is_namedtuple_class",
+    "names_given",
 ]
 
 Kind = Literal["dataclass", "attrs", "namedtuple"]
@@ -321,6 +322,22 @@ def check_field_name(
     )
 
 
+def names_given(value: object, what: str, owner: str) -> Iterable[object]:
+    """``value`` if it is a collection of names (not one str); else raise.
+
+    Raises:
+        RegistrationTypeError: naming the option ``what`` of ``owner`` and the fix.
+    """
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        one = isinstance(value, str)
+        got = f"the str {value!r:.80}" if one else type(value).__name__
+        example = f"{what}({value!r:.80},)" if one else f'{what}("old_name",)'
+        raise RegistrationTypeError(
+            f"{what} of {owner} must be a collection of names, got {got}; write {example}."
+        )
+    return cast("Iterable[object]", value)
+
+
 def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
     """``value`` as a tuple of field names (see :func:`check_field_name`), or a clear error.
 
@@ -330,15 +347,8 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
         RegistrationTypeError: ``value`` is a str, or not a collection of str.
         RegistrationError: a name is not a valid field name, or is given twice.
     """
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        one = isinstance(value, str)
-        got = f"the str {value!r:.80}" if one else type(value).__name__
-        example = f"{what}({value!r:.80},)" if one else f'{what}("old_name",)'
-        raise RegistrationTypeError(
-            f"{what} of {owner} must be a collection of field names, got {got}; write {example}."
-        )
     fix = f'Write {what}("old_name",)'
-    items = cast("Iterable[object]", value)
+    items = names_given(value, what, owner)
     names = [check_field_name(n, f"{what} name", owner, fix) for n in items]
     if len(set(names)) != len(names):
         raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
