@@ -71,7 +71,7 @@ from ._core.registry import (
     Change,
     activate_backend,
     class_for_name,
-    get_node_named,
+    node_for_name,
     registered_node,
 )
 from ._errors import (
@@ -508,7 +508,7 @@ def _by_name(
     of ``name``. :func:`install` and :func:`uninstall` clear it.
     """
     try:
-        node = get_node_named(name)
+        node = node_for_name(name)
     except TypeError:  # an unhashable name, which treeclass never writes: refused below
         node = None
     if node is not None and (statics is None or node.info is None or node.info.evolution is None):
@@ -540,7 +540,7 @@ def _by_name(
         return _rebuilder(cls, name)._checked(fields, statics)
     with _LOCK:  # the check and the setting together: install and uninstall take the lock
         rebuild = _rebuilder(cls, name).fast()
-        node = get_node_named(name)
+        node = node_for_name(name)
         if node is not None and node.type is cls and node.pickle_by_name:
             node.unpickle = rebuild
     return rebuild(fields)

@@ -216,9 +216,9 @@ def set_before_register(hook: Callable[[str], None]) -> None:
 
 #: The fastest lookup of a node type by exact type (walkers use it directly).
 get_node_type = _BY_TYPE.get
-#: The fastest lookup of a node type by name or alias, built-in names included (unpickling
-#: uses it directly; :func:`class_for_name` says which names stand for a registered class).
-get_node_named = _BY_NAME.get
+#: The node type registered (or built in) under a name or alias, or ``None``; never imports
+#: (:func:`class_for_name` says which names stand for a registered class).
+node_for_name = _BY_NAME.get
 
 
 def node_type_for(cls: type) -> NodeType | None:
@@ -241,11 +241,6 @@ def node_type_for(cls: type) -> NodeType | None:
         if nt is not None:  # registered since the first look
             LEAF_TYPES.discard(cls)
     return nt
-
-
-def node_for_name(name: str) -> NodeType | None:
-    """The node type registered (or built in) under ``name``, or ``None``. Never imports."""
-    return _BY_NAME.get(name)
 
 
 def registered_node(cls: type) -> NodeType | None:
@@ -328,15 +323,22 @@ def register(
             or (the same registration again) a backend the class is missing from refused it
             again.
     """
+    try:
+        return _register(node, origin, name, aliases, override)
+    except BaseException:
+        _discard(node)
+        raise
+
+
+def _register(
+    node: NodeType, origin: Origin, name: str | None, aliases: tuple[str, ...], override: bool
+) -> NodeType:
+    """:func:`register`, which forgets ``node``'s source if it raises."""
     cls = node.type
     if name is not None:
         check_name(name, cls)
-    try:
-        _check_aliases(cls, name, aliases)
-        _before_register(node.qualname)  # before the lock: see _before_register
-    except RegistrationError:
-        _discard(node)
-        raise
+    _check_aliases(cls, name, aliases)
+    _before_register(node.qualname)  # before the lock: see _before_register
     with _LOCK:
         existing = _REGISTERED.get(cls)
         if existing is not None:
@@ -346,8 +348,6 @@ def register(
                 # The same registration again: retry the backends it is missing from.
                 _retry_missing_in(existing)
                 return existing
-            if existing is not node:
-                _discard(node)
             raise NameConflictError(
                 f"{node.qualname} is already registered with treeclass (name="
                 f"{existing.name!r}, static={list(existing.static_fields)!r}, "
@@ -359,14 +359,12 @@ def register(
             holder = _BY_NAME.get(name)
             if holder is not None:
                 if holder.origin is None or not origin.reruns(holder.origin):
-                    _discard(node)
                     raise _taken(name, _holder(name, holder), node, "its name")
                 if holder.name == name:
                     previous = holder  # a re-run of the same definition: the newest class wins
         for alias in aliases:
             holder = _BY_NAME.get(alias)
             if holder is not None and (holder.origin is None or not origin.reruns(holder.origin)):
-                _discard(node)
                 raise _taken(alias, _holder(alias, holder), node, "an alias")
         unnamed = node.name
         node.name = name
@@ -379,7 +377,6 @@ def register(
         except BaseException:
             node.name = unnamed
             node.aliases = ()
-            _discard(node)
             raise
         _commit(change, origin, previous, unnamed)
         return node
@@ -457,12 +454,11 @@ def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: 
         node.aliases = ()
         if node.kind != "namedtuple":  # a namedtuple stays a node, as every namedtuple is
             del _BY_TYPE[cls]
-            _discard(node)
         raise
 
 
 def _discard(node: NodeType) -> None:
-    """Forget the generated source of a node type that was never registered."""
+    """Forget the generated source of a node type that is not registered."""
     if node.generated is not None and node.origin is None:
         release(node.generated)
 
