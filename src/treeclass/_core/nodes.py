@@ -13,6 +13,7 @@ import functools
 from _thread import allocate_lock
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._errors import (
@@ -302,19 +303,8 @@ def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     return [d[k] for k in keys], keys
 
 
-def _dict_flatten_keys(d: dict[Any, Any]) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
-    keys = _sorted_keys(d)
-    return [(DictKey(k), d[k]) for k in keys], keys
-
-
 def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     return list(d.values()), tuple(d)
-
-
-def _odict_flatten_keys(
-    d: OrderedDict[Any, Any],
-) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
-    return [(DictKey(k), v) for k, v in d.items()], tuple(d)
 
 
 def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
@@ -322,11 +312,20 @@ def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tupl
     return [d[k] for k in keys], (d.default_factory, keys)
 
 
-def _ddict_flatten_keys(
-    d: defaultdict[Any, Any],
-) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, tuple[Any, ...]]]:
-    keys = _sorted_keys(d)
-    return [(DictKey(k), d[k]) for k in keys], (d.default_factory, keys)
+def _keyed(
+    flatten: Callable[[Any], tuple[list[Any], Any]], keys_of: Callable[[Any], Iterable[Any]]
+) -> Callable[[Any], tuple[list[tuple[KeyEntry, Any]], Any]]:
+    """A mapping's ``flatten_with_keys``: its ``flatten``, each child keyed by its dict key."""
+
+    def flatten_with_keys(d: Any) -> tuple[list[tuple[KeyEntry, Any]], Any]:
+        children, aux = flatten(d)
+        return [(DictKey(k), c) for k, c in zip(keys_of(aux), children)], aux
+
+    return flatten_with_keys
+
+
+def _same(aux: Any) -> Any:
+    return aux
 
 
 def _none_flatten(_: None) -> tuple[tuple[()], None]:
@@ -411,14 +410,6 @@ def _load_keys(name: str, state: Any, *, sorted_order: bool) -> tuple[Any, ...]:
     return keys
 
 
-def _dict_setstate(state: Any) -> tuple[Any, ...]:
-    return _load_keys(DICT, state, sorted_order=True)
-
-
-def _odict_setstate(state: Any) -> tuple[Any, ...]:
-    return _load_keys(ORDERED_DICT, state, sorted_order=False)
-
-
 def _ddict_setstate(state: Any) -> tuple[Any, tuple[Any, ...]]:
     name = DEFAULT_DICT
     if state.__class__ is not dict or set(state) != {"factory", "keys"}:
@@ -473,12 +464,7 @@ def _show_ddict(aux: Any, parts: list[str]) -> str:
 
 
 def _builtins() -> dict[type, NodeType]:
-    def keys_state(label: str) -> Callable[[tuple[Any, ...]], list[Any]]:
-        def getstate(aux: tuple[Any, ...]) -> list[Any]:
-            return _keys_state(label, aux)
-
-        return getstate
-
+    partial = functools.partial
     return {
         tuple: NodeType(
             tuple,
@@ -510,9 +496,9 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_dict_flatten,
             unflatten=lambda aux, children: dict(zip(aux, children)),
-            flatten_with_keys=_dict_flatten_keys,
-            getstate=keys_state("a dict"),
-            load_state=_plain(_dict_setstate),
+            flatten_with_keys=_keyed(_dict_flatten, _same),
+            getstate=partial(_keys_state, "a dict"),
+            load_state=_plain(partial(_load_keys, DICT, sorted_order=True)),
             arity_of=len,
             show=_show_dict,
         ),
@@ -522,9 +508,9 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_odict_flatten,
             unflatten=lambda aux, children: OrderedDict(zip(aux, children)),
-            flatten_with_keys=_odict_flatten_keys,
-            getstate=keys_state("an OrderedDict"),
-            load_state=_plain(_odict_setstate),
+            flatten_with_keys=_keyed(_odict_flatten, _same),
+            getstate=partial(_keys_state, "an OrderedDict"),
+            load_state=_plain(partial(_load_keys, ORDERED_DICT, sorted_order=False)),
             arity_of=len,
             show=_show_odict,
         ),
@@ -534,7 +520,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_ddict_flatten,
             unflatten=lambda aux, children: defaultdict(aux[0], zip(aux[1], children)),
-            flatten_with_keys=_ddict_flatten_keys,
+            flatten_with_keys=_keyed(_ddict_flatten, itemgetter(1)),
             getstate=_ddict_state,
             load_state=_plain(_ddict_setstate),
             arity_of=lambda aux: len(aux[1]),
@@ -689,17 +675,10 @@ _DROPPING: dict[tuple[NodeType, tuple[str, ...], tuple[int, ...]], NodeType] = {
 
 
 def dropping_node(base: NodeType, layout: Layout) -> NodeType:
-    """The node type of ``base``'s nodes loaded from a document whose children do not fit today.
+    """The node type of ``base``'s nodes loaded as ``layout`` says (see :class:`Layout`).
 
-    The document holds removed fields' children, or lacks a data field added since with a
-    default other than ``None``. Its children are the document's (the removed fields'
-    included, so the leaves line up) plus ``None`` children for fields the document does not
-    hold whose default is ``None``, as ``layout`` says; its unflatten puts each into its
-    field, drops the removed ones and gives the fields in ``layout.fills`` their default (a
-    fresh one each call, as ``__init__`` would), and it is written back as the document had
-    it (the class's name, the removed fields among the children, the filled ones not). Only
-    loaded specs hold it: flattening an object always gives ``base``. One node type per
-    class and layout, so specs loaded from the same document are equal.
+    Written back as the document had it. Only loaded specs hold it (flattening an object
+    gives ``base``); one per class and layout, so specs loaded from one document are equal.
     """
     key = (base, layout.names, layout.fills)
     nt = _DROPPING.get(key)
