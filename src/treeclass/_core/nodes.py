@@ -90,26 +90,20 @@ class NodeType:
             most ``depth`` levels (``depth >= 0``). A registered class's is generated; any
             other node type's is :attr:`flatten` and the walker's loop.
         getstate: ``aux -> JSON-safe state``.
-        load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
-            each data field whether the document holds it as a child (the others become
-            ``None`` children: the document was written before the class had them), or is a
-            :class:`~treeclass._core.state.Layout` (the document holds removed fields' children, or
-            lacks a data field whose default is not ``None``).
+        load_state: its inverse, ``state -> (aux, plan)`` (see
+            :attr:`~treeclass._core.state.StateCodec.load`).
         arity_of: the number of children ``aux`` implies (``None``: any number).
         codec: the class's state codec (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
         origin: where the class was registered (``None`` until it is).
         superseded: a re-run of the class statement took the name over.
         aliases: earlier serialized names that load as this class (never written).
-        dropped: for a node type made by :func:`dropping_node` only: the removed fields
-            whose children its unflatten drops.
-        filled: for a node type made by :func:`dropping_node` only: the data fields without
-            a child that its unflatten gives their default.
+        dropped, filled: a :func:`dropping_node`'s :attr:`Layout.dropped` and
+            :attr:`Layout.filled` (``()`` for any other node type).
     """
 
     __slots__ = (
         "_make_codec",
-        "_show",
         "aliases",
         "arity_of",
         "codec",
@@ -128,6 +122,7 @@ class NodeType:
         "origin",
         "pickle_by_name",
         "return_none_fields",
+        "show",
         "superseded",
         "type",
         "unflatten",
@@ -173,7 +168,9 @@ class NodeType:
             )
             self.codec: StateCodec | None = codec
         self.arity_of = arity_of
-        self._show = show
+        #: ``(aux, parts) -> str``: the readable form of one node whose children read
+        #: ``parts``, ``Point(x=*, tag='a')``.
+        self.show = show
         self.generated = generated
         self.origin: Origin | None = None
         self.superseded = False
@@ -226,10 +223,6 @@ class NodeType:
     def static_fields(self) -> tuple[str, ...]:
         """The names of the static fields (``()`` unless a registered class has some)."""
         return () if self.info is None else self.info.static_fields
-
-    def show(self, aux: Any, parts: list[str]) -> str:
-        """Readable form of one node whose children read ``parts``: ``Point(x=*, tag='a')``."""
-        return self._show(aux, parts)
 
     def require_name(self) -> str:
         """The serialized name; raise :class:`UnnamedClassError` saying how to give one.
