@@ -460,13 +460,10 @@ def flatten_lines(
 def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
     """The embedded registry's fast path ``flatten_into(obj, leaves, entries, depth)``.
 
-    Reads every field once. When the data fields at the positions ``nodes`` hold nodes (and
-    ``depth`` allows recursing into them) and every other one holds a value of a type known
-    to be a leaf, it adds the node's entry and its leaves straight to the walker's lists,
-    calling the node children's fast paths in field order. Otherwise it hands the children
-    and the statics to the walker's loop, ``_mixed`` (:func:`treeclass._core.tree._walk`),
-    which decides each child. ``nodes`` is ``()`` for the class's own fast path, or the
-    positions a walk found nodes at, for one shaped to them.
+    When the data fields at the positions ``nodes`` hold nodes (and ``depth`` allows recursing)
+    and every other one a value of a known leaf type, it adds the entry and leaves itself;
+    otherwise it hands the node to the walker's loop, ``_mixed``. ``nodes``: ``()`` for the
+    class's own fast path, or the positions a walk found nodes at, for one shaped to them.
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
     lines = ["def flatten_into(obj, leaves, entries, depth):"]
@@ -543,12 +540,10 @@ def _rebuild(info: ClassInfo, value_of: dict[str, str]) -> list[str]:
 def _traceable(info: ClassInfo) -> bool:
     """Whether a tracer that follows only plain stores traces the stores of ``info``'s class.
 
-    Such a tracer (the check an adapter sets with :func:`set_tracing_check` says when one
-    runs) may refuse a descriptor's ``__set__`` called directly (the member descriptors of
-    slots) and ``object.__setattr__`` bound to a global beforehand, while it follows plain
-    attribute stores, stores into the instance ``__dict__``, and ``object.__setattr__(obj,
-    name, value)`` looked up at the call (what frozen dataclasses' ``__init__`` does) -- which
-    costs about twice a direct store, hence a second path.
+    Such a tracer (see :func:`set_tracing_check`) may refuse a slot descriptor's ``__set__``
+    and a prebound ``object.__setattr__``, but follows attribute and ``__dict__`` stores and
+    ``object.__setattr__`` looked up at the call, which costs twice a direct store: hence a
+    second path for the other classes.
     """
     plan = info.plan
     return plan.mode != "direct" or all(
@@ -589,12 +584,10 @@ def _unflatten(
 ) -> list[str]:
     """An unflatten function ``head`` (its parameters name ``aux`` and ``children``).
 
-    The auxdata holds the static values from ``aux[first_static]`` on; ``unpack`` reads the
-    data fields' values (by default one child each, :func:`unpack_lines`). With ``traced`` it
-    is the path a tracer takes (see :func:`_traceable`); otherwise, for a class whose stores
-    such a tracer cannot follow, it starts with ``if _tracing is not None and _tracing():``
-    and defers to ``_unflatten_traced`` (``_tracing`` is the check an adapter binds, see
-    :func:`set_tracing_check`).
+    The static values are ``aux[first_static:]``; ``unpack`` reads the data fields' values
+    (default: :func:`unpack_lines`). ``traced``: the path a tracer takes (:func:`_traceable`);
+    otherwise a class whose stores a tracer cannot follow defers to ``_unflatten_traced``
+    while ``_tracing()`` says so (:func:`set_tracing_check`).
     """
     data = info.data_fields
     value_of = {name: f"v{i}" for i, name in enumerate(data)}
@@ -625,10 +618,8 @@ def unflatten_blocks(
 ) -> list[list[str]]:
     """The unflatten function ``head`` and, when it needs one, its traced twin.
 
-    ``head`` is ``def unflatten(aux, children):`` or ``def unflatten(children, aux):``; the
-    twin is ``_unflatten_traced`` with the same parameters, for a class whose stores a tracer
-    cannot follow (see :func:`_traceable`). ``first_static`` and ``unpack``: see
-    :func:`_unflatten`.
+    The twin is ``_unflatten_traced`` with the same parameters (see :func:`_traceable`);
+    ``first_static`` and ``unpack``: see :func:`_unflatten`.
     """
     blocks = [_unflatten(info, head, first_static=first_static, unpack=unpack)]
     if not _traceable(info):

@@ -576,9 +576,7 @@ def _store_of(
     if found and isinstance(value, MemberDescriptorType):
         slots[name] = value
         return "attr" if plain else "slot"
-    if found and hasattr(type(value), "__set__"):
-        return "dict" if _has_instance_dict(cls) else "setattr"  # a descriptor of its own
-    if plain:
+    if plain and not (found and hasattr(type(value), "__set__")):  # (a descriptor of its own)
         return "attr"
     return "dict" if _has_instance_dict(cls) else "setattr"
 
