@@ -42,7 +42,7 @@ import copyreg
 import functools
 from _thread import RLock
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 from weakref import WeakKeyDictionary
 
 from ._core.codegen import compile_function
@@ -77,14 +77,11 @@ __all__ = [
 _LOCK = RLock()
 
 
-class _Plan:
+class _Plan(NamedTuple):
     """How to take one class's instances apart into fields and put them back together."""
 
-    __slots__ = ("fields", "rebuild")
-
-    def __init__(self, fields: tuple[str, ...], rebuild: Callable[[dict[str, Any]], Any]):
-        self.fields = fields
-        self.rebuild = rebuild
+    fields: tuple[str, ...]
+    rebuild: Callable[[dict[str, Any]], Any]
 
 
 def _plan(cls: type) -> _Plan:
@@ -94,12 +91,12 @@ def _plan(cls: type) -> _Plan:
     registration) is rebuilt field by field with ``object.__setattr__`` on an instance made
     without ``__init__``.
     """
+    if is_namedtuple_class(cls):
+        names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
+        new_tuple: Callable[[type, Any], Any] = getattr(tuple, "__new__")  # noqa: B009
+        return _Plan(names, lambda state: new_tuple(cls, [state[n] for n in names]))
     node = registered_node(cls)
     if node is None or node.info is None:
-        if is_namedtuple_class(cls):
-            names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
-            new_tuple: Callable[[type, Any], Any] = getattr(tuple, "__new__")  # noqa: B009
-            return _Plan(names, lambda state: new_tuple(cls, [state[n] for n in names]))
         import dataclasses
 
         if "__dataclass_fields__" in dir(cls):
@@ -116,9 +113,6 @@ def _plan(cls: type) -> _Plan:
 
         return _Plan(names, set_fields)
     unflatten = node.unflatten
-    if node.kind == "namedtuple":
-        fields = node.data_fields
-        return _Plan(fields, lambda state: unflatten(None, [state[n] for n in fields]))
     data, statics = node.data_fields, node.static_fields
 
     def rebuild(state: dict[str, Any]) -> Any:

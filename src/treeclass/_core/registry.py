@@ -159,11 +159,12 @@ def _check(backend: Backend, change: Change) -> None:
         raise error
 
 
-def _standing(node: NodeType) -> Change:
-    """The change that adds an already-registered class to a backend activated later."""
-    if node.superseded or node.name is None:
-        return Change(node, ())
-    return Change(node, (node.name, *node.aliases))
+def _add_standing(backend: Backend, node: NodeType) -> None:
+    """Add an already-registered class to ``backend`` (activated, or retried, later)."""
+    names = () if node.superseded or node.name is None else (node.name, *node.aliases)
+    change = Change(node, names)
+    _check(backend, change)
+    backend.add(change)
 
 
 def _drops(node: NodeType, previous: NodeType | None) -> tuple[tuple[str, type], ...]:
@@ -481,10 +482,8 @@ def activate_backend(
         if not framework:
             _INTERNAL.add(backend.name)
         for node in list(_REGISTERED.values()):
-            change = _standing(node)
             try:
-                _check(backend, change)
-                backend.add(change)
+                _add_standing(backend, node)
             except Exception as e:
                 _MISSING[backend.name, node.type] = e
                 failed.append((node, e))
@@ -518,10 +517,8 @@ def _retry_missing_in(node: NodeType) -> None:
         key = (backend.name, node.type)
         if key not in _MISSING:
             continue
-        change = _standing(node)
         try:
-            _check(backend, change)
-            backend.add(change)
+            _add_standing(backend, node)
         except Exception as e:
             _MISSING[key] = e
             raise RegistrationError(
