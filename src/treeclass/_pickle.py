@@ -148,8 +148,7 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     evolution = node.info.evolution
     if evolution is not None and evolution.migrate is not None:
         return slow  # the hook runs on every pickled object, as on every saved state
-    if node.generated is None:
-        return slow  # pragma: no cover - every registered class has its generated source
+    assert node.generated is not None  # (every registered class but a namedtuple's)
     check = None if node.codec.static_check is None else node.codec.static_check()
     if check is not None:  # what every reader checks (treeclass._core.statics.static_check)
         statics = [value_of[f] for f in node.static_fields]

@@ -249,10 +249,10 @@ def _register(
 
 
 class _SignatureDoc:
-    """The ``__doc__`` of a class ``@pytree_dataclass`` made a dataclass without a docstring.
+    """The ``__doc__`` dataclasses writes (``Name(a: float, b: int = 0)``), on first read.
 
-    The text :mod:`dataclasses` writes (``Name(a: float, b: int = 0)``), made when first read
-    and then kept in the class (one instance serves every class).
+    For a class ``@pytree_dataclass`` made a dataclass without a docstring; one instance
+    serves every class.
     """
 
     __slots__ = ()

@@ -279,7 +279,7 @@ def describe(
                 f"its fields are {sorted(names)!r}."
             )
         fields = tuple(f._replace(static=f.static or f.name in extra) for f in fields)
-    evolution = _evolution(cls, kind, fields, removed_fields, migrate)
+    evolution = _evolution(cls, fields, removed_fields, migrate)
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
     if mode == "init" and kind == "dataclass":
         _check_initvars_have_defaults(cls)
@@ -357,7 +357,6 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
 
 def _evolution(
     cls: type,
-    kind: Kind,
     fields: tuple[FieldInfo, ...],
     removed_fields: Collection[str],
     migrate: Callable[[Any], Any] | None,
@@ -367,8 +366,6 @@ def _evolution(
     if not aliased and not removed_fields and migrate is None:
         return None
     label = cls.__qualname__
-    if kind == "namedtuple":  # pragma: no cover - the API takes neither for namedtuples
-        raise RegistrationError(f"namedtuple {label} cannot have field aliases or migrations.")
     names = {f.name for f in fields}
     renames: dict[str, str] = {}
     for f in aliased:

@@ -258,8 +258,7 @@ class NodeType:
         **extra: Any,
     ) -> dict[str, Any]:
         """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
-        if self.generated is None:
-            raise TypeError(f"{self.qualname} has no generated functions")  # pragma: no cover
+        assert self.generated is not None  # (only registered classes' are bound)
         return self.generated.bind(tag, key=key, family=family, functions=functions, **extra)
 
     def __repr__(self) -> str:
@@ -542,9 +541,7 @@ BUILTIN_NODE_TYPES: Final[dict[type, NodeType]] = _builtins()
 
 
 def _show_fields(label: str, fields: Sequence[str], parts: list[str]) -> str:
-    if len(fields) == len(parts):
-        return f"{label}(" + ", ".join(f"{f}={p}" for f, p in zip(fields, parts)) + ")"
-    return f"{label}(" + ", ".join(parts) + ")"  # pragma: no cover - a spec always fits
+    return f"{label}(" + ", ".join(f"{f}={p}" for f, p in zip(fields, parts)) + ")"
 
 
 def namedtuple_node(cls: type) -> NodeType:
@@ -590,8 +587,6 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     Its source is compiled once (see :mod:`treeclass._core.codegen`); the embedded registry's
     functions are bound here, the frameworks' by their adapters with :meth:`NodeType.bind`.
     """
-    if info.kind == "namedtuple":
-        raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
     generated = generate(info)
     n_data = len(info.data_fields)
     label = info.cls.__name__

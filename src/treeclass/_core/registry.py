@@ -386,9 +386,8 @@ def _register(
 def _take_names(node: NodeType, previous: NodeType | None) -> Callable[[], None]:
     """Point the node's name and aliases at it in :data:`_BY_NAME`; return how to undo it.
 
-    A re-run of a class definition takes over the names and aliases of the earlier one; the
-    earlier one's aliases the re-run does not declare are dropped (its objects cannot be
-    written any more, so nothing should load as it).
+    A re-run of a class definition takes the earlier one's names; the aliases it does not
+    declare are dropped (the earlier class's objects cannot be written, so nothing loads as it).
     """
     names: list[tuple[str, NodeType | None]] = []
     aliases: list[tuple[NodeType, tuple[str, ...]]] = []
@@ -469,10 +468,10 @@ def activate_backend(
 ) -> list[tuple[NodeType, Exception]]:
     """Start mirroring the registry into ``backend`` and register every class so far.
 
-    ``framework=False`` marks a mirror of treeclass's own (pickling by name), which
-    :func:`active_backends` does not list. Returns the classes the backend refused, with the
-    error (recorded for a retry): the caller reports them with :func:`warn_missing` once its
-    own state is settled, since a warning may be turned into an error (``-W error``).
+    ``framework=False``: a mirror of treeclass's own (pickling by name), not listed by
+    :func:`active_backends`. Returns the classes refused, with the error (kept for a retry),
+    for the caller to report with :func:`warn_missing` once its state is settled (a warning
+    may be an error, ``-W error``).
     """
     failed: list[tuple[NodeType, Exception]] = []
     with _LOCK:
