@@ -223,11 +223,11 @@ class _Rebuilder:
             if set(keys) == set(plan.fields):
                 return
             got = sorted(map(str, keys))
-        label = f"{self.cls.__module__}.{self.cls.__qualname__}"
         raise TreespecLoadError(
             f"the pickled object registered as {self.name!r} has the fields {got!r}, but "
-            f"{label} has {sorted(plan.fields)!r}; the class changed since the object was "
-            "pickled, so rebuild the object with the current class instead of unpickling it."
+            f"{qualname(self.cls)} has {sorted(plan.fields)!r}; the class changed since the "
+            "object was pickled, so rebuild the object with the current class instead of "
+            "unpickling it."
         )
 
     def superseded(self) -> bool:
@@ -237,8 +237,7 @@ class _Rebuilder:
 
     def __reduce__(self) -> Any:
         """Refuse: only the reducer of a superseded class hands this object to pickle."""
-        cls = self.cls
-        raise superseded_class(qualname(cls), self.name, "pickling")
+        raise superseded_class(qualname(self.cls), self.name, "pickling")
 
     def __repr__(self) -> str:
         return f"<treeclass rebuilder for {self.name!r}>"
@@ -445,7 +444,7 @@ def _rebuilder(cls: type, name: str) -> _Rebuilder:
     node = registered_node(cls)
     if node is not None and not node.pickle_by_name:
         raise TreespecLoadError(
-            f"this pickle asks to rebuild {cls.__module__}.{cls.__qualname__} by the name "
+            f"this pickle asks to rebuild {qualname(cls)} by the name "
             f"{name!r}, but the class is registered with pickle_by_name=False: its instances "
             "are pickled by module path, never by name, so only a crafted file names it this "
             "way; refusing to build it. Re-save the object with the class as it is now."

@@ -14,7 +14,13 @@ from collections.abc import Callable, Collection, Iterable
 from types import MemberDescriptorType
 from typing import Any, Final, Literal, NamedTuple, cast
 
-from .._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
+from .._errors import (
+    NotAPytreeClassError,
+    RegistrationError,
+    RegistrationTypeError,
+    brief,
+    qualname,
+)
 
 __all__ = [
     "ALIASES_KEY",
@@ -179,7 +185,7 @@ class ClassInfo:
     @property
     def qualname(self) -> str:
         """``module.QualName`` of the class, for messages."""
-        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+        return qualname(self.cls)
 
     def field(self, name: str) -> FieldInfo:
         """Return the field called ``name``."""
@@ -255,14 +261,14 @@ def describe(
         fields = _dataclass_fields(cls)
     else:
         raise NotAPytreeClassError(
-            f"{cls.__module__}.{cls.__qualname__} is not a dataclass, attrs class or namedtuple; "
+            f"{qualname(cls)} is not a dataclass, attrs class or namedtuple; "
             "decorate it with @treeclass.pytree_dataclass, or make it a dataclass first "
             "(a subclass of a dataclass must be decorated itself)."
         )
     names = {f.name for f in fields}
     for f in fields:  # (and attrs' __init__ keyword of each)
         fix = f"Rename the field {f.name!r:.80}"
-        check_field_name(f.name, "field name", f"{cls.__module__}.{cls.__qualname__}", fix, names)
+        check_field_name(f.name, "field name", qualname(cls), fix, names)
         if f.alias != f.name:
             check_field_name(f.alias, f"__init__ keyword of field {f.name!r}", cls.__name__, fix)
     extra = set(static)

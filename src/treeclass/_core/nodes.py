@@ -22,6 +22,7 @@ from .._errors import (
     UnnamedClassError,
     UnserializableStaticError,
     brief,
+    qualname,
     superseded_class,
 )
 from .codegen import Family, Generated, generate
@@ -212,7 +213,7 @@ class NodeType:
     @property
     def qualname(self) -> str:
         """``module.QualName`` of the type, for messages."""
-        return f"{self.type.__module__}.{self.type.__qualname__}"
+        return qualname(self.type)
 
     @property
     def data_fields(self) -> tuple[str, ...]:
