@@ -42,7 +42,7 @@ import copyreg
 import functools
 from _thread import RLock
 from collections.abc import Callable
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 from weakref import WeakKeyDictionary
 
 from ._core.codegen import compile_function
@@ -77,11 +77,14 @@ __all__ = [
 _LOCK = RLock()
 
 
-class _Plan(NamedTuple):
+class _Plan:
     """How to take one class's instances apart into fields and put them back together."""
 
-    fields: tuple[str, ...]
-    rebuild: Callable[[dict[str, Any]], Any]
+    __slots__ = ("fields", "rebuild")
+
+    def __init__(self, fields: tuple[str, ...], rebuild: Callable[[dict[str, Any]], Any]):
+        self.fields = fields
+        self.rebuild = rebuild
 
 
 def _plan(cls: type) -> _Plan:
@@ -105,8 +108,10 @@ def _plan(cls: type) -> _Plan:
             attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__", ())
             names = tuple([str(a.name) for a in attributes])
 
+        made: type[object] = cls
+
         def set_fields(state: dict[str, Any]) -> object:
-            obj: object = object.__new__(cls)
+            obj = object.__new__(made)
             for k, v in state.items():
                 object.__setattr__(obj, k, v)
             return obj
