@@ -244,9 +244,6 @@ class _Rebuilder:
         """Refuse: only the reducer of a superseded class hands this object to pickle."""
         raise superseded_class(qualname(self.cls), self.name, "pickling")
 
-    def __repr__(self) -> str:
-        return f"<treeclass rebuilder for {self.name!r}>"
-
 
 class _CopyOnly:
     """What an object whose static values no reader takes reduces to.
@@ -570,9 +567,6 @@ class PickleBackend:
         if change.name is not None and node.pickle_by_name:
             install(node.type, change.name)
         return functools.partial(uninstall, node.type)
-
-    def __repr__(self) -> str:
-        return "<treeclass pickle backend>"
 
 
 #: The backend the registry holds: active from the import of this module (by ``treeclass``).

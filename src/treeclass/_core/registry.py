@@ -82,9 +82,6 @@ class Change:
         """The earlier names the class also loads under."""
         return self.names[1:]
 
-    def __repr__(self) -> str:
-        return f"<treeclass change {self.node.qualname} names={self.names!r}>"
-
 
 #: Undoes what :meth:`Backend.add` did.
 Undo = Callable[[], None]
