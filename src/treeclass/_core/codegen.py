@@ -2,23 +2,19 @@
 
 A class's functions come in families (:class:`Family`), each one source text written from its
 :class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops). Registering a class
-compiles nothing: each registry gets function objects of its own (:meth:`Generated.bind`), with
-a namespace of its own (its key type, the embedded registry's node type, JAX's hash check),
-whose code is a small stub until the first call of any of them. That call writes the family's
-source, compiles it (once for every class whose source text is the same: HuggingFace-style
-outputs repeat a few sets of fields many times), puts it into :mod:`linecache` as
-``<treeclass generated fields a, b; static tag>`` (``... [tag]>`` for another family), and
-gives every function bound from it the compiled code. Tracebacks and ``inspect.getsource``
-then show the source. A stub has the parameters of its function, and a tracer that inlines it
-runs :func:`first_call` rather than tracing it (the torch adapter marks it so), so the first
-call may come from Dynamo.
-Nothing here looks at the class itself; the rebuild plan says how.
+compiles nothing: each registry binds function objects of its own (:meth:`Generated.bind`,
+with its key type, node type or hash check in their namespace) whose code is a stub with the
+function's parameters. The first call of any of them writes the family's source, compiles it
+(once for every class with the same source text: HuggingFace-style outputs repeat a few sets of
+fields), puts it into :mod:`linecache` as ``<treeclass generated fields a, b; static tag>``
+(``... [tag]>`` for another family), so that tracebacks and ``inspect.getsource`` show it, and
+gives every function bound from it the compiled code. A tracer that inlines a stub runs
+:func:`first_call` rather than tracing it (the torch adapter marks it so for Dynamo).
 
-- **core** (:data:`CORE`: embedded registry, JAX, optree): every data field is a child,
-  ``None`` included; the auxdata is the tuple of static values.
-- An adapter whose framework needs another form defines its own :class:`Family` from the
-  builders below (:func:`flatten_lines`, :func:`unflatten_blocks`, ...) and binds it with
-  ``bind(..., family=...)``.
+The core family (:data:`CORE`: embedded registry, JAX, optree) has every data field a child,
+``None`` included, and the tuple of static values as auxdata; an adapter whose framework needs
+another form defines its own :class:`Family` from the builders below. Nothing here looks at
+the class itself: its rebuild plan (:class:`~treeclass._core.fields.RebuildPlan`) says how.
 """
 
 from __future__ import annotations
