@@ -1,46 +1,26 @@
 r"""Pickling instances of named classes by their stable treeclass name (``copyreg``).
 
-pickle stores an instance by its class's module path, so an object pickled where its class
-lives in ``mylib.models`` cannot be unpickled where the same class is defined in
-``mylib.v2.models`` -- which breaks ``torch.export.save`` / ``load`` (torch pickles the example
-inputs), ``multiprocessing`` with spawn, and ``torch.distributed`` object collectives between
-programs that define the class in modules of different names.
+pickle stores an instance by its class's module path, so it cannot be unpickled where the
+class lives in another module (``torch.export.save`` / ``load``, ``multiprocessing`` with
+spawn, ``torch.distributed`` object collectives). :func:`install` puts a reducer for the class
+in :data:`copyreg.dispatch_table` (the class itself is untouched), which pickle, ``copy`` and
+``multiprocessing`` consult first. An instance reduces to ``rebuild_by_name(name, module,
+qualname, fields, statics)``: ``fields`` is every field's value by name, static fields
+included; ``statics`` the static fields' names (left out when there are none). Unpickling looks
+the class up by ``name`` (:func:`treeclass.class_for_name`), falls back to ``module`` +
+``qualname`` as pickle would, and raises :class:`~treeclass.UnregisteredNameError` naming both
+when that fails. One global per instance, so ``torch.load(weights_only=True)`` can allow it (the
+torch adapter allows :func:`rebuild_registered`, which never imports, under its name).
 
-:func:`install` puts a reducer for one class in :data:`copyreg.dispatch_table` (never touching
-the class itself). pickle, ``copy`` and ``multiprocessing`` consult that table before the
-class's own ``__reduce_ex__``. An instance then reduces to ``treeclass._pickle.rebuild_by_name(
-name, module, qualname, fields, statics)``: ``fields`` is a ``dict`` of every field by name,
-static fields included, pickled by pickle itself, and ``statics`` the names of the static
-fields (left out for a class without any; pickles written before it was added load too);
-unpickling looks the class up by ``name``
-(:func:`treeclass.class_for_name`), falls back to ``module`` + ``qualname`` (what pickle would
-have done) when no class has the name, and raises :class:`~treeclass.UnregisteredNameError`
-naming both when that fails too. One global per instance, so ``torch.load(weights_only=True)``
-can allow it: the torch adapter allows, under that name, :func:`rebuild_registered`, which
-never imports.
-
-Rebuilding restores the fields the way unflatten does -- without ``__init__`` (unless the class
-was registered with ``unflatten_calls_init=True``), through the class's own ``__setattr__``
-for classes that wrote one (HuggingFace ``ModelOutput``), with attrs' hash cache reset.
-Once a class has been accepted by name, each instance costs one lookup of the name in the
-registry, whose node holds the class's generated rebuild (compiled once per class): it reads
-the fields by literal name, runs the class's static check (skipping the call when each value's
-exact type passes it outright) and builds the instance with the lines of the class's
-``unflatten``; fields of another version of the class take the checked way (evolution).
-
-An instance of a *superseded* class (its class statement ran again, in a notebook or after
-``importlib.reload``, and the name now belongs to the new class) is never pickled as the new
-class: pickling it raises :class:`~treeclass.UnnamedClassError` saying to rebuild it from the
-current class. ``copy.deepcopy`` of it still works: the rebuilder refuses to be *pickled*
-(its ``__reduce__`` raises), but ``copy`` only *calls* it.
-
-Limits: an instance that refers to itself through its fields (a reference cycle) cannot be
-pickled by name (pickle raises ``RecursionError``); pytrees never do. Items that were added to
-a mapping-based instance (``ModelOutput``) under keys that are not fields are not kept.
-
-The reducer is installed when a named class is registered (a backend of the registry that
-is always active), unless the class is registered with ``pickle_by_name=False``; pickles
-refer to :func:`rebuild_by_name` at this module path, which is part of the pickle format.
+Rebuilding is unflatten's (no ``__init__`` unless ``unflatten_calls_init=True``; a class's own
+``__setattr__`` honoured; attrs' hash cache reset), by the class's generated rebuild once it is
+accepted by name: one registry lookup per instance, the class's static check, and fields of
+another version of the class through its evolution. An instance of a *superseded* class (its
+class statement ran again) is never pickled as the new class: pickling raises
+:class:`~treeclass.UnnamedClassError`, while ``copy.deepcopy`` (which only calls the rebuilder)
+works. An instance that refers to itself through its fields cannot be pickled by name
+(``RecursionError``), and items a mapping-based instance (``ModelOutput``) holds under keys
+that are not fields are not kept. This module's path is part of the pickle format.
 
 Example:
     >>> import pickle
@@ -71,7 +51,7 @@ from ._core.registry import (
     Change,
     activate_backend,
     class_for_name,
-    get_node_named,
+    node_for_name,
     registered_node,
 )
 from ._errors import (
@@ -114,12 +94,12 @@ def _plan(cls: type) -> _Plan:
     registration) is rebuilt field by field with ``object.__setattr__`` on an instance made
     without ``__init__``.
     """
+    if is_namedtuple_class(cls):
+        names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
+        new_tuple: Callable[[type, Any], Any] = getattr(tuple, "__new__")  # noqa: B009
+        return _Plan(names, lambda state: new_tuple(cls, [state[n] for n in names]))
     node = registered_node(cls)
     if node is None or node.info is None:
-        if is_namedtuple_class(cls):
-            names: tuple[str, ...] = getattr(cls, "_fields")  # noqa: B009 (not on type)
-            new_tuple: Callable[[type, Any], Any] = getattr(tuple, "__new__")  # noqa: B009
-            return _Plan(names, lambda state: new_tuple(cls, [state[n] for n in names]))
         import dataclasses
 
         if "__dataclass_fields__" in dir(cls):
@@ -127,11 +107,17 @@ def _plan(cls: type) -> _Plan:
         else:
             attributes: tuple[Any, ...] = getattr(cls, "__attrs_attrs__", ())
             names = tuple([str(a.name) for a in attributes])
-        return _Plan(names, _setattr_rebuild(cls))
+
+        made: type[object] = cls
+
+        def set_fields(state: dict[str, Any]) -> object:
+            obj = object.__new__(made)
+            for k, v in state.items():
+                object.__setattr__(obj, k, v)
+            return obj
+
+        return _Plan(names, set_fields)
     unflatten = node.unflatten
-    if node.kind == "namedtuple":
-        fields = node.data_fields
-        return _Plan(fields, lambda state: unflatten(None, [state[n] for n in fields]))
     data, statics = node.data_fields, node.static_fields
 
     def rebuild(state: dict[str, Any]) -> Any:
@@ -140,26 +126,11 @@ def _plan(cls: type) -> _Plan:
     return _Plan(tuple(f.name for f in node.info.fields), rebuild)
 
 
-def _setattr_rebuild(cls: type[object]) -> Callable[[dict[str, Any]], Any]:
-    """Rebuild an instance of ``cls`` field by field, without ``__init__``."""
-
-    def rebuild(state: dict[str, Any]) -> object:
-        obj: object = object.__new__(cls)
-        for k, v in state.items():
-            object.__setattr__(obj, k, v)
-        return obj
-
-    return rebuild
-
-
 def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """Generate ``rebuild(state)`` for the common case, deferring to ``slow`` otherwise.
+    """Generate ``rebuild(state)`` for a dict of exactly the class's fields, else ``slow``.
 
-    The common case: a dict of exactly the class's fields, read by literal name. The static
-    values get the class's static check (:func:`treeclass._core.statics.static_check`), whose
-    call is skipped when each value's exact type passes it outright; then the instance is
-    built with the lines of the class's generated ``unflatten``. Anything else goes to
-    ``slow``, which evolves an earlier version's fields, or raises.
+    The static values get the class's static check, skipped when each value's exact type
+    passes it outright; the instance is built with the lines of the class's ``unflatten``.
     """
     node = registered_node(cls)
     if node is None or node.info is None or node.codec is None:
@@ -182,8 +153,7 @@ def _fast_rebuild(cls: type, plan: _Plan, slow: Callable[[Any], Any]) -> Callabl
     evolution = node.info.evolution
     if evolution is not None and evolution.migrate is not None:
         return slow  # the hook runs on every pickled object, as on every saved state
-    if node.generated is None:
-        return slow  # pragma: no cover - every registered class has its generated source
+    assert node.generated is not None  # (every registered class but a namedtuple's)
     check = None if node.codec.static_check is None else node.codec.static_check()
     if check is not None:  # what every reader checks (treeclass._core.statics.static_check)
         statics = [value_of[f] for f in node.static_fields]
@@ -258,11 +228,11 @@ class _Rebuilder:
             if set(keys) == set(plan.fields):
                 return
             got = sorted(map(str, keys))
-        label = f"{self.cls.__module__}.{self.cls.__qualname__}"
         raise TreespecLoadError(
             f"the pickled object registered as {self.name!r} has the fields {got!r}, but "
-            f"{label} has {sorted(plan.fields)!r}; the class changed since the object was "
-            "pickled, so rebuild the object with the current class instead of unpickling it."
+            f"{qualname(self.cls)} has {sorted(plan.fields)!r}; the class changed since the "
+            "object was pickled, so rebuild the object with the current class instead of "
+            "unpickling it."
         )
 
     def superseded(self) -> bool:
@@ -272,25 +242,14 @@ class _Rebuilder:
 
     def __reduce__(self) -> Any:
         """Refuse: only the reducer of a superseded class hands this object to pickle."""
-        cls = self.cls
-        raise superseded_class(qualname(cls), self.name, "pickling")
-
-    def __repr__(self) -> str:
-        return f"<treeclass rebuilder for {self.name!r}>"
-
-
-def _evolves(cls: type) -> bool:
-    """Whether ``cls`` declares how it evolved (field aliases, removed fields, a hook)."""
-    node = registered_node(cls)
-    return node is not None and node.info is not None and node.info.evolution is not None
+        raise superseded_class(qualname(self.cls), self.name, "pickling")
 
 
 class _CopyOnly:
     """What an object whose static values no reader takes reduces to.
 
-    ``copy.copy`` / ``copy.deepcopy`` call it with the object's fields and get a copy (built as
-    unflatten builds, without checks: the values come from a live object); pickle, which would
-    have to write it, gets the writer's refusal naming the field instead.
+    ``copy`` calls it and gets a copy (unchecked: the values come from a live object); pickle
+    gets the refusal.
     """
 
     __slots__ = ("_error", "_rebuild")
@@ -310,14 +269,11 @@ _REBUILDER_ATTR: Final = "__treeclass_rebuilder__"
 
 
 def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
-    """Generate the ``copyreg`` reducer of one class.
+    """Generate the ``copyreg`` reducer of one class (see the module's docstring).
 
-    ``obj -> (rebuild_by_name, (name, module, qualname, {field: value}))``: one global, which
-    ``torch.load(weights_only=True)`` can allow (the torch adapter does, with a variant that
-    never imports). The fields are read by literal name into a dict literal (no loop); pickle
-    memoizes the repeated strings. An object of a superseded class reduces to its rebuilder
-    instead, which refuses to be pickled but which ``copy.deepcopy`` just calls. The reducer
-    carries its rebuilder as an attribute, which is how :func:`uninstall` recognises it.
+    The fields are read by literal name into a dict literal. An object of a superseded class
+    reduces to its rebuilder, which refuses to be pickled (``copy.deepcopy`` just calls it).
+    The reducer carries its rebuilder as an attribute: how :func:`uninstall` recognises it.
     """
     cls = rebuilder.cls
     fields = rebuilder.plan().fields
@@ -329,15 +285,12 @@ def _make_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
     # A registered class knows when it is superseded; one installed by hand is asked by name.
     superseded = "_node.superseded" if node is not None else "_rebuilder.superseded()"
     check = ""
-    # The static fields' names as this class has them: a later version of the class that
-    # migrates (renamed or removed fields) tells static from data by them, not by value.
+    # (a later version of the class tells static from data by the names, not by value)
     written = "" if node is None or not node.static_fields else ", _statics"
     if node is not None and node.codec is not None and node.static_fields:
-        # What every reader refuses is never written (treeclass._core.statics.static_check).
+        # Static values no reader takes are never pickled, but copy.copy / deepcopy, which
+        # call the reduced callable without pickling it, still copy the object.
         statics = "".join(f"obj.{f}, " for f in node.static_fields)
-        # An object whose static values no reader would take is never pickled (pickle gets
-        # the refusal), but copy.copy / copy.deepcopy, which call the reduced callable
-        # without pickling it, still copy it.
         check = (
             f"    try:\n        _check(({statics}), None, True)\n"
             f"    except _Refused as e:\n        return _CopyOnly(_plain, e), ({{{items}}},)\n"
@@ -400,12 +353,10 @@ def install(cls: type, name: str) -> bool:
 
 
 def _deferred_reducer(rebuilder: _Rebuilder) -> Callable[[Any], Any]:
-    """The reducer :func:`install` puts in the table: it generates the real one when first called.
+    """The reducer :func:`install` puts in the table, which generates the real one.
 
-    Most registered classes are never pickled; those that are get :func:`_make_reducer`'s
-    reducer at their first pickling, which then takes this one's place in
-    :data:`copyreg.dispatch_table` (unless :func:`uninstall` or a new :func:`install` replaced
-    it in between).
+    At its first call; the real one (:func:`_make_reducer`) takes its place in the table unless
+    the table changed meanwhile.
     """
     made: list[Callable[[Any], Any]] = []
 
@@ -495,7 +446,7 @@ def _rebuilder(cls: type, name: str) -> _Rebuilder:
     node = registered_node(cls)
     if node is not None and not node.pickle_by_name:
         raise TreespecLoadError(
-            f"this pickle asks to rebuild {cls.__module__}.{cls.__qualname__} by the name "
+            f"this pickle asks to rebuild {qualname(cls)} by the name "
             f"{name!r}, but the class is registered with pickle_by_name=False: its instances "
             "are pickled by module path, never by name, so only a crafted file names it this "
             "way; refusing to build it. Re-save the object with the class as it is now."
@@ -511,13 +462,21 @@ def _by_name(
     by_path: bool,
     statics: tuple[str, ...] | None = None,
 ) -> Any:
-    """:func:`rebuild_by_name` (``by_path``) or :func:`rebuild_registered`, the long way.
+    """:func:`rebuild_by_name` (``by_path``) or :func:`rebuild_registered`.
 
     A class found by ``name`` that :func:`_rebuilder` accepts and that is registered with
     ``pickle_by_name=True`` (which holds for as long as the class is registered) gets its
-    generated rebuild set as the node's ``unpickle``, which both functions call straight from
-    then on: one lookup of ``name``. :func:`install` and :func:`uninstall` clear it.
+    generated rebuild set as the node's ``unpickle``, called straight from then on: one lookup
+    of ``name``. :func:`install` and :func:`uninstall` clear it.
     """
+    try:
+        node = node_for_name(name)
+    except TypeError:  # an unhashable name, which treeclass never writes: refused below
+        node = None
+    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
+        rebuild = node.unpickle
+        if rebuild is not None:
+            return rebuild(fields)
     if name.__class__ is not str:
         raise UnregisteredNameError(
             f"this pickle asks to rebuild a class by the name {brief(name, 100)}, which is not "
@@ -538,11 +497,12 @@ def _by_name(
                 f"{type(e).__name__}: {e})",
             ) from e
         return _rebuilder(cls, name)._checked(fields, statics)
-    if statics is not None and _evolves(cls):
+    known = registered_node(cls)
+    if statics is not None and known is not None and known.info and known.info.evolution:
         return _rebuilder(cls, name)._checked(fields, statics)
     with _LOCK:  # the check and the setting together: install and uninstall take the lock
         rebuild = _rebuilder(cls, name).fast()
-        node = get_node_named(name)
+        node = node_for_name(name)
         if node is not None and node.type is cls and node.pickle_by_name:
             node.unpickle = rebuild
     return rebuild(fields)
@@ -567,14 +527,6 @@ def rebuild_by_name(
         TreespecLoadError: the pickled fields are not ones this class (or an earlier version
             of it, by its ``aliases=`` / ``removed_fields=`` / ``migrate=``) has.
     """
-    try:
-        node = get_node_named(name)
-    except TypeError:  # an unhashable name, which treeclass never writes: refused below
-        node = None
-    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
-        rebuild = node.unpickle
-        if rebuild is not None:
-            return rebuild(fields)
     return _by_name(name, module, qualname, fields, True, statics)
 
 
@@ -593,14 +545,6 @@ def rebuild_registered(
     Raises:
         UnregisteredNameError: no class is registered under ``name``.
     """
-    try:
-        node = get_node_named(name)
-    except TypeError:  # an unhashable name, which treeclass never writes: refused below
-        node = None
-    if node is not None and (statics is None or node.info is None or node.info.evolution is None):
-        rebuild = node.unpickle
-        if rebuild is not None:
-            return rebuild(fields)
     return _by_name(name, module, qualname, fields, False, statics)
 
 
@@ -623,9 +567,6 @@ class PickleBackend:
         if change.name is not None and node.pickle_by_name:
             install(node.type, change.name)
         return functools.partial(uninstall, node.type)
-
-    def __repr__(self) -> str:
-        return "<treeclass pickle backend>"
 
 
 #: The backend the registry holds: active from the import of this module (by ``treeclass``).

@@ -26,6 +26,7 @@ from .fields import (
     is_attrs_class,
     is_dataclass_class,
     is_namedtuple_class,
+    names_given,
 )
 from .names import registration_origin
 from .nodes import class_node
@@ -54,9 +55,9 @@ _R = TypeVar("_R")
 _C = TypeVar("_C", bound=type)
 _NT = TypeVar("_NT", bound="type[tuple[Any, ...]]")
 
-#: The registration options of a class node, as every registration function takes them (those
-#: that apply to it: a namedtuple takes name, aliases and pickle_by_name; only
-#: register_dataclass takes static).
+#: The registration options of a class node: the keywords every registration function takes
+#: (those that apply: a namedtuple takes name, aliases and pickle_by_name; only
+#: register_dataclass takes static) and hands on by these names, from its ``locals()``.
 _NODE_OPTIONS: Final = (
     "name",
     "aliases",
@@ -226,12 +227,8 @@ def _register(
     pickle_by_name: bool = True,
 ) -> None:
     """Register ``cls`` with the options of :data:`_NODE_OPTIONS` (and ``static``)."""
-    for option, value, what in (("aliases", aliases, "earlier"), ("static", static, "field")):
-        if isinstance(value, str):
-            raise RegistrationTypeError(
-                f"{option}= for {cls.__qualname__} must be a collection of {what} names, got "
-                f"the str {value!r}; write {option}=({value!r},)."
-            )
+    names_given(aliases, "aliases=", cls.__qualname__)
+    names_given(static, "static=", cls.__qualname__)
     _check_return_none_fields(return_none_fields)
     origin = registration_origin(cls)
     if is_namedtuple_class(cls):
@@ -252,10 +249,10 @@ def _register(
 
 
 class _SignatureDoc:
-    """The ``__doc__`` of a class ``@pytree_dataclass`` made a dataclass without a docstring.
+    """The ``__doc__`` dataclasses writes (``Name(a: float, b: int = 0)``), on first read.
 
-    The text :mod:`dataclasses` writes (``Name(a: float, b: int = 0)``), made when first read
-    and then kept in the class (one instance serves every class).
+    For a class ``@pytree_dataclass`` made a dataclass without a docstring; one instance
+    serves every class.
     """
 
     __slots__ = ()
@@ -407,17 +404,8 @@ def pytree_dataclass(
             f"pytree_dataclass() got unknown option(s) {sorted(unknown)!r}; it takes "
             f"{', '.join(_NODE_OPTIONS)} and the dataclass options {sorted(_DATACLASS_OPTIONS)!r}."
         )
-    given = {
-        "init": init,
-        "repr": repr,
-        "eq": eq,
-        "order": order,
-        "unsafe_hash": unsafe_hash,
-        "frozen": frozen,
-        "match_args": match_args,
-        "kw_only": kw_only,
-        "slots": slots,
-    }
+    given = {k: v for k, v in locals().items() if k in _DATACLASS_OPTIONS}
+    node_options = {k: v for k, v in locals().items() if k in _NODE_OPTIONS}
     options = {k: v for k, v in given.items() if v != _DATACLASS_OPTIONS[k]}
 
     def wrap(klass: _C) -> _C:
@@ -459,17 +447,7 @@ def pytree_dataclass(
             if not doc:
                 type.__setattr__(klass, "__doc__", _SIGNATURE_DOC)
                 type.__setattr__(made, "__doc__", _SIGNATURE_DOC)  # pyright: ignore[reportUnknownArgumentType]
-        _register(
-            made,  # pyright: ignore[reportUnknownArgumentType]
-            name=name,
-            return_none_fields=return_none_fields,
-            unflatten_calls_init=unflatten_calls_init,
-            override=override,
-            aliases=aliases,
-            removed_fields=removed_fields,
-            migrate=migrate,
-            pickle_by_name=pickle_by_name,
-        )
+        _register(made, **node_options)  # pyright: ignore[reportUnknownArgumentType]
         attach_replace(made)  # pyright: ignore[reportUnknownArgumentType]
         return made  # type: ignore[return-value]
 
@@ -610,18 +588,8 @@ def register_dataclass(
             "with @dataclasses.dataclass (or use @treeclass.pytree_dataclass), or use "
             "register_namedtuple() for namedtuples."
         )
-    _register(
-        cls,
-        name=name,
-        static=static,
-        return_none_fields=return_none_fields,
-        unflatten_calls_init=unflatten_calls_init,
-        override=override,
-        aliases=aliases,
-        removed_fields=removed_fields,
-        migrate=migrate,
-        pickle_by_name=pickle_by_name,
-    )
+    options = {k: v for k, v in locals().items() if k in _NODE_OPTIONS}
+    _register(cls, static=static, **options)
     return cls
 
 
@@ -690,24 +658,8 @@ class PytreeNode:
                 getattr(vars(base).get("__dataclass_params__"), "frozen", False)
                 for base in cls.__mro__[1:]
             )
-        pytree_dataclass(
-            name=name,
-            aliases=aliases,
-            removed_fields=removed_fields,
-            migrate=migrate,
-            return_none_fields=return_none_fields,
-            unflatten_calls_init=unflatten_calls_init,
-            override=override,
-            pickle_by_name=pickle_by_name,
-            init=init,
-            repr=repr,
-            eq=eq,
-            order=order,
-            unsafe_hash=unsafe_hash,
-            frozen=frozen,
-            match_args=match_args,
-            kw_only=kw_only,
-        )(cls)
+        options = {k: v for k, v in locals().items() if k in _NODE_KEYWORDS}
+        pytree_dataclass(None, **options)(cls)
 
     # Typed as tc.replace is (docs/typing.md): by the class's __replace__ on 3.13+ targets.
     if sys.version_info >= (3, 13):

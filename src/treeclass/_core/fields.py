@@ -14,7 +14,13 @@ from collections.abc import Callable, Collection, Iterable
 from types import MemberDescriptorType
 from typing import Any, Final, Literal, NamedTuple, cast
 
-from .._errors import NotAPytreeClassError, RegistrationError, RegistrationTypeError, brief
+from .._errors import (
+    NotAPytreeClassError,
+    RegistrationError,
+    RegistrationTypeError,
+    brief,
+    qualname,
+)
 
 __all__ = [
     "ALIASES_KEY",
@@ -32,6 +38,7 @@ __all__ = [
     "is_attrs_class",
     "is_dataclass_class",
     "is_namedtuple_class",
+    "names_given",
 ]
 
 Kind = Literal["dataclass", "attrs", "namedtuple"]
@@ -178,7 +185,7 @@ class ClassInfo:
     @property
     def qualname(self) -> str:
         """``module.QualName`` of the class, for messages."""
-        return f"{self.cls.__module__}.{self.cls.__qualname__}"
+        return qualname(self.cls)
 
     def field(self, name: str) -> FieldInfo:
         """Return the field called ``name``."""
@@ -254,14 +261,14 @@ def describe(
         fields = _dataclass_fields(cls)
     else:
         raise NotAPytreeClassError(
-            f"{cls.__module__}.{cls.__qualname__} is not a dataclass, attrs class or namedtuple; "
+            f"{qualname(cls)} is not a dataclass, attrs class or namedtuple; "
             "decorate it with @treeclass.pytree_dataclass, or make it a dataclass first "
             "(a subclass of a dataclass must be decorated itself)."
         )
     names = {f.name for f in fields}
     for f in fields:  # (and attrs' __init__ keyword of each)
         fix = f"Rename the field {f.name!r:.80}"
-        check_field_name(f.name, "field name", f"{cls.__module__}.{cls.__qualname__}", fix, names)
+        check_field_name(f.name, "field name", qualname(cls), fix, names)
         if f.alias != f.name:
             check_field_name(f.alias, f"__init__ keyword of field {f.name!r}", cls.__name__, fix)
     extra = set(static)
@@ -278,7 +285,7 @@ def describe(
                 f"its fields are {sorted(names)!r}."
             )
         fields = tuple(f._replace(static=f.static or f.name in extra) for f in fields)
-    evolution = _evolution(cls, kind, fields, removed_fields, migrate)
+    evolution = _evolution(cls, fields, removed_fields, migrate)
     mode: RebuildMode = rebuild if rebuild is not None else _pick_rebuild(cls, kind)
     if mode == "init" and kind == "dataclass":
         _check_initvars_have_defaults(cls)
@@ -321,6 +328,22 @@ def check_field_name(
     )
 
 
+def names_given(value: object, what: str, owner: str) -> Iterable[object]:
+    """``value`` if it is a collection of names (not one str); else raise.
+
+    Raises:
+        RegistrationTypeError: naming the option ``what`` of ``owner`` and the fix.
+    """
+    if isinstance(value, str) or not isinstance(value, Iterable):
+        one = isinstance(value, str)
+        got = f"the str {value!r:.80}" if one else type(value).__name__
+        example = f"{what}({value!r:.80},)" if one else f'{what}("old_name",)'
+        raise RegistrationTypeError(
+            f"{what} of {owner} must be a collection of names, got {got}; write {example}."
+        )
+    return cast("Iterable[object]", value)
+
+
 def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
     """``value`` as a tuple of field names (see :func:`check_field_name`), or a clear error.
 
@@ -330,15 +353,8 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
         RegistrationTypeError: ``value`` is a str, or not a collection of str.
         RegistrationError: a name is not a valid field name, or is given twice.
     """
-    if isinstance(value, str) or not isinstance(value, Iterable):
-        one = isinstance(value, str)
-        got = f"the str {value!r:.80}" if one else type(value).__name__
-        example = f"{what}({value!r:.80},)" if one else f'{what}("old_name",)'
-        raise RegistrationTypeError(
-            f"{what} of {owner} must be a collection of field names, got {got}; write {example}."
-        )
     fix = f'Write {what}("old_name",)'
-    items = cast("Iterable[object]", value)
+    items = names_given(value, what, owner)
     names = [check_field_name(n, f"{what} name", owner, fix) for n in items]
     if len(set(names)) != len(names):
         raise RegistrationError(f"{what} of {owner} names a field twice: {names!r}.")
@@ -347,7 +363,6 @@ def check_field_names(value: object, what: str, owner: str) -> tuple[str, ...]:
 
 def _evolution(
     cls: type,
-    kind: Kind,
     fields: tuple[FieldInfo, ...],
     removed_fields: Collection[str],
     migrate: Callable[[Any], Any] | None,
@@ -357,8 +372,6 @@ def _evolution(
     if not aliased and not removed_fields and migrate is None:
         return None
     label = cls.__qualname__
-    if kind == "namedtuple":  # pragma: no cover - the API takes neither for namedtuples
-        raise RegistrationError(f"namedtuple {label} cannot have field aliases or migrations.")
     names = {f.name for f in fields}
     renames: dict[str, str] = {}
     for f in aliased:
@@ -566,9 +579,7 @@ def _store_of(
     if found and isinstance(value, MemberDescriptorType):
         slots[name] = value
         return "attr" if plain else "slot"
-    if found and hasattr(type(value), "__set__"):
-        return "dict" if _has_instance_dict(cls) else "setattr"  # a descriptor of its own
-    if plain:
+    if plain and not (found and hasattr(type(value), "__set__")):  # (a descriptor of its own)
         return "attr"
     return "dict" if _has_instance_dict(cls) else "setattr"
 

@@ -84,9 +84,6 @@ class Origin:
             and self.qualname == earlier.qualname
         )
 
-    def __repr__(self) -> str:
-        return f"Origin({self.module}.{self.qualname}, registered from {self.caller!r})"
-
 
 def registration_origin(cls: type) -> Origin:
     """The :class:`Origin` of a registration of ``cls`` being made by the current call."""

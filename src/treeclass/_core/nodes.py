@@ -13,6 +13,7 @@ import functools
 from _thread import allocate_lock
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._errors import (
@@ -21,6 +22,7 @@ from .._errors import (
     UnnamedClassError,
     UnserializableStaticError,
     brief,
+    qualname,
     superseded_class,
 )
 from .codegen import Family, Generated, generate
@@ -89,26 +91,20 @@ class NodeType:
             most ``depth`` levels (``depth >= 0``). A registered class's is generated; any
             other node type's is :attr:`flatten` and the walker's loop.
         getstate: ``aux -> JSON-safe state``.
-        load_state: its inverse, ``state -> (aux, plan)``; ``plan`` is ``None``, or says for
-            each data field whether the document holds it as a child (the others become
-            ``None`` children: the document was written before the class had them), or is a
-            :class:`~treeclass._core.state.Layout` (the document holds removed fields' children, or
-            lacks a data field whose default is not ``None``).
+        load_state: its inverse, ``state -> (aux, plan)`` (see
+            :attr:`~treeclass._core.state.StateCodec.load`).
         arity_of: the number of children ``aux`` implies (``None``: any number).
         codec: the class's state codec (``None`` for containers).
         generated: the class's generated source (registered classes), to bind per registry.
         origin: where the class was registered (``None`` until it is).
         superseded: a re-run of the class statement took the name over.
         aliases: earlier serialized names that load as this class (never written).
-        dropped: for a node type made by :func:`dropping_node` only: the removed fields
-            whose children its unflatten drops.
-        filled: for a node type made by :func:`dropping_node` only: the data fields without
-            a child that its unflatten gives their default.
+        dropped, filled: a :func:`dropping_node`'s :attr:`Layout.dropped` and
+            :attr:`Layout.filled` (``()`` for any other node type).
     """
 
     __slots__ = (
         "_make_codec",
-        "_show",
         "aliases",
         "arity_of",
         "codec",
@@ -127,6 +123,7 @@ class NodeType:
         "origin",
         "pickle_by_name",
         "return_none_fields",
+        "show",
         "superseded",
         "type",
         "unflatten",
@@ -172,7 +169,9 @@ class NodeType:
             )
             self.codec: StateCodec | None = codec
         self.arity_of = arity_of
-        self._show = show
+        #: ``(aux, parts) -> str``: the readable form of one node whose children read
+        #: ``parts``, ``Point(x=*, tag='a')``.
+        self.show = show
         self.generated = generated
         self.origin: Origin | None = None
         self.superseded = False
@@ -214,7 +213,7 @@ class NodeType:
     @property
     def qualname(self) -> str:
         """``module.QualName`` of the type, for messages."""
-        return f"{self.type.__module__}.{self.type.__qualname__}"
+        return qualname(self.type)
 
     @property
     def data_fields(self) -> tuple[str, ...]:
@@ -225,10 +224,6 @@ class NodeType:
     def static_fields(self) -> tuple[str, ...]:
         """The names of the static fields (``()`` unless a registered class has some)."""
         return () if self.info is None else self.info.static_fields
-
-    def show(self, aux: Any, parts: list[str]) -> str:
-        """Readable form of one node whose children read ``parts``: ``Point(x=*, tag='a')``."""
-        return self._show(aux, parts)
 
     def require_name(self) -> str:
         """The serialized name; raise :class:`UnnamedClassError` saying how to give one.
@@ -264,8 +259,7 @@ class NodeType:
         **extra: Any,
     ) -> dict[str, Any]:
         """The generated functions, bound for a framework: see :meth:`Generated.bind`."""
-        if self.generated is None:
-            raise TypeError(f"{self.qualname} has no generated functions")  # pragma: no cover
+        assert self.generated is not None  # (only registered classes' are bound)
         return self.generated.bind(tag, key=key, family=family, functions=functions, **extra)
 
     def __repr__(self) -> str:
@@ -302,19 +296,8 @@ def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     return [d[k] for k in keys], keys
 
 
-def _dict_flatten_keys(d: dict[Any, Any]) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
-    keys = _sorted_keys(d)
-    return [(DictKey(k), d[k]) for k in keys], keys
-
-
 def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     return list(d.values()), tuple(d)
-
-
-def _odict_flatten_keys(
-    d: OrderedDict[Any, Any],
-) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, ...]]:
-    return [(DictKey(k), v) for k, v in d.items()], tuple(d)
 
 
 def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
@@ -322,11 +305,20 @@ def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tupl
     return [d[k] for k in keys], (d.default_factory, keys)
 
 
-def _ddict_flatten_keys(
-    d: defaultdict[Any, Any],
-) -> tuple[list[tuple[KeyEntry, Any]], tuple[Any, tuple[Any, ...]]]:
-    keys = _sorted_keys(d)
-    return [(DictKey(k), d[k]) for k in keys], (d.default_factory, keys)
+def _keyed(
+    flatten: Callable[[Any], tuple[list[Any], Any]], keys_of: Callable[[Any], Iterable[Any]]
+) -> Callable[[Any], tuple[list[tuple[KeyEntry, Any]], Any]]:
+    """A mapping's ``flatten_with_keys``: its ``flatten``, each child keyed by its dict key."""
+
+    def flatten_with_keys(d: Any) -> tuple[list[tuple[KeyEntry, Any]], Any]:
+        children, aux = flatten(d)
+        return [(DictKey(k), c) for k, c in zip(keys_of(aux), children)], aux
+
+    return flatten_with_keys
+
+
+def _same(aux: Any) -> Any:
+    return aux
 
 
 def _none_flatten(_: None) -> tuple[tuple[()], None]:
@@ -411,14 +403,6 @@ def _load_keys(name: str, state: Any, *, sorted_order: bool) -> tuple[Any, ...]:
     return keys
 
 
-def _dict_setstate(state: Any) -> tuple[Any, ...]:
-    return _load_keys(DICT, state, sorted_order=True)
-
-
-def _odict_setstate(state: Any) -> tuple[Any, ...]:
-    return _load_keys(ORDERED_DICT, state, sorted_order=False)
-
-
 def _ddict_setstate(state: Any) -> tuple[Any, tuple[Any, ...]]:
     name = DEFAULT_DICT
     if state.__class__ is not dict or set(state) != {"factory", "keys"}:
@@ -473,12 +457,7 @@ def _show_ddict(aux: Any, parts: list[str]) -> str:
 
 
 def _builtins() -> dict[type, NodeType]:
-    def keys_state(label: str) -> Callable[[tuple[Any, ...]], list[Any]]:
-        def getstate(aux: tuple[Any, ...]) -> list[Any]:
-            return _keys_state(label, aux)
-
-        return getstate
-
+    partial = functools.partial
     return {
         tuple: NodeType(
             tuple,
@@ -510,9 +489,9 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_dict_flatten,
             unflatten=lambda aux, children: dict(zip(aux, children)),
-            flatten_with_keys=_dict_flatten_keys,
-            getstate=keys_state("a dict"),
-            load_state=_plain(_dict_setstate),
+            flatten_with_keys=_keyed(_dict_flatten, _same),
+            getstate=partial(_keys_state, "a dict"),
+            load_state=_plain(partial(_load_keys, DICT, sorted_order=True)),
             arity_of=len,
             show=_show_dict,
         ),
@@ -522,9 +501,9 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_odict_flatten,
             unflatten=lambda aux, children: OrderedDict(zip(aux, children)),
-            flatten_with_keys=_odict_flatten_keys,
-            getstate=keys_state("an OrderedDict"),
-            load_state=_plain(_odict_setstate),
+            flatten_with_keys=_keyed(_odict_flatten, _same),
+            getstate=partial(_keys_state, "an OrderedDict"),
+            load_state=_plain(partial(_load_keys, ORDERED_DICT, sorted_order=False)),
             arity_of=len,
             show=_show_odict,
         ),
@@ -534,7 +513,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_ddict_flatten,
             unflatten=lambda aux, children: defaultdict(aux[0], zip(aux[1], children)),
-            flatten_with_keys=_ddict_flatten_keys,
+            flatten_with_keys=_keyed(_ddict_flatten, itemgetter(1)),
             getstate=_ddict_state,
             load_state=_plain(_ddict_setstate),
             arity_of=lambda aux: len(aux[1]),
@@ -563,9 +542,7 @@ BUILTIN_NODE_TYPES: Final[dict[type, NodeType]] = _builtins()
 
 
 def _show_fields(label: str, fields: Sequence[str], parts: list[str]) -> str:
-    if len(fields) == len(parts):
-        return f"{label}(" + ", ".join(f"{f}={p}" for f, p in zip(fields, parts)) + ")"
-    return f"{label}(" + ", ".join(parts) + ")"  # pragma: no cover - a spec always fits
+    return f"{label}(" + ", ".join(f"{f}={p}" for f, p in zip(fields, parts)) + ")"
 
 
 def namedtuple_node(cls: type) -> NodeType:
@@ -611,8 +588,6 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     Its source is compiled once (see :mod:`treeclass._core.codegen`); the embedded registry's
     functions are bound here, the frameworks' by their adapters with :meth:`NodeType.bind`.
     """
-    if info.kind == "namedtuple":
-        raise TypeError("namedtuples have no class node")  # pragma: no cover - internal misuse
     generated = generate(info)
     n_data = len(info.data_fields)
     label = info.cls.__name__
@@ -689,17 +664,10 @@ _DROPPING: dict[tuple[NodeType, tuple[str, ...], tuple[int, ...]], NodeType] = {
 
 
 def dropping_node(base: NodeType, layout: Layout) -> NodeType:
-    """The node type of ``base``'s nodes loaded from a document whose children do not fit today.
+    """The node type of ``base``'s nodes loaded as ``layout`` says (see :class:`Layout`).
 
-    The document holds removed fields' children, or lacks a data field added since with a
-    default other than ``None``. Its children are the document's (the removed fields'
-    included, so the leaves line up) plus ``None`` children for fields the document does not
-    hold whose default is ``None``, as ``layout`` says; its unflatten puts each into its
-    field, drops the removed ones and gives the fields in ``layout.fills`` their default (a
-    fresh one each call, as ``__init__`` would), and it is written back as the document had
-    it (the class's name, the removed fields among the children, the filled ones not). Only
-    loaded specs hold it: flattening an object always gives ``base``. One node type per
-    class and layout, so specs loaded from the same document are equal.
+    Written back as the document had it. Only loaded specs hold it (flattening an object
+    gives ``base``); one per class and layout, so specs loaded from one document are equal.
     """
     key = (base, layout.names, layout.fills)
     nt = _DROPPING.get(key)
@@ -760,6 +728,6 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
         return_none_fields=base.return_none_fields,
     )
     nt.origin = base.origin
-    nt.dropped = tuple(n for n, t in zip(names, targets) if t < 0)
-    nt.filled = tuple(data_fields[t] for t, _ in fills)
+    nt.dropped = layout.dropped
+    nt.filled = layout.filled
     return _DROPPING.setdefault(key, nt)

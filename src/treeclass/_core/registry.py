@@ -82,9 +82,6 @@ class Change:
         """The earlier names the class also loads under."""
         return self.names[1:]
 
-    def __repr__(self) -> str:
-        return f"<treeclass change {self.node.qualname} names={self.names!r}>"
-
 
 #: Undoes what :meth:`Backend.add` did.
 Undo = Callable[[], None]
@@ -159,11 +156,12 @@ def _check(backend: Backend, change: Change) -> None:
         raise error
 
 
-def _standing(node: NodeType) -> Change:
-    """The change that adds an already-registered class to a backend activated later."""
-    if node.superseded or node.name is None:
-        return Change(node, ())
-    return Change(node, (node.name, *node.aliases))
+def _add_standing(backend: Backend, node: NodeType) -> None:
+    """Add an already-registered class to ``backend`` (activated, or retried, later)."""
+    names = () if node.superseded or node.name is None else (node.name, *node.aliases)
+    change = Change(node, names)
+    _check(backend, change)
+    backend.add(change)
 
 
 def _drops(node: NodeType, previous: NodeType | None) -> tuple[tuple[str, type], ...]:
@@ -216,9 +214,9 @@ def set_before_register(hook: Callable[[str], None]) -> None:
 
 #: The fastest lookup of a node type by exact type (walkers use it directly).
 get_node_type = _BY_TYPE.get
-#: The fastest lookup of a node type by name or alias, built-in names included (unpickling
-#: uses it directly; :func:`class_for_name` says which names stand for a registered class).
-get_node_named = _BY_NAME.get
+#: The node type registered (or built in) under a name or alias, or ``None``; never imports
+#: (:func:`class_for_name` says which names stand for a registered class).
+node_for_name = _BY_NAME.get
 
 
 def node_type_for(cls: type) -> NodeType | None:
@@ -241,11 +239,6 @@ def node_type_for(cls: type) -> NodeType | None:
         if nt is not None:  # registered since the first look
             LEAF_TYPES.discard(cls)
     return nt
-
-
-def node_for_name(name: str) -> NodeType | None:
-    """The node type registered (or built in) under ``name``, or ``None``. Never imports."""
-    return _BY_NAME.get(name)
 
 
 def registered_node(cls: type) -> NodeType | None:
@@ -328,15 +321,22 @@ def register(
             or (the same registration again) a backend the class is missing from refused it
             again.
     """
+    try:
+        return _register(node, origin, name, aliases, override)
+    except BaseException:
+        _discard(node)
+        raise
+
+
+def _register(
+    node: NodeType, origin: Origin, name: str | None, aliases: tuple[str, ...], override: bool
+) -> NodeType:
+    """:func:`register`, which forgets ``node``'s source if it raises."""
     cls = node.type
     if name is not None:
         check_name(name, cls)
-    try:
-        _check_aliases(cls, name, aliases)
-        _before_register(node.qualname)  # before the lock: see _before_register
-    except RegistrationError:
-        _discard(node)
-        raise
+    _check_aliases(cls, name, aliases)
+    _before_register(node.qualname)  # before the lock: see _before_register
     with _LOCK:
         existing = _REGISTERED.get(cls)
         if existing is not None:
@@ -346,8 +346,6 @@ def register(
                 # The same registration again: retry the backends it is missing from.
                 _retry_missing_in(existing)
                 return existing
-            if existing is not node:
-                _discard(node)
             raise NameConflictError(
                 f"{node.qualname} is already registered with treeclass (name="
                 f"{existing.name!r}, static={list(existing.static_fields)!r}, "
@@ -359,14 +357,12 @@ def register(
             holder = _BY_NAME.get(name)
             if holder is not None:
                 if holder.origin is None or not origin.reruns(holder.origin):
-                    _discard(node)
                     raise _taken(name, _holder(name, holder), node, "its name")
                 if holder.name == name:
                     previous = holder  # a re-run of the same definition: the newest class wins
         for alias in aliases:
             holder = _BY_NAME.get(alias)
             if holder is not None and (holder.origin is None or not origin.reruns(holder.origin)):
-                _discard(node)
                 raise _taken(alias, _holder(alias, holder), node, "an alias")
         unnamed = node.name
         node.name = name
@@ -379,7 +375,6 @@ def register(
         except BaseException:
             node.name = unnamed
             node.aliases = ()
-            _discard(node)
             raise
         _commit(change, origin, previous, unnamed)
         return node
@@ -388,9 +383,8 @@ def register(
 def _take_names(node: NodeType, previous: NodeType | None) -> Callable[[], None]:
     """Point the node's name and aliases at it in :data:`_BY_NAME`; return how to undo it.
 
-    A re-run of a class definition takes over the names and aliases of the earlier one; the
-    earlier one's aliases the re-run does not declare are dropped (its objects cannot be
-    written any more, so nothing should load as it).
+    A re-run of a class definition takes the earlier one's names; the aliases it does not
+    declare are dropped (the earlier class's objects cannot be written, so nothing loads as it).
     """
     names: list[tuple[str, NodeType | None]] = []
     aliases: list[tuple[NodeType, tuple[str, ...]]] = []
@@ -457,12 +451,11 @@ def _commit(change: Change, origin: Origin, previous: NodeType | None, unnamed: 
         node.aliases = ()
         if node.kind != "namedtuple":  # a namedtuple stays a node, as every namedtuple is
             del _BY_TYPE[cls]
-            _discard(node)
         raise
 
 
 def _discard(node: NodeType) -> None:
-    """Forget the generated source of a node type that was never registered."""
+    """Forget the generated source of a node type that is not registered."""
     if node.generated is not None and node.origin is None:
         release(node.generated)
 
@@ -472,10 +465,10 @@ def activate_backend(
 ) -> list[tuple[NodeType, Exception]]:
     """Start mirroring the registry into ``backend`` and register every class so far.
 
-    ``framework=False`` marks a mirror of treeclass's own (pickling by name), which
-    :func:`active_backends` does not list. Returns the classes the backend refused, with the
-    error (recorded for a retry): the caller reports them with :func:`warn_missing` once its
-    own state is settled, since a warning may be turned into an error (``-W error``).
+    ``framework=False``: a mirror of treeclass's own (pickling by name), not listed by
+    :func:`active_backends`. Returns the classes refused, with the error (kept for a retry),
+    for the caller to report with :func:`warn_missing` once its state is settled (a warning
+    may be an error, ``-W error``).
     """
     failed: list[tuple[NodeType, Exception]] = []
     with _LOCK:
@@ -485,10 +478,8 @@ def activate_backend(
         if not framework:
             _INTERNAL.add(backend.name)
         for node in list(_REGISTERED.values()):
-            change = _standing(node)
             try:
-                _check(backend, change)
-                backend.add(change)
+                _add_standing(backend, node)
             except Exception as e:
                 _MISSING[backend.name, node.type] = e
                 failed.append((node, e))
@@ -522,10 +513,8 @@ def _retry_missing_in(node: NodeType) -> None:
         key = (backend.name, node.type)
         if key not in _MISSING:
             continue
-        change = _standing(node)
         try:
-            _check(backend, change)
-            backend.add(change)
+            _add_standing(backend, node)
         except Exception as e:
             _MISSING[key] = e
             raise RegistrationError(

@@ -58,12 +58,10 @@ def _walk(
 ) -> None:
     """Flatten a node of type ``nt`` from its ``children`` and ``aux``: the recursive walker.
 
-    Decides each child once, by type (:func:`_node_type`'s caches read inline), adding its
-    entry only when the first node child shows it is not leafy. A node child goes to its
-    type's fast path with ``depth - 1`` levels left to recurse, or past that depth to the
-    explicit stack (:func:`_flatten_stack`), keeping what was done so far. The generated fast
-    paths call this as ``_mixed``; after ``_SHAPE_AFTER`` mixed nodes of a class, its fast
-    path is shaped to them (:func:`_shape_fast_path`).
+    Decides each child once, by type; the entry is added when the first node child shows the
+    node is not leafy. A node child goes to its type's fast path with ``depth - 1`` levels left,
+    or past that to the stack walker, keeping what was done. The generated fast paths call this
+    as ``_mixed``; after ``_SHAPE_AFTER`` mixed nodes, a class's fast path is shaped to them.
     """
     leaf_types = LEAF_TYPES
     get = get_node_type
@@ -117,9 +115,9 @@ _SHAPE_AFTER: Final = 8
 def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     """Give ``nt`` a fast path shaped to a mixed node whose ``children`` were just walked.
 
-    A class's nodes mostly hold the same kinds of values in the same fields: the shaped fast
-    path checks that and adds the node without the walker's loop (any other node goes to the
-    loop). Made once per class, never at declaration; not for containers and namedtuples.
+    A class's nodes mostly hold the same kinds of values in the same fields: the shaped path
+    adds such a node without the walker's loop. Once per class; not for containers and
+    namedtuples.
     """
     info = nt.info
     if info is None or nt.generated is None:  # a built-in container or a namedtuple
