@@ -26,7 +26,7 @@ result the same way. Classes without one get the codec above, unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from .._errors import (
     TreespecLoadError,
@@ -37,7 +37,6 @@ from .._errors import (
 from .fields import ClassInfo, Evolution
 from .json import EXACT_SCALARS
 from .statics import (
-    SUPPORTED,
     BadStatic,
     StaticCheck,
     Unencodable,
@@ -56,9 +55,6 @@ __all__ = [
     "make_state_codec",
 ]
 
-GetState = Callable[[Any], Any]
-SetState = Callable[[Any], Any]
-
 
 # --- messages -----------------------------------------------------------------------------------
 
@@ -67,20 +63,17 @@ def _unserializable(
     label: str, where: str, value: Any, e: Unencodable | RecursionError
 ) -> Exception:
     if isinstance(e, RecursionError):
-        problem, inner = "it nests too deeply (or contains itself)", value
-        fix, why = f"store a value made of {SUPPORTED}", ", which has no JSON form"
-    else:
-        problem, inner, fix = e.problem, e.value, e.fix
-        why = "" if e.has_form else ", which has no JSON form"
-    inside = "" if inner is value else f" (inside its {type_label(value.__class__)} value)"
+        e = Unencodable(value, "it nests too deeply (or contains itself)")
+    why = "" if e.has_form else ", which has no JSON form"
+    inside = "" if e.value is value else f" (inside its {type_label(value.__class__)} value)"
     return UnserializableStaticError(
-        f"{where} of {label} cannot be serialized: {problem}{inside}{why}; {fix}."
+        f"{where} of {label} cannot be serialized: {e.problem}{inside}{why}; {e.fix}."
     )
 
 
 def _load_error(label: str, where: str, e: BadStatic | RecursionError) -> TreespecLoadError:
     if isinstance(e, RecursionError):
-        return TreespecLoadError(f"cannot load {where} of {label}: the value nests too deeply.")
+        e = BadStatic("the value nests too deeply")
     cls = UnregisteredNameError if e.unregistered else TreespecLoadError
     return cls(f"cannot load {where} of {label}: {e.problem}.")
 
@@ -116,24 +109,16 @@ def decode_for(label: str, where: str, data: Any) -> Any:
 class Layout:
     """The children of a loaded node that are not one per data field of the class today.
 
-    A saved state that holds removed data fields as children, or that lacks a data field
-    added since with a default other than ``None``. The loaded node keeps the document's
-    children in the document's order (the children of removed fields included, so that the
-    leaves still line up), with ``None`` children added for the data fields the document does
-    not hold whose default is ``None``; its unflatten puts each child into its field, drops
-    the removed ones and gives each field in ``fills`` its default (a fresh one each time;
-    see :func:`treeclass._core.nodes.dropping_node`). Only a treeclass ``TreeSpec`` holds such a
-    node: a JAX, torch or optree structure (and a compiled program) has one child per field.
+    The document's children in its order (removed fields' included, so the leaves line up),
+    with ``None`` children for absent fields whose default is ``None``; unflatten
+    (:func:`treeclass._core.nodes.dropping_node`) drops the removed ones and gives each field
+    in ``fills`` its default. Only a treeclass ``TreeSpec`` holds such a node.
 
     Attributes:
-        plan: for each child of the loaded node, whether it comes from the document (``True``)
-            or is a ``None`` child added for a field the document does not hold (``False``).
-        targets: for each child, the index of its data field, or ``-1`` (a removed field's:
-            dropped on unflatten).
-        names: each child's field name, removed ones included (how the node is written
-            again).
-        fills: the indices of the data fields the document does not hold whose default is
-            not ``None``: no child; unflatten gives each its default.
+        plan: per child, ``True`` if the document holds it, ``False`` for an added ``None``.
+        targets: per child, its data field's index, or ``-1`` (a removed field's).
+        names: per child, its field name (how the node is written again).
+        fills: the indices of absent data fields whose default is not ``None`` (no child).
         dropped: the names of the removed fields among the children.
         filled: the names of the fields in ``fills``.
     """
@@ -156,7 +141,7 @@ class Layout:
         self.filled = tuple(data[t] for t in fills)
 
 
-class StateCodec:
+class StateCodec(NamedTuple):
     """A class's auxdata (the tuple of static values; every data field is a child) <-> state.
 
     Attributes:
@@ -178,30 +163,12 @@ class StateCodec:
             skips the call where the check provably passes.
     """
 
-    __slots__ = (
-        "check_statics",
-        "child_names",
-        "from_fields",
-        "getstate",
-        "load",
-        "static_check",
-    )
-
-    def __init__(
-        self,
-        getstate: GetState,
-        load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
-        child_names: Callable[[Any], list[str] | None] | None = None,
-        check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None,
-        from_fields: Callable[..., dict[str, Any]] | None = None,
-        static_check: Callable[[], StaticCheck | None] | None = None,
-    ) -> None:
-        self.getstate = getstate
-        self.load = load
-        self.child_names = child_names
-        self.check_statics = check_statics
-        self.from_fields = from_fields
-        self.static_check = static_check
+    getstate: Callable[[Any], Any]
+    load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]]
+    child_names: Callable[[Any], list[str] | None] | None = None
+    check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None
+    from_fields: Callable[..., dict[str, Any]] | None = None
+    static_check: Callable[[], StaticCheck | None] | None = None
 
 
 def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
@@ -211,12 +178,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     :class:`~treeclass._core.fields.Evolution`.
     """
     if info.kind == "namedtuple":
-        nt_getstate, nt_setstate = _namedtuple_codec(info)
-
-        def nt_load(state: Any) -> tuple[Any, None]:
-            return nt_setstate(state), None
-
-        return StateCodec(nt_getstate, nt_load)
+        return _namedtuple_codec(info)
     label = info.qualname
     statics = info.static_fields
     # Tuples (never mutated): the closures below keep them.
@@ -335,16 +297,11 @@ def _from_fields(
 ) -> dict[str, Any]:
     """Today's ``{field: value}`` of an instance pickled as ``fields`` by a version of the class.
 
-    ``written_statics``: the names of the static fields of the class that wrote the pickle
-    (recorded by the reducer); a field today's class does not know is static or data as the
-    writer said. Pickles written before it was recorded (``None``) leave the hook's fields to
-    a guess: a JSON-safe value is taken as static.
-
-    The same evolution as a saved state's (the two share :func:`_evolver` and
-    :func:`_checked`): the pickled fields are sorted into a state (data fields by name, static
-    values as they are, or encoded when the class has a ``migrate=`` hook, which takes the
-    JSON state), evolved, checked, and the data values follow their fields' names (by position
-    through a hook); a new data field takes its default, as in a loaded ``TreeSpec``.
+    The pickled fields are sorted into a state (static values encoded only for a ``migrate=``
+    hook, which takes the JSON state) and go through the saved state's evolution
+    (:func:`_evolver`, :func:`_checked`). ``written_statics``: the writer's static field
+    names, recorded by the reducer; without them a field today's class does not know is
+    taken as static if it has a JSON form.
     """
     label = info.qualname
     if fields.__class__ is not dict:
@@ -551,16 +508,16 @@ def _str_list(value: Any) -> bool:
     return value.__class__ is list and all(v.__class__ is str for v in value)
 
 
-def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
+def _namedtuple_codec(info: ClassInfo) -> StateCodec:
     fields = list(info.data_fields)
     label = info.qualname
 
     def getstate(aux: Any) -> Any:
         return {"fields": list(fields)}
 
-    def setstate(state: Any) -> Any:
+    def load(state: Any) -> tuple[None, None]:
         if state == {"fields": fields}:
-            return None
+            return None, None
         if not (state.__class__ is dict and len(state) == 1 and _str_list(state.get("fields"))):
             raise TreespecLoadError(
                 f'the auxdata of namedtuple {label} must be {{"fields": [field names]}}, got '
@@ -585,7 +542,7 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
             f"fields {fields!r}; load with the class as it was, or re-save."
         )
 
-    return getstate, setstate
+    return StateCodec(getstate, load)
 
 
 def _checked(
