@@ -74,11 +74,9 @@ def _dict_keys(name: str, state: Any) -> Any:
 def child_entries(nodes: Sequence[Any], *, strict: bool = True) -> list[list[str] | None]:
     """For each node of a document's node list, the key entries of its children.
 
-    ``None`` for a leaf; nodes with the same entries may share one list (read only). With
-    ``strict``, a dict key that cannot be decoded raises (the caller loaded the document
-    already, so that cannot happen); otherwise such keys show as
-    their JSON form (``[<{"registered":[...]}>]``), for a document whose names may not be
-    registered here.
+    ``None`` for a leaf; nodes with the same entries may share one list (read only). A dict
+    key that cannot be decoded raises with ``strict`` (for a loaded document), else shows as
+    its JSON form (``[<{"registered":[...]}>]``), for names that may not be registered here.
 
     Raises:
         TreeclassError: with ``strict``, a dict key could not be decoded.
@@ -297,13 +295,10 @@ def _alike_children(
 def current_child_entries(
     nodes: list[Any], entries: list[list[str] | None]
 ) -> list[list[str] | None] | None:
-    """The key entries of each node's children by the names its class's fields have today.
+    """``entries`` (from :func:`child_entries` of a loaded document) by today's field names.
 
-    ``entries`` are the key entries as the document writes them
-    (:func:`treeclass._treespec.treedoc.child_entries`). A class that renamed fields (``aliases=``,
-    or a ``migrate=`` hook) names some of its children differently today; returns a copy of
-    ``entries`` with those, or ``None`` when every node's are as written (the usual case).
-    Only classes that declare how they evolved are looked at.
+    A copy with the children of classes that renamed fields (``aliases=``, a ``migrate=``
+    hook) named as today, or ``None`` when every node's are as written (the usual case).
     """
     out: list[list[str] | None] | None = None
     found: dict[str, Any] = {}
@@ -318,12 +313,9 @@ def current_child_entries(
             child_names = found[name] = None if codec is None else codec.child_names
         if child_names is None:
             continue
-        try:
-            names = child_names(item[1])
-        except TreeclassError:  # pragma: no cover - the document loaded, so its states do
+        names = child_names(item[1])
+        if names is None:  # pragma: no cover - the document loaded, so its states do
             continue
-        if names is None or len(names) != item[2]:
-            continue  # pragma: no cover - as above
         renamed = list(map(attr_entry, names))
         if renamed != entries[i]:
             if out is None:
