@@ -1,17 +1,10 @@
 """Canonical JSON out, strict JSON in: the only place treeclass reads or writes JSON text.
 
 Reading treats the text as hostile: duplicate object keys, ``NaN``/``Infinity``, numbers that
-overflow a float and integer literals longer than Python prints are refused, and so is a
-nesting too deep for the parser, so every failure is one ``ValueError`` that callers turn into
-a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.FileLoadError`).
-:func:`loads_strict` is the one strict loader: every reader of JSON a user hands treeclass
-(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it,
-or, where speed matters (treespec documents, file headers and leaf lists), with
-:func:`loads_counted`, which refuses the same texts except duplicate keys, and a count that
-finds those (:func:`no_duplicates`); a text that fails the count is parsed by
-:func:`loads_strict`, which names the key. A reader that walks a text of a fixed layout
-itself (canonical treespec documents) parses its parts with :func:`strict_scanner`, the
-strict parser at an offset.
+overflow a float, integer literals longer than Python prints and too deep nesting are all one
+``ValueError``, which callers turn into a treeclass error. Every reader parses with
+:func:`loads_strict`, or where speed matters with :func:`loads_checked` (C speed, duplicate
+keys found by counting) or :func:`strict_scanner` (the strict parser at an offset).
 """
 
 from __future__ import annotations
@@ -222,14 +215,10 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
 def strict_scanner() -> Callable[[str, int], tuple[Any, int]]:
     """A function ``scan(text, pos)``: the JSON value that starts at ``text[pos]`` and its end.
 
-    For a reader that walks a document of a fixed layout itself. The value is parsed as
-    :func:`loads_strict` parses it, and exactly as it would be parsed as an element of the
-    whole text (no whitespace is skipped before it); what follows it is not looked at.
-    ``scan`` (the public ``json.JSONDecoder.raw_decode`` of a strict decoder) returns
-    ``(value, end)``, ``text[pos:end]`` being the value's text, and raises ``ValueError``
-    (``RecursionError`` when it nests too deeply) if no strict JSON value starts at
-    ``pos``. Get a scanner for each text: which one is fastest depends on Python's limit on
-    integer digits, which may change.
+    Parsed as :func:`loads_strict` parses it (no whitespace skipped before it, nothing after
+    it looked at); ``ValueError`` (``RecursionError`` when too deep) if none starts there.
+    Get one per text: the fastest depends on Python's limit on integer digits, which may
+    change.
 
     Example:
         >>> from treeclass._core.json import strict_scanner
@@ -245,20 +234,14 @@ def strict_scanner() -> Callable[[str, int], tuple[Any, int]]:
 
 
 def loads_counted(text: str) -> tuple[Any, int | None]:
-    """Parse JSON text at C speed, leaving the duplicate-key check to the caller.
+    """Parse JSON text at C speed, leaving the duplicate-key check to :func:`no_duplicates`.
 
-    The same text is refused as by :func:`loads_strict` (with its messages), except that a
-    duplicate object key is not seen: the last value wins. To see it, the caller counts the
-    members of every object of the result and the ``:`` in every string of it, keys
-    included (:func:`census` does that for any value; a caller that checks the value's
-    shape anyway counts as it goes) and passes them to :func:`no_duplicates`, which
-    compares them with the ``:`` of the text: equal exactly when no key was dropped.
+    Refuses what :func:`loads_strict` refuses except a duplicate key (the last value wins).
 
     Returns:
         ``(value, colons)``: ``colons`` is the number of ``:`` in ``text``, or ``None`` when
-        the value was parsed strictly already (nothing left to check): when Python's own
-        limit on integer digits is off or above :data:`MAX_INT_DIGITS`, or the text holds an
-        escape that may stand for a ``:``.
+        the value was parsed strictly already: Python's limit on integer digits is off or
+        above :data:`MAX_INT_DIGITS`, or the text holds an escape that may stand for a ``:``.
 
     Raises:
         ValueError: the text is not strict JSON.
@@ -311,11 +294,9 @@ def loads_checked(
 ) -> _T:
     """Parse JSON ``text`` at C speed and check it; a duplicate key is refused as when strict.
 
-    The one way every reader of treeclass's documents parses them: :func:`loads_counted`,
-    then ``check(value)`` (the reader's own checks, returning its result with the members
-    and string colons it counted, see :func:`no_duplicates`). When a duplicate key was
-    dropped (or the check failed on a value that may have had one), the text is parsed
-    again by :func:`loads_strict`, which names the key, and checked as it says.
+    :func:`loads_counted`, then ``check(value)``; when a duplicate key was dropped (or the
+    check failed on a value that may have had one), the text is parsed again by
+    :func:`loads_strict`, which names the key.
 
     Args:
         text: the JSON text.
