@@ -13,14 +13,10 @@ codec in ``treeclass._backends.torch``).
 
 State of a namedtuple node: ``{"fields": [field names]}``.
 
-``setstate`` handles the state the class writes today in one step; any other state (a field
-added or removed since, ``None``-valued fields, a malformed value) takes a checked path that
-loads what can be loaded and raises an error naming the field otherwise.
-
-A class that declares how it evolved (renamed fields' ``aliases``, ``removed_fields``, a
-``migrate`` hook: its :class:`~treeclass._core.fields.Evolution`) gets a codec that first runs the
-hook, then maps earlier field names to today's and drops removed fields, and then loads the
-result the same way. Classes without one get the codec above, unchanged.
+The state the class writes today loads in one step; any other (a field added or removed
+since, ``None``-valued fields, a malformed value) takes a checked path that names the field.
+A class's :class:`~treeclass._core.fields.Evolution` (``aliases``, ``removed_fields``, a
+``migrate`` hook) runs first: hook, then earlier names mapped to today's, removed fields dropped.
 """
 
 from __future__ import annotations
@@ -219,7 +215,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         return {"data": list(data), "none": [], "static": encode(aux)}
 
     def fast(state: Any) -> tuple[Any, ...] | None:
-        """The static values of a state exactly as the class writes it today, else None."""
+        """The checked static values of a state exactly as the class writes it today."""
         if (
             state.__class__ is dict
             and len(state) == 3
@@ -229,30 +225,32 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
             static = state.get("static")
             if static.__class__ is dict and len(static) == n_static:
                 try:
-                    return tuple(
+                    values = tuple(
                         [
                             v if v.__class__ in EXACT_SCALARS else decode_static(v)
                             for v in map(static.__getitem__, statics)
                         ]
                     )
                 except (KeyError, BadStatic, RecursionError):
-                    pass  # the checked path names the culprit
+                    return None  # the checked path names the culprit
+                check_statics(values)
+                return values
         return None
 
-    def checked(values: tuple[Any, ...], saved: frozenset[str] | None = None) -> tuple[Any, ...]:
-        """``values`` after checking those the document gave (``saved``: all of them)."""
-        check_statics(values, saved, False)
-        return values
+    def slow(
+        state: Any, children: list[str] | None = None
+    ) -> tuple[Any, tuple[bool, ...] | Layout | None]:
+        """Any state a version of the class wrote (``children``: evolved, by today's names)."""
+        absent, fills, values = _checked(info, state)
+        check_statics(values, frozenset(state["static"]))
+        if fills or children is not None:
+            layout_of = state["data"] if children is None else children
+            return values, _layout(layout_of, absent, data, index, fills)
+        return values, (tuple(f not in absent for f in data) if absent else None)
 
     def load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
         values = fast(state)
-        if values is not None:
-            return checked(values), None
-        absent, fills, values = _checked(info, state)
-        values = checked(values, frozenset(state["static"]))
-        if fills:
-            return values, _layout(state["data"], absent, data, index, fills)
-        return values, (tuple(f not in absent for f in data) if absent else None)
+        return (values, None) if values is not None else slow(state)
 
     evolution = info.evolution
     evolve = None if evolution is None else _evolver(info, evolution, name)
@@ -269,16 +267,13 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     migrates = evolution.migrate is not None
 
     def evolved_load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
-        if not migrates:
-            values = fast(state)
-            if values is not None:
-                return checked(values), None
+        values = None if migrates else fast(state)
+        if values is not None:
+            return values, None
         today, children = evolve(state)
         if children is None or len(children) == len(today["data"]):
             return load(today)
-        absent, fills, values = _checked(info, today)
-        values = checked(values, frozenset(today["static"]))
-        return values, _layout(children, absent, data, index, fills)
+        return slow(today, children)
 
     def child_names(state: Any) -> list[str] | None:
         return evolve(state)[1]
