@@ -670,11 +670,9 @@ class StaticCheck(NamedTuple):
 
     Attributes:
         check: ``check(values, saved, writing)`` (see :func:`static_check`).
-        passes: for each checked static field, ``(index, types)``: its index among the static
-            fields and the exact types whose values pass every check of the field outright
-            (``None``: each value is checked). A field not listed is not checked. So when every
-            listed field has types and each value's exact type is among its field's, ``check``
-            does nothing: a caller may skip the call (generated code does).
+        passes: per checked static field, ``(index, types)``: the exact types whose values
+            pass outright (``None``: each value is checked). When every value's type is among
+            its field's, ``check`` does nothing, so generated code skips the call.
     """
 
     check: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None]
@@ -684,12 +682,11 @@ class StaticCheck(NamedTuple):
 def static_check(info: ClassInfo) -> StaticCheck | None:
     """The check of a class's static values (in field order), or ``None`` if none.
 
-    The one rule of what a static value may be, beyond its JSON form: every loader runs it on
-    the values it loads, and every writer on the values it writes (so that nothing is written
-    that no loader reads back). ``check(values, saved, writing)`` checks the values of the
-    fields in ``saved`` (``None``: every field; the others were filled in from the class's own
-    defaults) and raises :class:`~treeclass.TreespecLoadError` naming the class and the field,
-    or, when ``writing``, :class:`~treeclass.UnserializableStaticError` with the same reason.
+    The one rule of what a static value may be, run by every loader and every writer (so
+    nothing is written that no loader reads back). ``check(values, saved, writing)`` checks
+    the fields in ``saved`` (``None``: all; the others hold the class's defaults) and raises
+    :class:`~treeclass.TreespecLoadError`, or when ``writing``
+    :class:`~treeclass.UnserializableStaticError`, with the same reason.
     """
     statics = info.static_fields
     if not statics:

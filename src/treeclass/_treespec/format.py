@@ -98,10 +98,9 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         UnnamedClassError: a node's class (or namedtuple) has no registered name.
         UnserializableStaticError: a static value has no JSON form.
     """
-    # Per node type: its name, getstate, the last auxdata, that auxdata's value classes (when
-    # a tuple of JSON scalars but floats, see _plain_state: equal is then the same; compared
-    # first, so == runs on such values only) and its node. A node equal to the last of its
-    # type is that node again (dumps_nodes writes it once).
+    # Per node type: name, getstate, last auxdata, its value classes (when exact scalars, see
+    # _plain_state; compared first, so == runs on those only) and its node, repeated for an
+    # equal auxdata (dumps_nodes writes a repeated node once).
     cache: dict[NodeType, list[Any]] = {}
     out: list[Node] = []
     append = out.append
