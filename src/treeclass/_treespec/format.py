@@ -98,9 +98,9 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         UnnamedClassError: a node's class (or namedtuple) has no registered name.
         UnserializableStaticError: a static value has no JSON form.
     """
-    # Per node type: name, getstate, last auxdata, its value classes (when exact scalars, see
-    # _plain_state; compared first, so == runs on those only) and its node, repeated for an
-    # equal auxdata (dumps_nodes writes a repeated node once).
+    # Per node type: name, getstate, last auxdata, its value classes (when exact scalars, for
+    # which equal is the same: compared first, so == runs on those only) and its node,
+    # repeated for an equal auxdata (dumps_nodes writes a repeated node once).
     cache: dict[NodeType, list[Any]] = {}
     out: list[Node] = []
     append = out.append
@@ -160,9 +160,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
         UnregisteredNameError: a name is not registered in this process.
     """
-    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape)
-    # and its arity.
-    cache: dict[str, list[Any]] = {}
+    types: dict[str, NodeType] = {}
     entries: list[Any] = []
     append = entries.append
     n = len(nodes)
@@ -193,43 +191,21 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             i += 1
             continue
         name, state, k = item
-        memo = cache.get(name)
-        if memo is None:
-            memo = cache[name] = [_node_type(name), _UNSET, None, None, None]
-        nt: NodeType = memo[0]
-        plain = memo[1]
-        plan: Any = None
-        # A state read before (equal, with the same static keys in order and the same
-        # classes of static values: then the same values) gives the same auxdata.
-        if state is plain or (
-            plain is not _UNSET
-            and (
-                state.__class__ is dict
-                and state == plain
-                and (static := state["static"]).__class__ is dict
-                and tuple(static) == memo[3][0]
-                and tuple(map(type, static.values())) == memo[3][1]
-            )
-        ):
-            aux = memo[2]  # a state read before: its auxdata and arity, checked then
-            expect = memo[4]
+        nt = types.get(name)
+        if nt is None:
+            nt = types[name] = _node_type(name)
+        try:
+            aux, plan = nt.load_state(state)
+        except TreespecLoadError as e:
+            # (a migrate hook's own error stays the cause, for the traceback)
+            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
+        if plan is None:
+            expect = nt.arity_of(aux)
         else:
-            try:
-                aux, plan = nt.load_state(state)
-            except TreespecLoadError as e:
-                # (a migrate hook's own error stays the cause, for the traceback)
-                raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-            if plan is None:
-                expect = nt.arity_of(aux)
-                if state is None:  # (a None node's, a builtin's without state)
-                    memo[1:] = None, aux, None, expect
-                elif _plain_state(state):
-                    memo[1:] = state, aux, _shape(state), expect
-            else:
-                if isinstance(plan, Layout):  # removed fields' children: a node that drops them
-                    nt = dropping_node(nt, plan)
-                    plan = plan.plan
-                expect = sum(plan)
+            if isinstance(plan, Layout):  # removed fields' children: a node that drops them
+                nt = dropping_node(nt, plan)
+                plan = plan.plan
+            expect = sum(plan)
         if expect is not None and expect != k:
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
@@ -253,26 +229,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     return TreeSpec._make(tuple(entries), leaves)
 
 
-def _plain_state(state: Any) -> bool:
-    """Whether ``state`` is a class's state whose static values are JSON scalars (no floats).
-
-    Two such states that compare equal, key order and value classes included, give the same
-    auxdata: for these classes ``==`` is identity of value (``1 == True`` and ``0.0 == -0.0``
-    are why the classes and floats are left out).
-    """
-    if state.__class__ is not dict:
-        return False
-    static = state.get("static")
-    return static.__class__ is dict and EXACT_SCALARS.issuperset(map(type, static.values()))
-
-
-def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
-    """The static keys of a plain state in order, and the classes of their values."""
-    static: dict[str, Any] = state["static"]
-    return tuple(static), tuple(map(type, static.values()))
-
-
-_UNSET: Final = object()  # no state memoized yet
+_UNSET: Final = object()  # no auxdata seen yet
 
 
 class _AllPresent:
@@ -328,18 +285,24 @@ def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
     Raises:
         TreespecLoadError: the text is not such a document (any problem at all).
     """
-    if not isinstance(text, (str, bytes, bytearray)):
+    return loads_checked(_as_text(text), _check_document, _not_json)
+
+
+def _not_json(e: ValueError) -> TreespecLoadError:
+    return _bad(f"the text is not valid JSON ({e!s:.200}).")
+
+
+def _as_text(text: str | bytes | bytearray) -> str:
+    if isinstance(text, str):
+        return text
+    if not isinstance(text, (bytes, bytearray)):
         raise TreespecLoadError(
             f"treespec_loads() takes the document as str or bytes, got {type(text).__name__}."
         )
-    if not isinstance(text, str):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
-    return loads_checked(
-        text, _check_document, lambda e: _bad(f"the text is not valid JSON ({e!s:.200}).")
-    )
+    try:
+        return bytes(text).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _not_json(e) from None
 
 
 def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
@@ -352,10 +315,11 @@ def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
         UnregisteredNameError: as :func:`nodes_to_spec`.
     """
-    done = _loads_canonical(text) if isinstance(text, str) else None
+    text = _as_text(text)
+    done = _loads_canonical(text)
     if done is not None:
         return done
-    nodes = loads_nodes(text)  # (bytes, another form, anything unusual: the general path)
+    nodes = loads_nodes(text)  # (another form, anything unusual: the general path)
     return nodes, nodes_to_spec(nodes)
 
 
@@ -410,7 +374,7 @@ def _shareable(state: Any) -> bool:
     """Whether equal state text may give one auxdata to every node that has it.
 
     Yes when the auxdata is immutable and one text is one value: a ``null`` state, str
-    keys, JSON scalar static values (floats too: text, unlike :func:`_plain_state`'s ``==``).
+    keys, JSON scalar static values (floats too: equal text, unlike ``==``, is one value).
     """
     cls = state.__class__
     if state is None:
