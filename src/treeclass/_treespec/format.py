@@ -74,6 +74,8 @@ def all_leaves(nodes: Sequence[Node], start: int, k: int) -> bool:
     Probed in doubling chunks: the work is at most twice the run of leaves there, so a walk
     stays linear whatever arities a document claims.
     """
+    if k <= 16:
+        return nodes[start : start + k].count(None) == k
     end = start + k
     if end > len(nodes):
         return False
@@ -217,9 +219,8 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             frames.append([plan, 0, len(plan)])
             continue
         # Canonical form (as tree_flatten makes it): a node whose children are all leaves
-        # holds them itself; they get no entries of their own. (A small node is checked in
-        # one slice; a large one by all_leaves, which keeps the walk linear.)
-        leafy = nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)
+        # holds them itself; they get no entries of their own.
+        leafy = all_leaves(nodes, i, k)
         append((nt, aux, k, leafy))
         if leafy:
             leaves += k
@@ -597,8 +598,7 @@ def _check_document(doc: Any) -> tuple[list[Node], int, int]:
         members += memo[1]
         colons += memo[2]
         i += 1
-        # All children leaves: skip them (a small node checked in one slice, as below).
-        if k and (nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)):
+        if k and all_leaves(nodes, i, k):  # skip the leaf children
             count += k
             need -= 1
             i += k
