@@ -30,7 +30,6 @@ __all__ = [
     "dumps_canonical",
     "encode_float",
     "encode_int",
-    "loads_counted",
     "loads_strict",
     "no_duplicates",
     "strict_scanner",
@@ -233,58 +232,19 @@ def strict_scanner() -> Callable[[str, int], tuple[Any, int]]:
     return _scan_fast if 0 < limit <= MAX_INT_DIGITS else _scan
 
 
-def loads_counted(text: str) -> tuple[Any, int | None]:
-    """Parse JSON text at C speed, leaving the duplicate-key check to :func:`no_duplicates`.
-
-    Refuses what :func:`loads_strict` refuses except a duplicate key (the last value wins).
-
-    Returns:
-        ``(value, colons)``: ``colons`` is the number of ``:`` in ``text``, or ``None`` when
-        the value was parsed strictly already: Python's limit on integer digits is off or
-        above :data:`MAX_INT_DIGITS`, or the text holds an escape that may stand for a ``:``.
-
-    Raises:
-        ValueError: the text is not strict JSON.
-
-    Example:
-        >>> from treeclass._core.json import census, loads_counted, no_duplicates
-        >>> value, colons = loads_counted('{"a": 1, "a": 2}')
-        >>> value, no_duplicates(colons, *census(value))
-        ({'a': 2}, False)
-    """
-    global _decode_fast
-    # (Python 3.10 before 3.10.7 has no limit: 0, the strict path.)
-    limit = getattr(sys, "get_int_max_str_digits", int)()
-    if not 0 < limit <= MAX_INT_DIGITS or "u003" in text:
-        return loads_strict(text), None
-    if _decode_fast is None:
-        import json
-
-        # Integers parsed by the C scanner: Python refuses literals of more than ``limit``
-        # digits itself, in linear time.
-        _decode_fast = json.JSONDecoder(
-            parse_float=_parse_float, parse_constant=_reject_constant
-        ).decode
-    try:
-        value = _decode_fast(text)
-    except (ValueError, RecursionError):
-        return loads_strict(text), None  # the strict parser's message (or its value)
-    return value, text.count(":")
-
-
-def no_duplicates(colons: int | None, members: int, string_colons: int) -> bool:
-    """Whether a value of :func:`loads_counted` lost no duplicate object key.
+def no_duplicates(colons: int, members: int, string_colons: int) -> bool:
+    """Whether a value parsed from a text with ``colons`` ``:`` lost no duplicate object key.
 
     Args:
-        colons: the count :func:`loads_counted` returned with it.
+        colons: the number of ``:`` in the text.
         members: the number of members of all the value's objects (their ``len``).
         string_colons: the number of ``:`` in all its strings, object keys included.
 
-    Every ``:`` of the text separates a member from its key or stands in a string (the
-    text has no escape that could stand for one, :func:`loads_counted` made sure); a
-    duplicate key makes its object one member shorter than the text wrote.
+    Every ``:`` of the text (which has no escape that could stand for one) separates a
+    member from its key or stands in a string; a duplicate key makes its object one member
+    shorter than the text wrote.
     """
-    return colons is None or colons == members + string_colons
+    return colons == members + string_colons
 
 
 def loads_checked(
@@ -294,26 +254,35 @@ def loads_checked(
 ) -> _T:
     """Parse JSON ``text`` at C speed and check it; a duplicate key is refused as when strict.
 
-    :func:`loads_counted`, then ``check(value)``; when a duplicate key was dropped (or the
-    check failed on a value that may have had one), the text is parsed again by
-    :func:`loads_strict`, which names the key.
+    The C parser keeps the last of duplicate keys; ``check(value)`` returns the census it
+    counted, which :func:`no_duplicates` compares with the text. When a key was dropped (or
+    the check failed on a value that may have had one), the text is parsed again by
+    :func:`loads_strict`, which names the key; so it is from the start when Python's limit on
+    integer digits is off or above :data:`MAX_INT_DIGITS`, or an escape may stand for a ``:``.
 
     Args:
         text: the JSON text.
         check: the reader's checks of the parsed value; raises its own ``ValueError``.
         refuse: the reader's error for text that is not strict JSON (the parser's error).
     """
-    try:
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise refuse(e) from None
-    try:
-        result, members, string_colons = check(doc)
-        if no_duplicates(colons, members, string_colons):
-            return result
-    except ValueError:
-        if colons is None:
-            raise
+    global _decode_fast
+    # (Python 3.10 before 3.10.7 has no limit: 0, the strict path.)
+    limit = getattr(sys, "get_int_max_str_digits", int)()
+    if 0 < limit <= MAX_INT_DIGITS and "u003" not in text:
+        if _decode_fast is None:
+            import json
+
+            # Python refuses integer literals of more than ``limit`` digits itself.
+            _decode_fast = json.JSONDecoder(
+                parse_float=_parse_float, parse_constant=_reject_constant
+            ).decode
+        try:
+            doc = _decode_fast(text)
+            result, members, string_colons = check(doc)
+            if no_duplicates(text.count(":"), members, string_colons):
+                return result
+        except (ValueError, RecursionError):
+            pass  # the strict parser's message, or the check's on its value
     try:
         doc = loads_strict(text)
     except ValueError as e:
