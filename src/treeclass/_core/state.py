@@ -22,7 +22,7 @@ A class's :class:`~treeclass._core.fields.Evolution` (``aliases``, ``removed_fie
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 from .._errors import (
     TreespecLoadError,
@@ -50,6 +50,10 @@ __all__ = [
     "fixed_children_error",
     "make_state_codec",
 ]
+
+
+#: The way out every refusal of a state that no longer fits its class names.
+_RESAVE: Final = "load with the class as it was, or re-save."
 
 
 # --- messages -----------------------------------------------------------------------------------
@@ -529,15 +533,21 @@ def _namedtuple_codec(info: ClassInfo) -> StateCodec:
             raise TreespecLoadError(
                 f"namedtuple {label} was saved with fields {brief(saved, 200)} but now has "
                 f"{fields!r} ({'; '.join(p for p in parts if p)}); a namedtuple's fields cannot "
-                "be renamed, added or removed between saving and loading, so load with the class "
-                "as it was, or re-save."
+                f"be renamed, added or removed between saving and loading, so {_RESAVE}"
             )
         raise TreespecLoadError(
             f"namedtuple {label} was saved with fields {saved!r} in another order than its "
-            f"fields {fields!r}; load with the class as it was, or re-save."
+            f"fields {fields!r}; {_RESAVE}"
         )
 
     return StateCodec(getstate, load)
+
+
+def _no_default(label: str, kind: str, name: str, raw: bool) -> TreespecLoadError:
+    return TreespecLoadError(
+        f"{label} has a {kind} field {name!r} that the saved {'object' if raw else 'auxdata'} "
+        f"does not have, and it has no default to fill it in; give the field a default, {_RESAVE}"
+    )
 
 
 def _checked(
@@ -578,20 +588,19 @@ def _checked(
                 f"the saved auxdata of {label} names the field {brief(name, 100)}, which the "
                 f"class no longer has (its fields are {[f.name for f in info.fields]!r}); if "
                 "it was renamed, give the field aliases=(<old name>,) (treeclass.field), if it "
-                "was removed, list it in removed_fields= of the class; or load with the class "
-                "as it was, or re-save."
+                f"was removed, list it in removed_fields= of the class; or {_RESAVE}"
             )
     for name in (*data, *none):
         if name in static_fields:
             raise TreespecLoadError(
                 f"field {name!r} of {label} was a data field when this was saved but is static "
-                "now; load with the class as it was, or re-save."
+                f"now; {_RESAVE}"
             )
     for name in static:
         if name in data_fields:
             raise TreespecLoadError(
                 f"field {name!r} of {label} was static when this was saved but is a data field "
-                "now; load with the class as it was, or re-save."
+                f"now; {_RESAVE}"
             )
     clash = set(data) & set(none)
     if clash:
@@ -601,8 +610,7 @@ def _checked(
     if data != [f for f in data_fields if f in data]:
         raise TreespecLoadError(
             f"the data fields of {label} were saved in the order {data!r}, which differs from "
-            f"the class's order {list(data_fields)!r}; load with the class as it was, or "
-            "re-save."
+            f"the class's order {list(data_fields)!r}; {_RESAVE}"
         )
     nones = set(none)
     fills: set[str] = set()
@@ -613,11 +621,7 @@ def _checked(
         if f.default is None:
             nones.add(name)
         elif not f.has_default:
-            raise TreespecLoadError(
-                f"{label} has a data field {name!r} that the saved "
-                f"{'object' if raw else 'auxdata'} does not have, and it has no default to fill "
-                "it in; give the field a default, load with the class as it was, or re-save."
-            )
+            raise _no_default(label, "data", name, raw)
         else:
             fills.add(name)
     values: list[Any] = []
@@ -628,10 +632,6 @@ def _checked(
             continue
         f = info.field(name)
         if not f.has_default:
-            raise TreespecLoadError(
-                f"{label} has a static field {name!r} that the saved auxdata does not have, and "
-                "it has no default to fill it in; give the field a default, load with the class "
-                "as it was, or re-save."
-            )
+            raise _no_default(label, "static", name, raw)
         values.append(f.make_default())
     return nones, fills, tuple(values)
