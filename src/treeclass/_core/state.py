@@ -411,11 +411,9 @@ def _layout(
 ) -> Layout:
     """The :class:`Layout` of a document whose children are not one per data field today.
 
-    ``children`` are the document's children by today's names (in class order, as checked;
-    removed fields' included), ``absent`` the data fields it does not hold that become
-    ``None`` children, each added just before the first held field that follows it in the
-    class (so a node written from the layout lists its kept fields in class order again);
-    ``fills`` the data fields it does not hold that unflatten gives their default.
+    ``children``: the document's, by today's names (removed fields' included); ``absent``:
+    fields that become ``None`` children, each just before the next held field in class
+    order (so the node is written in class order again); ``fills``: fields given defaults.
     """
     pending = [index[f] for f in data if f in absent]
     plan: list[bool] = []
@@ -446,11 +444,9 @@ def _evolver(
 ) -> Callable[[Any], tuple[Any, list[str] | None]]:
     """Make ``evolve(state) -> (state today, children)`` for a class that evolved.
 
-    ``state today`` is the saved state after the class's migration hook, with earlier field
-    names mapped to today's and removed fields left out; ``children`` names the document's
-    children by today's names, removed fields included (``None`` when the state is too
-    malformed to tell: ``state today`` is then what the hook returned, for the checked path
-    to report).
+    ``state today``: after the migrate hook, earlier names mapped to today's, removed fields
+    left out. ``children``: the document's children by today's names, removed ones included
+    (``None`` for a malformed state, which the checked path then reports).
     """
     label = info.qualname
     called = label if name is None else f"{label} (registered as {name!r})"
@@ -555,12 +551,8 @@ def _checked(
 ) -> tuple[set[str], set[str], tuple[Any, ...]]:
     """Load any state a version of the class may have written, or raise clearly.
 
-    Returns the data fields the document does not hold as children that become ``None``
-    (saved as ``None``, or new fields whose default is ``None``), the new data fields that
-    take another default (or default factory), and the static values. ``raw``: the static
-    values are values already (a pickle's), not their JSON form. A loader whose structure
-    cannot give the new data fields their default (a JAX or torch structure, a compiled
-    program) refuses them with :func:`fixed_children_error`.
+    Returns the absent data fields that become ``None`` children, those that take another
+    default, and the static values (``raw``: a pickle's values, not their JSON form).
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:

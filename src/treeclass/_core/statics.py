@@ -239,11 +239,10 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
 
 def _decode_bytes(v: str) -> bytes:
     import base64
-    import binascii
 
     try:
         return base64.b64decode(v.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
+    except ValueError:  # (binascii.Error and UnicodeEncodeError are ValueErrors)
         raise BadStatic(f"{v[:40]!r} is not base64 text") from None
 
 
