@@ -1,16 +1,9 @@
 """Key paths read straight from a treespec document's node list, building no class.
 
-A document (``docs/format.md``) says everything a key path needs: a ``tuple`` / ``list``
-node's children are positions, a ``dict``-like node's its keys, a registered class's its
-``data`` fields and a namedtuple's its ``fields``; each entry is written by the one rule of
-:mod:`treeclass._core.keys`, as :func:`treeclass.keystr` writes it. No class is built (no
-``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders).
-Dict keys that are not JSON scalars (tuples, big ints, registered static types) are decoded in
-one batch by :func:`treeclass._treespec.format.nodes_to_spec` of a node list of those dicts.
-
-The walk is iterative (any depth) and yields each node's path as a live list of entries plus
-its length, so a caller can compare a path with a stored one without joining every prefix:
-time stays linear in the size of what is compared.
+A document says everything a key path needs (positions, dict keys, a class's ``data`` fields,
+a namedtuple's ``fields``); each entry is written by the one rule of :mod:`treeclass._core.keys`.
+No class is built, so no ``__init__`` runs on placeholders. The walks are iterative (any
+depth) and linear: :func:`walk` hands out a live list of entries, not joined prefixes.
 """
 
 from __future__ import annotations
