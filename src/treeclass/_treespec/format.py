@@ -226,21 +226,11 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             leaves += k
             i += k
         elif k and frames:
-            frames.append([_ALL_PRESENT, 0, k])
+            frames.append([(True,) * k, 0, k])  # (every child in the document)
     return TreeSpec._make(tuple(entries), leaves)
 
 
 _UNSET: Final = object()  # no auxdata seen yet
-
-
-class _AllPresent:
-    """The plan of a node whose children are all in the document."""
-
-    def __getitem__(self, i: int) -> bool:
-        return True
-
-
-_ALL_PRESENT: Final = _AllPresent()
 
 
 # --- document <-> node list -------------------------------------------------------------------
