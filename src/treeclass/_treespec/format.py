@@ -117,7 +117,7 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
                 name = nt.require_name()
             except UnnamedClassError:  # say at once what every class of the spec needs
                 raise unnamed_error(e[0] for e in spec._entries if e is not None) from None
-            h = cache[nt] = [name, nt.getstate, _UNSET, None, None]
+            h = cache[nt] = [name, nt.getstate, None, None, None]  # (no node yet)
         node = h[4]
         if (
             node is None
@@ -228,9 +228,6 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         elif k and frames:
             frames.append([(True,) * k, 0, k])  # (every child in the document)
     return TreeSpec._make(tuple(entries), leaves)
-
-
-_UNSET: Final = object()  # no auxdata seen yet
 
 
 # --- document <-> node list -------------------------------------------------------------------
