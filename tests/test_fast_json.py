@@ -1,6 +1,6 @@
 """The fast JSON path of loading (issue 18): C-speed parsing, duplicate keys found by count.
 
-``treeclass._core.json.loads_counted`` parses without per-object hooks, so a duplicate key
+``treeclass._core.json.loads_checked`` parses without per-object hooks, so a duplicate key
 collapses; each reader counts the members of the objects it checked and the ``:`` in their
 strings and compares with the ``:`` of the text (``no_duplicates``). These tests pin that
 every reader still refuses duplicate keys wherever they are -- also when strings hold ``:``
@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import treeclass as tc
-from treeclass._core.json import census, dumps_canonical, loads_counted, no_duplicates
+from treeclass._core.json import census, dumps_canonical, loads_checked, no_duplicates
 from treeclass._io.safetensors import read_header
 
 np = pytest.importorskip("numpy")
@@ -47,16 +47,26 @@ class Tagged:
     ],
 )
 def test_census_finds_exactly_the_dropped_keys(text: str, duplicated: bool) -> None:
-    value, colons = loads_counted(text)
-    assert colons == text.count(":")
-    assert no_duplicates(colons, *census(value)) is not duplicated
+    value = json.loads(text)  # (the last of duplicate keys wins, as in the C parser)
+    assert no_duplicates(text.count(":"), *census(value)) is not duplicated
+    if duplicated:
+        with pytest.raises(ValueError, match="appears twice"):
+            _parse(text)
+    else:
+        assert _parse(text) == value
+
+
+def _parse(text: str) -> Any:
+    def refuse(e: ValueError) -> Exception:
+        return e
+
+    return loads_checked(text, lambda v: (v, *census(v)), refuse)
 
 
 def test_an_escape_that_may_be_a_colon_is_parsed_strictly() -> None:
     with pytest.raises(ValueError, match="twice"):
-        loads_counted('{"a\\u003a": 1, "a\\u003a": 2}')
-    value, colons = loads_counted('{"a\\u003A": 1}')
-    assert value == {"a:": 1} and colons is None  # nothing left to check
+        _parse('{"a\\u003a": 1, "a\\u003a": 2}')
+    assert _parse('{"a\\u003A": 1}') == {"a:": 1}
 
 
 def test_without_pythons_digit_limit_long_ints_are_still_refused() -> None:
@@ -64,12 +74,12 @@ def test_without_pythons_digit_limit_long_ints_are_still_refused() -> None:
     sys.set_int_max_str_digits(0)
     try:
         with pytest.raises(ValueError, match="5000 digits is longer than 4300"):
-            loads_counted("[" + "9" * 5000 + "]")
-        assert loads_counted("[" + "9" * 4300 + "]")[1] is None  # the strict path
+            _parse("[" + "9" * 5000 + "]")
+        assert _parse("[" + "9" * 4300 + "]") == [int("9" * 4300)]
     finally:
         sys.set_int_max_str_digits(old)
     with pytest.raises(ValueError, match="5000 digits is longer than 4300"):
-        loads_counted("[" + "9" * 5000 + "]")  # Python's refusal, reworded
+        _parse("[" + "9" * 5000 + "]")  # Python's refusal, reworded
 
 
 # --- treespec documents ---------------------------------------------------------------------------

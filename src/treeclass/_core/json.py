@@ -1,17 +1,10 @@
 """Canonical JSON out, strict JSON in: the only place treeclass reads or writes JSON text.
 
 Reading treats the text as hostile: duplicate object keys, ``NaN``/``Infinity``, numbers that
-overflow a float and integer literals longer than Python prints are refused, and so is a
-nesting too deep for the parser, so every failure is one ``ValueError`` that callers turn into
-a treeclass error (:class:`~treeclass.TreespecLoadError`, :class:`~treeclass.FileLoadError`).
-:func:`loads_strict` is the one strict loader: every reader of JSON a user hands treeclass
-(treespec documents, file headers, torch's treespec JSON, ``treeclass inspect``) parses with it,
-or, where speed matters (treespec documents, file headers and leaf lists), with
-:func:`loads_counted`, which refuses the same texts except duplicate keys, and a count that
-finds those (:func:`no_duplicates`); a text that fails the count is parsed by
-:func:`loads_strict`, which names the key. A reader that walks a text of a fixed layout
-itself (canonical treespec documents) parses its parts with :func:`strict_scanner`, the
-strict parser at an offset.
+overflow a float, integer literals longer than Python prints and too deep nesting are all one
+``ValueError``, which callers turn into a treeclass error. Every reader parses with
+:func:`loads_strict`, or where speed matters with :func:`loads_checked` (C speed, duplicate
+keys found by counting) or :func:`strict_scanner` (the strict parser at an offset).
 """
 
 from __future__ import annotations
@@ -37,7 +30,6 @@ __all__ = [
     "dumps_canonical",
     "encode_float",
     "encode_int",
-    "loads_counted",
     "loads_strict",
     "no_duplicates",
     "strict_scanner",
@@ -222,14 +214,10 @@ def loads_strict(data: str | bytes | bytearray) -> Any:
 def strict_scanner() -> Callable[[str, int], tuple[Any, int]]:
     """A function ``scan(text, pos)``: the JSON value that starts at ``text[pos]`` and its end.
 
-    For a reader that walks a document of a fixed layout itself. The value is parsed as
-    :func:`loads_strict` parses it, and exactly as it would be parsed as an element of the
-    whole text (no whitespace is skipped before it); what follows it is not looked at.
-    ``scan`` (the public ``json.JSONDecoder.raw_decode`` of a strict decoder) returns
-    ``(value, end)``, ``text[pos:end]`` being the value's text, and raises ``ValueError``
-    (``RecursionError`` when it nests too deeply) if no strict JSON value starts at
-    ``pos``. Get a scanner for each text: which one is fastest depends on Python's limit on
-    integer digits, which may change.
+    Parsed as :func:`loads_strict` parses it (no whitespace skipped before it, nothing after
+    it looked at); ``ValueError`` (``RecursionError`` when too deep) if none starts there.
+    Get one per text: the fastest depends on Python's limit on integer digits, which may
+    change.
 
     Example:
         >>> from treeclass._core.json import strict_scanner
@@ -244,64 +232,19 @@ def strict_scanner() -> Callable[[str, int], tuple[Any, int]]:
     return _scan_fast if 0 < limit <= MAX_INT_DIGITS else _scan
 
 
-def loads_counted(text: str) -> tuple[Any, int | None]:
-    """Parse JSON text at C speed, leaving the duplicate-key check to the caller.
-
-    The same text is refused as by :func:`loads_strict` (with its messages), except that a
-    duplicate object key is not seen: the last value wins. To see it, the caller counts the
-    members of every object of the result and the ``:`` in every string of it, keys
-    included (:func:`census` does that for any value; a caller that checks the value's
-    shape anyway counts as it goes) and passes them to :func:`no_duplicates`, which
-    compares them with the ``:`` of the text: equal exactly when no key was dropped.
-
-    Returns:
-        ``(value, colons)``: ``colons`` is the number of ``:`` in ``text``, or ``None`` when
-        the value was parsed strictly already (nothing left to check): when Python's own
-        limit on integer digits is off or above :data:`MAX_INT_DIGITS`, or the text holds an
-        escape that may stand for a ``:``.
-
-    Raises:
-        ValueError: the text is not strict JSON.
-
-    Example:
-        >>> from treeclass._core.json import census, loads_counted, no_duplicates
-        >>> value, colons = loads_counted('{"a": 1, "a": 2}')
-        >>> value, no_duplicates(colons, *census(value))
-        ({'a': 2}, False)
-    """
-    global _decode_fast
-    # (Python 3.10 before 3.10.7 has no limit: 0, the strict path.)
-    limit = getattr(sys, "get_int_max_str_digits", int)()
-    if not 0 < limit <= MAX_INT_DIGITS or "u003" in text:
-        return loads_strict(text), None
-    if _decode_fast is None:
-        import json
-
-        # Integers parsed by the C scanner: Python refuses literals of more than ``limit``
-        # digits itself, in linear time.
-        _decode_fast = json.JSONDecoder(
-            parse_float=_parse_float, parse_constant=_reject_constant
-        ).decode
-    try:
-        value = _decode_fast(text)
-    except (ValueError, RecursionError):
-        return loads_strict(text), None  # the strict parser's message (or its value)
-    return value, text.count(":")
-
-
-def no_duplicates(colons: int | None, members: int, string_colons: int) -> bool:
-    """Whether a value of :func:`loads_counted` lost no duplicate object key.
+def no_duplicates(colons: int, members: int, string_colons: int) -> bool:
+    """Whether a value parsed from a text with ``colons`` ``:`` lost no duplicate object key.
 
     Args:
-        colons: the count :func:`loads_counted` returned with it.
+        colons: the number of ``:`` in the text.
         members: the number of members of all the value's objects (their ``len``).
         string_colons: the number of ``:`` in all its strings, object keys included.
 
-    Every ``:`` of the text separates a member from its key or stands in a string (the
-    text has no escape that could stand for one, :func:`loads_counted` made sure); a
-    duplicate key makes its object one member shorter than the text wrote.
+    Every ``:`` of the text (which has no escape that could stand for one) separates a
+    member from its key or stands in a string; a duplicate key makes its object one member
+    shorter than the text wrote.
     """
-    return colons is None or colons == members + string_colons
+    return colons == members + string_colons
 
 
 def loads_checked(
@@ -311,28 +254,35 @@ def loads_checked(
 ) -> _T:
     """Parse JSON ``text`` at C speed and check it; a duplicate key is refused as when strict.
 
-    The one way every reader of treeclass's documents parses them: :func:`loads_counted`,
-    then ``check(value)`` (the reader's own checks, returning its result with the members
-    and string colons it counted, see :func:`no_duplicates`). When a duplicate key was
-    dropped (or the check failed on a value that may have had one), the text is parsed
-    again by :func:`loads_strict`, which names the key, and checked as it says.
+    The C parser keeps the last of duplicate keys; ``check(value)`` returns the census it
+    counted, which :func:`no_duplicates` compares with the text. When a key was dropped (or
+    the check failed on a value that may have had one), the text is parsed again by
+    :func:`loads_strict`, which names the key; so it is from the start when Python's limit on
+    integer digits is off or above :data:`MAX_INT_DIGITS`, or an escape may stand for a ``:``.
 
     Args:
         text: the JSON text.
         check: the reader's checks of the parsed value; raises its own ``ValueError``.
         refuse: the reader's error for text that is not strict JSON (the parser's error).
     """
-    try:
-        doc, colons = loads_counted(text)
-    except ValueError as e:
-        raise refuse(e) from None
-    try:
-        result, members, string_colons = check(doc)
-        if no_duplicates(colons, members, string_colons):
-            return result
-    except ValueError:
-        if colons is None:
-            raise
+    global _decode_fast
+    # (Python 3.10 before 3.10.7 has no limit: 0, the strict path.)
+    limit = getattr(sys, "get_int_max_str_digits", int)()
+    if 0 < limit <= MAX_INT_DIGITS and "u003" not in text:
+        if _decode_fast is None:
+            import json
+
+            # Python refuses integer literals of more than ``limit`` digits itself.
+            _decode_fast = json.JSONDecoder(
+                parse_float=_parse_float, parse_constant=_reject_constant
+            ).decode
+        try:
+            doc = _decode_fast(text)
+            result, members, string_colons = check(doc)
+            if no_duplicates(text.count(":"), members, string_colons):
+                return result
+        except (ValueError, RecursionError):
+            pass  # the strict parser's message, or the check's on its value
     try:
         doc = loads_strict(text)
     except ValueError as e:

@@ -13,20 +13,16 @@ codec in ``treeclass._backends.torch``).
 
 State of a namedtuple node: ``{"fields": [field names]}``.
 
-``setstate`` handles the state the class writes today in one step; any other state (a field
-added or removed since, ``None``-valued fields, a malformed value) takes a checked path that
-loads what can be loaded and raises an error naming the field otherwise.
-
-A class that declares how it evolved (renamed fields' ``aliases``, ``removed_fields``, a
-``migrate`` hook: its :class:`~treeclass._core.fields.Evolution`) gets a codec that first runs the
-hook, then maps earlier field names to today's and drops removed fields, and then loads the
-result the same way. Classes without one get the codec above, unchanged.
+The state the class writes today loads in one step; any other (a field added or removed
+since, ``None``-valued fields, a malformed value) takes a checked path that names the field.
+A class's :class:`~treeclass._core.fields.Evolution` (``aliases``, ``removed_fields``, a
+``migrate`` hook) runs first: hook, then earlier names mapped to today's, removed fields dropped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final, NamedTuple
 
 from .._errors import (
     TreespecLoadError,
@@ -37,7 +33,6 @@ from .._errors import (
 from .fields import ClassInfo, Evolution
 from .json import EXACT_SCALARS
 from .statics import (
-    SUPPORTED,
     BadStatic,
     StaticCheck,
     Unencodable,
@@ -56,8 +51,9 @@ __all__ = [
     "make_state_codec",
 ]
 
-GetState = Callable[[Any], Any]
-SetState = Callable[[Any], Any]
+
+#: The way out every refusal of a state that no longer fits its class names.
+_RESAVE: Final = "load with the class as it was, or re-save."
 
 
 # --- messages -----------------------------------------------------------------------------------
@@ -67,20 +63,17 @@ def _unserializable(
     label: str, where: str, value: Any, e: Unencodable | RecursionError
 ) -> Exception:
     if isinstance(e, RecursionError):
-        problem, inner = "it nests too deeply (or contains itself)", value
-        fix, why = f"store a value made of {SUPPORTED}", ", which has no JSON form"
-    else:
-        problem, inner, fix = e.problem, e.value, e.fix
-        why = "" if e.has_form else ", which has no JSON form"
-    inside = "" if inner is value else f" (inside its {type_label(value.__class__)} value)"
+        e = Unencodable(value, "it nests too deeply (or contains itself)")
+    why = "" if e.has_form else ", which has no JSON form"
+    inside = "" if e.value is value else f" (inside its {type_label(value.__class__)} value)"
     return UnserializableStaticError(
-        f"{where} of {label} cannot be serialized: {problem}{inside}{why}; {fix}."
+        f"{where} of {label} cannot be serialized: {e.problem}{inside}{why}; {e.fix}."
     )
 
 
 def _load_error(label: str, where: str, e: BadStatic | RecursionError) -> TreespecLoadError:
     if isinstance(e, RecursionError):
-        return TreespecLoadError(f"cannot load {where} of {label}: the value nests too deeply.")
+        e = BadStatic("the value nests too deeply")
     cls = UnregisteredNameError if e.unregistered else TreespecLoadError
     return cls(f"cannot load {where} of {label}: {e.problem}.")
 
@@ -116,24 +109,16 @@ def decode_for(label: str, where: str, data: Any) -> Any:
 class Layout:
     """The children of a loaded node that are not one per data field of the class today.
 
-    A saved state that holds removed data fields as children, or that lacks a data field
-    added since with a default other than ``None``. The loaded node keeps the document's
-    children in the document's order (the children of removed fields included, so that the
-    leaves still line up), with ``None`` children added for the data fields the document does
-    not hold whose default is ``None``; its unflatten puts each child into its field, drops
-    the removed ones and gives each field in ``fills`` its default (a fresh one each time;
-    see :func:`treeclass._core.nodes.dropping_node`). Only a treeclass ``TreeSpec`` holds such a
-    node: a JAX, torch or optree structure (and a compiled program) has one child per field.
+    The document's children in its order (removed fields' included, so the leaves line up),
+    with ``None`` children for absent fields whose default is ``None``; unflatten
+    (:func:`treeclass._core.nodes.dropping_node`) drops the removed ones and gives each field
+    in ``fills`` its default. Only a treeclass ``TreeSpec`` holds such a node.
 
     Attributes:
-        plan: for each child of the loaded node, whether it comes from the document (``True``)
-            or is a ``None`` child added for a field the document does not hold (``False``).
-        targets: for each child, the index of its data field, or ``-1`` (a removed field's:
-            dropped on unflatten).
-        names: each child's field name, removed ones included (how the node is written
-            again).
-        fills: the indices of the data fields the document does not hold whose default is
-            not ``None``: no child; unflatten gives each its default.
+        plan: per child, ``True`` if the document holds it, ``False`` for an added ``None``.
+        targets: per child, its data field's index, or ``-1`` (a removed field's).
+        names: per child, its field name (how the node is written again).
+        fills: the indices of absent data fields whose default is not ``None`` (no child).
         dropped: the names of the removed fields among the children.
         filled: the names of the fields in ``fills``.
     """
@@ -156,7 +141,7 @@ class Layout:
         self.filled = tuple(data[t] for t in fills)
 
 
-class StateCodec:
+class StateCodec(NamedTuple):
     """A class's auxdata (the tuple of static values; every data field is a child) <-> state.
 
     Attributes:
@@ -178,30 +163,12 @@ class StateCodec:
             skips the call where the check provably passes.
     """
 
-    __slots__ = (
-        "check_statics",
-        "child_names",
-        "from_fields",
-        "getstate",
-        "load",
-        "static_check",
-    )
-
-    def __init__(
-        self,
-        getstate: GetState,
-        load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]],
-        child_names: Callable[[Any], list[str] | None] | None = None,
-        check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None,
-        from_fields: Callable[..., dict[str, Any]] | None = None,
-        static_check: Callable[[], StaticCheck | None] | None = None,
-    ) -> None:
-        self.getstate = getstate
-        self.load = load
-        self.child_names = child_names
-        self.check_statics = check_statics
-        self.from_fields = from_fields
-        self.static_check = static_check
+    getstate: Callable[[Any], Any]
+    load: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]]
+    child_names: Callable[[Any], list[str] | None] | None = None
+    check_statics: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None] | None = None
+    from_fields: Callable[..., dict[str, Any]] | None = None
+    static_check: Callable[[], StaticCheck | None] | None = None
 
 
 def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
@@ -211,12 +178,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     :class:`~treeclass._core.fields.Evolution`.
     """
     if info.kind == "namedtuple":
-        nt_getstate, nt_setstate = _namedtuple_codec(info)
-
-        def nt_load(state: Any) -> tuple[Any, None]:
-            return nt_setstate(state), None
-
-        return StateCodec(nt_getstate, nt_load)
+        return _namedtuple_codec(info)
     label = info.qualname
     statics = info.static_fields
     # Tuples (never mutated): the closures below keep them.
@@ -257,7 +219,7 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
         return {"data": list(data), "none": [], "static": encode(aux)}
 
     def fast(state: Any) -> tuple[Any, ...] | None:
-        """The static values of a state exactly as the class writes it today, else None."""
+        """The checked static values of a state exactly as the class writes it today."""
         if (
             state.__class__ is dict
             and len(state) == 3
@@ -267,30 +229,32 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
             static = state.get("static")
             if static.__class__ is dict and len(static) == n_static:
                 try:
-                    return tuple(
+                    values = tuple(
                         [
                             v if v.__class__ in EXACT_SCALARS else decode_static(v)
                             for v in map(static.__getitem__, statics)
                         ]
                     )
                 except (KeyError, BadStatic, RecursionError):
-                    pass  # the checked path names the culprit
+                    return None  # the checked path names the culprit
+                check_statics(values)
+                return values
         return None
 
-    def checked(values: tuple[Any, ...], saved: frozenset[str] | None = None) -> tuple[Any, ...]:
-        """``values`` after checking those the document gave (``saved``: all of them)."""
-        check_statics(values, saved, False)
-        return values
+    def slow(
+        state: Any, children: list[str] | None = None
+    ) -> tuple[Any, tuple[bool, ...] | Layout | None]:
+        """Any state a version of the class wrote (``children``: evolved, by today's names)."""
+        absent, fills, values = _checked(info, state)
+        check_statics(values, frozenset(state["static"]))
+        if fills or children is not None:
+            layout_of = state["data"] if children is None else children
+            return values, _layout(layout_of, absent, data, index, fills)
+        return values, (tuple(f not in absent for f in data) if absent else None)
 
     def load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
         values = fast(state)
-        if values is not None:
-            return checked(values), None
-        absent, fills, values = _checked(info, state)
-        values = checked(values, frozenset(state["static"]))
-        if fills:
-            return values, _layout(state["data"], absent, data, index, fills)
-        return values, (tuple(f not in absent for f in data) if absent else None)
+        return (values, None) if values is not None else slow(state)
 
     evolution = info.evolution
     evolve = None if evolution is None else _evolver(info, evolution, name)
@@ -307,16 +271,13 @@ def make_state_codec(info: ClassInfo, name: str | None = None) -> StateCodec:
     migrates = evolution.migrate is not None
 
     def evolved_load(state: Any) -> tuple[Any, tuple[bool, ...] | Layout | None]:
-        if not migrates:
-            values = fast(state)
-            if values is not None:
-                return checked(values), None
+        values = None if migrates else fast(state)
+        if values is not None:
+            return values, None
         today, children = evolve(state)
         if children is None or len(children) == len(today["data"]):
             return load(today)
-        absent, fills, values = _checked(info, today)
-        values = checked(values, frozenset(today["static"]))
-        return values, _layout(children, absent, data, index, fills)
+        return slow(today, children)
 
     def child_names(state: Any) -> list[str] | None:
         return evolve(state)[1]
@@ -335,16 +296,11 @@ def _from_fields(
 ) -> dict[str, Any]:
     """Today's ``{field: value}`` of an instance pickled as ``fields`` by a version of the class.
 
-    ``written_statics``: the names of the static fields of the class that wrote the pickle
-    (recorded by the reducer); a field today's class does not know is static or data as the
-    writer said. Pickles written before it was recorded (``None``) leave the hook's fields to
-    a guess: a JSON-safe value is taken as static.
-
-    The same evolution as a saved state's (the two share :func:`_evolver` and
-    :func:`_checked`): the pickled fields are sorted into a state (data fields by name, static
-    values as they are, or encoded when the class has a ``migrate=`` hook, which takes the
-    JSON state), evolved, checked, and the data values follow their fields' names (by position
-    through a hook); a new data field takes its default, as in a loaded ``TreeSpec``.
+    The pickled fields are sorted into a state (static values encoded only for a ``migrate=``
+    hook, which takes the JSON state) and go through the saved state's evolution
+    (:func:`_evolver`, :func:`_checked`). ``written_statics``: the writer's static field
+    names, recorded by the reducer; without them a field today's class does not know is
+    taken as static if it has a JSON form.
     """
     label = info.qualname
     if fields.__class__ is not dict:
@@ -455,11 +411,9 @@ def _layout(
 ) -> Layout:
     """The :class:`Layout` of a document whose children are not one per data field today.
 
-    ``children`` are the document's children by today's names (in class order, as checked;
-    removed fields' included), ``absent`` the data fields it does not hold that become
-    ``None`` children, each added just before the first held field that follows it in the
-    class (so a node written from the layout lists its kept fields in class order again);
-    ``fills`` the data fields it does not hold that unflatten gives their default.
+    ``children``: the document's, by today's names (removed fields' included); ``absent``:
+    fields that become ``None`` children, each just before the next held field in class
+    order (so the node is written in class order again); ``fills``: fields given defaults.
     """
     pending = [index[f] for f in data if f in absent]
     plan: list[bool] = []
@@ -490,11 +444,9 @@ def _evolver(
 ) -> Callable[[Any], tuple[Any, list[str] | None]]:
     """Make ``evolve(state) -> (state today, children)`` for a class that evolved.
 
-    ``state today`` is the saved state after the class's migration hook, with earlier field
-    names mapped to today's and removed fields left out; ``children`` names the document's
-    children by today's names, removed fields included (``None`` when the state is too
-    malformed to tell: ``state today`` is then what the hook returned, for the checked path
-    to report).
+    ``state today``: after the migrate hook, earlier names mapped to today's, removed fields
+    left out. ``children``: the document's children by today's names, removed ones included
+    (``None`` for a malformed state, which the checked path then reports).
     """
     label = info.qualname
     called = label if name is None else f"{label} (registered as {name!r})"
@@ -551,16 +503,16 @@ def _str_list(value: Any) -> bool:
     return value.__class__ is list and all(v.__class__ is str for v in value)
 
 
-def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
+def _namedtuple_codec(info: ClassInfo) -> StateCodec:
     fields = list(info.data_fields)
     label = info.qualname
 
     def getstate(aux: Any) -> Any:
         return {"fields": list(fields)}
 
-    def setstate(state: Any) -> Any:
+    def load(state: Any) -> tuple[None, None]:
         if state == {"fields": fields}:
-            return None
+            return None, None
         if not (state.__class__ is dict and len(state) == 1 and _str_list(state.get("fields"))):
             raise TreespecLoadError(
                 f'the auxdata of namedtuple {label} must be {{"fields": [field names]}}, got '
@@ -577,15 +529,21 @@ def _namedtuple_codec(info: ClassInfo) -> tuple[GetState, SetState]:
             raise TreespecLoadError(
                 f"namedtuple {label} was saved with fields {brief(saved, 200)} but now has "
                 f"{fields!r} ({'; '.join(p for p in parts if p)}); a namedtuple's fields cannot "
-                "be renamed, added or removed between saving and loading, so load with the class "
-                "as it was, or re-save."
+                f"be renamed, added or removed between saving and loading, so {_RESAVE}"
             )
         raise TreespecLoadError(
             f"namedtuple {label} was saved with fields {saved!r} in another order than its "
-            f"fields {fields!r}; load with the class as it was, or re-save."
+            f"fields {fields!r}; {_RESAVE}"
         )
 
-    return getstate, setstate
+    return StateCodec(getstate, load)
+
+
+def _no_default(label: str, kind: str, name: str, raw: bool) -> TreespecLoadError:
+    return TreespecLoadError(
+        f"{label} has a {kind} field {name!r} that the saved {'object' if raw else 'auxdata'} "
+        f"does not have, and it has no default to fill it in; give the field a default, {_RESAVE}"
+    )
 
 
 def _checked(
@@ -593,12 +551,8 @@ def _checked(
 ) -> tuple[set[str], set[str], tuple[Any, ...]]:
     """Load any state a version of the class may have written, or raise clearly.
 
-    Returns the data fields the document does not hold as children that become ``None``
-    (saved as ``None``, or new fields whose default is ``None``), the new data fields that
-    take another default (or default factory), and the static values. ``raw``: the static
-    values are values already (a pickle's), not their JSON form. A loader whose structure
-    cannot give the new data fields their default (a JAX or torch structure, a compiled
-    program) refuses them with :func:`fixed_children_error`.
+    Returns the absent data fields that become ``None`` children, those that take another
+    default, and the static values (``raw``: a pickle's values, not their JSON form).
     """
     label = info.qualname
     if state.__class__ is not dict or set(state) != {"data", "none", "static"}:
@@ -626,20 +580,19 @@ def _checked(
                 f"the saved auxdata of {label} names the field {brief(name, 100)}, which the "
                 f"class no longer has (its fields are {[f.name for f in info.fields]!r}); if "
                 "it was renamed, give the field aliases=(<old name>,) (treeclass.field), if it "
-                "was removed, list it in removed_fields= of the class; or load with the class "
-                "as it was, or re-save."
+                f"was removed, list it in removed_fields= of the class; or {_RESAVE}"
             )
     for name in (*data, *none):
         if name in static_fields:
             raise TreespecLoadError(
                 f"field {name!r} of {label} was a data field when this was saved but is static "
-                "now; load with the class as it was, or re-save."
+                f"now; {_RESAVE}"
             )
     for name in static:
         if name in data_fields:
             raise TreespecLoadError(
                 f"field {name!r} of {label} was static when this was saved but is a data field "
-                "now; load with the class as it was, or re-save."
+                f"now; {_RESAVE}"
             )
     clash = set(data) & set(none)
     if clash:
@@ -649,8 +602,7 @@ def _checked(
     if data != [f for f in data_fields if f in data]:
         raise TreespecLoadError(
             f"the data fields of {label} were saved in the order {data!r}, which differs from "
-            f"the class's order {list(data_fields)!r}; load with the class as it was, or "
-            "re-save."
+            f"the class's order {list(data_fields)!r}; {_RESAVE}"
         )
     nones = set(none)
     fills: set[str] = set()
@@ -661,11 +613,7 @@ def _checked(
         if f.default is None:
             nones.add(name)
         elif not f.has_default:
-            raise TreespecLoadError(
-                f"{label} has a data field {name!r} that the saved "
-                f"{'object' if raw else 'auxdata'} does not have, and it has no default to fill "
-                "it in; give the field a default, load with the class as it was, or re-save."
-            )
+            raise _no_default(label, "data", name, raw)
         else:
             fills.add(name)
     values: list[Any] = []
@@ -676,10 +624,6 @@ def _checked(
             continue
         f = info.field(name)
         if not f.has_default:
-            raise TreespecLoadError(
-                f"{label} has a static field {name!r} that the saved auxdata does not have, and "
-                "it has no default to fill it in; give the field a default, load with the class "
-                "as it was, or re-save."
-            )
+            raise _no_default(label, "static", name, raw)
         values.append(f.make_default())
     return nones, fills, tuple(values)

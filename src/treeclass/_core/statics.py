@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from _thread import RLock
 from collections.abc import Callable, Iterable
-from typing import Any, Final, TypeVar
+from operator import attrgetter
+from typing import Any, Final, NamedTuple, TypeVar
 from weakref import WeakKeyDictionary
 
 from .._errors import (
@@ -30,6 +31,7 @@ from .._errors import (
     TreespecLoadError,
     UnserializableStaticError,
     brief,
+    qualname,
 )
 from .fields import (
     MISSING,
@@ -51,7 +53,6 @@ __all__ = [
     "check_hash_spread",
     "decode_static",
     "encode_static",
-    "field_checks",
     "register_static",
     "static_check",
     "static_for_name",
@@ -120,32 +121,14 @@ def check_hash_spread(items: Iterable[Any], what: str) -> None:
 # --- registered static types ------------------------------------------------------------------
 
 
-class StaticType:
+class StaticType(NamedTuple):
     """One registered static value type: its name and converters."""
 
-    __slots__ = ("cls", "from_json", "name", "origin", "to_json")
-
-    def __init__(
-        self,
-        cls: type,
-        name: str,
-        to_json: Callable[[Any], Any],
-        from_json: Callable[[Any], Any],
-        origin: Origin,
-    ) -> None:
-        self.cls = cls
-        self.name = name
-        self.to_json = to_json
-        self.from_json = from_json
-        self.origin = origin
-
-    @property
-    def qualname(self) -> str:
-        """``module.QualName`` of the class, for messages."""
-        return f"{self.cls.__module__}.{self.cls.__qualname__}"
-
-    def __repr__(self) -> str:
-        return f"<treeclass static type {self.qualname} name={self.name!r}>"
+    cls: type
+    name: str
+    to_json: Callable[[Any], Any]
+    from_json: Callable[[Any], Any]
+    origin: Origin
 
 
 _LOCK = RLock()
@@ -169,10 +152,6 @@ def static_for_name(name: str) -> StaticType | None:
 
 
 # --- encoding ---------------------------------------------------------------------------------
-
-
-def _frozenset_key(encoded: Any) -> str:
-    return dumps_canonical(encoded)
 
 
 def encode_static(value: Any, _depth: int = 0) -> Any:
@@ -221,7 +200,7 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
         return {"bytes": base64.b64encode(value).decode("ascii")}
     if t is frozenset:
         items = [encode_static(v, d) for v in value]
-        items.sort(key=_frozenset_key)
+        items.sort(key=dumps_canonical)
         return {"frozenset": items}
     st = _BY_TYPE.get(t)
     if st is not None:
@@ -260,11 +239,10 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
 
 def _decode_bytes(v: str) -> bytes:
     import base64
-    import binascii
 
     try:
         return base64.b64decode(v.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError, ValueError):
+    except ValueError:  # (binascii.Error and UnicodeEncodeError are ValueErrors)
         raise BadStatic(f"{v[:40]!r} is not base64 text") from None
 
 
@@ -283,7 +261,7 @@ def _decode_registered(v: list[Any], d: int) -> Any:
         return st.from_json(inner)
     except Exception as e:
         raise BadStatic(
-            f"the from_json converter of static type {name!r} ({st.qualname}) rejected "
+            f"the from_json converter of static type {name!r} ({qualname(st.cls)}) rejected "
             f"{brief(inner, 80)}: {type(e).__name__}: {brief(str(e), 200)}"
         ) from None
 
@@ -357,40 +335,29 @@ def decode_static(data: Any, _depth: int = 0) -> Any:
 # --- register_static --------------------------------------------------------------------------
 
 
-def _enum_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
-    def to_json(member: Any) -> Any:
-        return member.value
-
-    def from_json(value: Any) -> Any:
-        return cls(value)
-
-    return to_json, from_json
-
-
 def _fields_converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     params = vars(cls).get("__dataclass_params__")
     if is_dataclass_class(cls) and not getattr(params, "frozen", False):
         raise RegistrationError(
-            f"register_static() needs {cls.__module__}.{cls.__qualname__} to be a frozen "
+            f"register_static() needs {qualname(cls)} to be a frozen "
             "dataclass (a static value must be immutable and hashable); declare it with "
             "@dataclass(frozen=True), or pass to_json= and from_json=."
         )
     if getattr(cls, "__hash__", None) is None:
         raise RegistrationError(
-            f"instances of {cls.__module__}.{cls.__qualname__} are unhashable, so they cannot "
+            f"instances of {qualname(cls)} are unhashable, so they cannot "
             "be static values; make the class frozen, or pass to_json= and from_json=."
         )
-    # A tuple, so that the closures below never see a later change.
-    names = tuple(f.name for f in describe(cls).fields if f.init)
+    fields_info = describe(cls).fields
+    names = tuple(f.name for f in fields_info if f.init)
     # The fields' annotation checks, made at first use (when every name the annotations use
-    # is defined): a document cannot give a field a value the class could not hold, and no
-    # writer writes one (the one rule, run on both sides with the same reason).
-    checks: list[tuple[tuple[str, Callable[[Any], str | None]], ...]] = []
+    # is defined), run by writers and loaders alike.
+    checks: list[dict[str, tuple[Check, Any]]] = []
 
     def problem(fields: dict[str, Any]) -> str | None:
         if not checks:
-            checks.append(field_checks(cls, names))
-        for name, check in checks[0]:
+            checks.append(_field_kinds(cls, fields_info, names))
+        for name, (check, _) in checks[0].items():
             if name in fields:
                 found = check(fields[name])
                 if found is not None:
@@ -431,11 +398,11 @@ def _converters(cls: type) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     import enum
 
     if isinstance(cls, enum.EnumMeta):
-        return _enum_converters(cls)
+        return attrgetter("value"), cls
     if is_dataclass_class(cls) or is_attrs_class(cls) or is_namedtuple_class(cls):
         return _fields_converters(cls)
     raise RegistrationTypeError(
-        f"{cls.__module__}.{cls.__qualname__} is not an enum, dataclass, attrs class or "
+        f"{qualname(cls)} is not an enum, dataclass, attrs class or "
         "namedtuple, so register_static() cannot convert it by itself; pass "
         "to_json=(value -> JSON-safe data) and from_json=(data -> value)."
     )
@@ -522,15 +489,15 @@ def register_static(
         existing = _BY_TYPE.get(cls)
         if existing is not None and existing.name != name:
             raise NameConflictError(
-                f"{st.qualname} is already registered as a static type under the name "
+                f"{qualname(st.cls)} is already registered as a static type under the name "
                 f"{existing.name!r}; a class has one name, so use {existing.name!r}."
             )
         holder = _BY_NAME.get(name)
         if holder is not None and holder.cls is not cls:
             if not st.origin.reruns(holder.origin):
                 raise NameConflictError(
-                    f"the static type name {name!r} is taken by {holder.qualname}, so "
-                    f"{st.qualname} cannot have it; give one of them another name (a class "
+                    f"the static type name {name!r} is taken by {qualname(holder.cls)}, so "
+                    f"{qualname(st.cls)} cannot have it; give one of them another name (a class "
                     "takes a name over only when its own class statement runs again, in the "
                     "module that registered it)."
                 )
@@ -543,31 +510,16 @@ def register_static(
 
 
 # --- what a static value may be: the class's own checks ----------------------------------------
-# Static values a class could have produced: what loading checks beyond the JSON form.
-#
-# A document can hold any static value the JSON form allows, including ones the class could
-# never have made: a list for a field annotated ``str``, a list in a frozen (hashable) class,
-# a value its attrs validator refuses. :func:`static_check` makes, once per class, a check that
-# refuses those at load, from the fields' annotations where they are plain types (``str``,
-# ``int``, ``float``, ``bool``, ``bytes``, ``tuple[...]``, ``list[...]``, ``dict[...]``,
-# ``frozenset[...]``, a registered static type, an enum, ``Literal[...]``, and unions of these
-# with ``None``), from the class's hashability, and from attrs validators that do not need the
-# instance. Annotations it cannot resolve or does not know are not checked (``docs/format.md``).
+# Beyond the JSON form, a static value must be one the class could hold (its annotations,
+# hashability and attrs validators; what is checked is listed in docs/format.md).
 
 #: A check of one field's value: the reason it is refused, or ``None``.
 Check = Callable[[Any], "str | None"]
 
+# (A bool passes as an int; an int where a float is annotated, as PEP 484 says.)
 _PLAIN: Final[dict[type, tuple[type, ...]]] = {
-    str: (str,),
-    int: (int,),  # bool included: a bool is an int
-    float: (float, int),  # an int is acceptable where a float is annotated (PEP 484)
-    bool: (bool,),
-    bytes: (bytes,),
-    tuple: (tuple,),
-    list: (list,),
-    dict: (dict,),
-    frozenset: (frozenset,),
-}
+    t: (t,) for t in (str, int, bool, bytes, tuple, list, dict, frozenset)
+} | {float: (float, int)}
 
 
 def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None] | None:
@@ -616,9 +568,7 @@ def _kind_of(annotation: Any) -> tuple[tuple[type, ...], tuple[Any, ...] | None]
 _ALWAYS_HASHABLE: Final[frozenset[type]] = frozenset((str, int, float, bool, bytes, type(None)))
 
 
-def _kind_check(
-    name: str, annotation: Any, default: Any = MISSING
-) -> tuple[Check, frozenset[type] | None] | None:
+def _kind_check(annotation: Any, default: Any) -> tuple[Check, frozenset[type] | None] | None:
     """The check of a field's annotation, and the exact types that pass it outright.
 
     The field's own default passes whatever the annotation says (``n: int = None`` is common,
@@ -685,24 +635,19 @@ def _annotations(cls: type) -> dict[str, Any]:
         return {}
 
 
-def field_checks(cls: type, names: tuple[str, ...]) -> tuple[tuple[str, Check], ...]:
-    """The annotation checks of the named fields of ``cls`` (those treeclass can check).
-
-    Used for the fields of a registered static type (a frozen dataclass, attrs class or
-    namedtuple) that a document rebuilds by its fields.
-    """
+def _field_kinds(
+    cls: type, fields: Iterable[Any], names: Iterable[str]
+) -> dict[str, tuple[Check, frozenset[type] | None]]:
+    """The annotation checks (:func:`_kind_check`) of the named fields that have one."""
     annotations = _annotations(cls)
-    defaults = {f.name: f.default for f in describe(cls).fields}
-    out: list[tuple[str, Check]] = []
+    defaults = {f.name: f.default for f in fields}
+    out: dict[str, tuple[Check, frozenset[type] | None]] = {}
     for name in names:
-        kind = (
-            _kind_check(name, annotations[name], defaults.get(name, MISSING))
-            if name in annotations
-            else None
-        )
-        if kind is not None:
-            out.append((name, kind[0]))
-    return tuple(out)
+        if name in annotations:
+            kind = _kind_check(annotations[name], defaults.get(name, MISSING))
+            if kind is not None:
+                out[name] = kind
+    return out
 
 
 def _refusal(label: str, name: str, problem: str, writing: bool) -> Exception:
@@ -719,52 +664,38 @@ def _refusal(label: str, name: str, problem: str, writing: bool) -> Exception:
     )
 
 
-class StaticCheck:
+class StaticCheck(NamedTuple):
     """The check of a class's static values, and the values it lets through without a look.
 
     Attributes:
         check: ``check(values, saved, writing)`` (see :func:`static_check`).
-        passes: for each checked static field, ``(index, types)``: its index among the static
-            fields and the exact types whose values pass every check of the field outright
-            (``None``: each value is checked). A field not listed is not checked. So when every
-            listed field has types and each value's exact type is among its field's, ``check``
-            does nothing: a caller may skip the call (generated code does).
+        passes: per checked static field, ``(index, types)``: the exact types whose values
+            pass outright (``None``: each value is checked). When every value's type is among
+            its field's, ``check`` does nothing, so generated code skips the call.
     """
 
-    __slots__ = ("check", "passes")
-
-    def __init__(
-        self,
-        check: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None],
-        passes: tuple[tuple[int, frozenset[type] | None], ...],
-    ) -> None:
-        self.check = check
-        self.passes = passes
-
-    def __repr__(self) -> str:
-        return f"<treeclass static check {self.passes!r}>"
+    check: Callable[[tuple[Any, ...], frozenset[str] | None, bool], None]
+    passes: tuple[tuple[int, frozenset[type] | None], ...]
 
 
 def static_check(info: ClassInfo) -> StaticCheck | None:
     """The check of a class's static values (in field order), or ``None`` if none.
 
-    The one rule of what a static value may be, beyond its JSON form: every loader runs it on
-    the values it loads, and every writer on the values it writes (so that nothing is written
-    that no loader reads back). ``check(values, saved, writing)`` checks the values of the
-    fields in ``saved`` (``None``: every field; the others were filled in from the class's own
-    defaults) and raises :class:`~treeclass.TreespecLoadError` naming the class and the field,
-    or, when ``writing``, :class:`~treeclass.UnserializableStaticError` with the same reason.
+    The one rule of what a static value may be, run by every loader and every writer (so
+    nothing is written that no loader reads back). ``check(values, saved, writing)`` checks
+    the fields in ``saved`` (``None``: all; the others hold the class's defaults) and raises
+    :class:`~treeclass.TreespecLoadError`, or when ``writing``
+    :class:`~treeclass.UnserializableStaticError`, with the same reason.
     """
     statics = info.static_fields
     if not statics:
         return None
     cls = info.cls
-    annotations = _annotations(cls)
+    kinds = _field_kinds(cls, info.fields, statics)
     hashable = getattr(cls, "__hash__", None) is not None
     attrs_fields: dict[str, Any] = {}
     if info.kind == "attrs":
         attrs_fields = {a.name: a for a in getattr(cls, "__attrs_attrs__", ())}
-    defaults = {f.name: f.default for f in info.fields}
     checks: list[tuple[int, str, list[Check], frozenset[type] | None]] = []
     for i, name in enumerate(statics):
         of_field: list[Check] = []
@@ -772,11 +703,7 @@ def static_check(info: ClassInfo) -> StaticCheck | None:
         # ``everything``: no check restricts the type).
         everything = True
         quick: frozenset[type] | None = None
-        kind = (
-            _kind_check(name, annotations[name], defaults.get(name, MISSING))
-            if name in annotations
-            else None
-        )
+        kind = kinds.get(name)
         if kind is not None:
             of_field.append(kind[0])
             everything, quick = False, kind[1]

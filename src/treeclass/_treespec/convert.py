@@ -200,9 +200,7 @@ def _every_unnamed(framework: str, root: Any, read: Read) -> UnnamedClassError:
 
 
 def refuse_dropping(spec: TreeSpec, framework: str) -> None:
-    """Refuse a spec that holds removed fields' children: a framework's structure cannot.
-
-    (Its node of the class has one child per data field today, so the leaves would shift.)
+    """Refuse a spec that holds removed fields' children (a framework's leaves would shift).
 
     Raises:
         TreespecLoadError: from :func:`~treeclass._core.state.fixed_children_error`.

@@ -71,10 +71,11 @@ def _short(n: int) -> str:
 def all_leaves(nodes: Sequence[Node], start: int, k: int) -> bool:
     """Whether ``nodes[start:start + k]`` are all leaves (``None``).
 
-    Probes in doubling chunks, so the work is at most about twice the length of the run of
-    leaves at ``start``: each run is asked about by the one node before it, which keeps a
-    whole walk linear whatever arities a document claims.
+    Probed in doubling chunks: the work is at most twice the run of leaves there, so a walk
+    stays linear whatever arities a document claims.
     """
+    if k <= 16:
+        return nodes[start : start + k].count(None) == k
     end = start + k
     if end > len(nodes):
         return False
@@ -99,10 +100,9 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
         UnnamedClassError: a node's class (or namedtuple) has no registered name.
         UnserializableStaticError: a static value has no JSON form.
     """
-    # Per node type: its name, getstate, the last auxdata, that auxdata's value classes (when
-    # a tuple of JSON scalars but floats, see _plain_state: equal is then the same; compared
-    # first, so == runs on such values only) and its node. A node equal to the last of its
-    # type is that node again (dumps_nodes writes it once).
+    # Per node type: name, getstate, last auxdata, its value classes (when exact scalars, for
+    # which equal is the same: compared first, so == runs on those only) and its node,
+    # repeated for an equal auxdata (dumps_nodes writes a repeated node once).
     cache: dict[NodeType, list[Any]] = {}
     out: list[Node] = []
     append = out.append
@@ -117,7 +117,7 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
                 name = nt.require_name()
             except UnnamedClassError:  # say at once what every class of the spec needs
                 raise unnamed_error(e[0] for e in spec._entries if e is not None) from None
-            h = cache[nt] = [name, nt.getstate, _UNSET, None, None]
+            h = cache[nt] = [name, nt.getstate, None, None, None]  # (no node yet)
         node = h[4]
         if (
             node is None
@@ -150,24 +150,19 @@ _NONE_ENTRY: Final = (BUILTIN_NODE_TYPES[type(None)], None, 0, True)
 def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     """Build the embedded registry's :class:`~treeclass.TreeSpec` from a node list.
 
-    ``nodes`` must hold one complete tree, as :func:`loads_nodes` checks and the framework
-    adapters make them. Names are resolved among the built-in and registered names only;
-    states go through each node type's ``load_state``. A data field a document does not hold
-    as a child (written as ``None`` outside the children by treeclass 0.1, or added to the
-    class since with a default of ``None``) becomes a ``None`` child, as the class flattens
-    today. A name may be an alias of a class (an earlier name). The children of fields the
-    class declares removed stay in the spec, under a node type that drops them on unflatten
-    (:func:`~treeclass._core.nodes.dropping_node`), so the leaves still line up; a data field added
-    since with another default (or a default factory) has no child there, and that node
-    type's unflatten gives it its default.
+    ``nodes`` must hold one complete tree, as :func:`loads_nodes` checks. Names are resolved
+    among registered names (aliases included); states go through each node type's
+    ``load_state``. A node whose children are not one per data field today (absent or
+    removed fields: a :class:`~treeclass._core.state.Layout`) gets ``None`` children for the
+    absent fields whose default is ``None``, and a node type that drops removed fields'
+    children and fills the other defaults on unflatten
+    (:func:`~treeclass._core.nodes.dropping_node`), so the leaves still line up.
 
     Raises:
         TreespecLoadError: a state is wrong, or does not give its node the arity it has.
         UnregisteredNameError: a name is not registered in this process.
     """
-    # Per name: its node type, the last plain state read, its auxdata, its shape (_shape)
-    # and its arity.
-    cache: dict[str, list[Any]] = {}
+    types: dict[str, NodeType] = {}
     entries: list[Any] = []
     append = entries.append
     n = len(nodes)
@@ -198,43 +193,21 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             i += 1
             continue
         name, state, k = item
-        memo = cache.get(name)
-        if memo is None:
-            memo = cache[name] = [_node_type(name), _UNSET, None, None, None]
-        nt: NodeType = memo[0]
-        plain = memo[1]
-        plan: Any = None
-        # A state read before (equal, with the same static keys in order and the same
-        # classes of static values: then the same values) gives the same auxdata.
-        if state is plain or (
-            plain is not _UNSET
-            and (
-                state.__class__ is dict
-                and state == plain
-                and (static := state["static"]).__class__ is dict
-                and tuple(static) == memo[3][0]
-                and tuple(map(type, static.values())) == memo[3][1]
-            )
-        ):
-            aux = memo[2]  # a state read before: its auxdata and arity, checked then
-            expect = memo[4]
+        nt = types.get(name)
+        if nt is None:
+            nt = types[name] = _node_type(name)
+        try:
+            aux, plan = nt.load_state(state)
+        except TreespecLoadError as e:
+            # (a migrate hook's own error stays the cause, for the traceback)
+            raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
+        if plan is None:
+            expect = nt.arity_of(aux)
         else:
-            try:
-                aux, plan = nt.load_state(state)
-            except TreespecLoadError as e:
-                # (a migrate hook's own error stays the cause, for the traceback)
-                raise type(e)(f"node {i} ({brief(name, 100)}): {e}") from e.__cause__
-            if plan is None:
-                expect = nt.arity_of(aux)
-                if state is None:  # (a None node's, a builtin's without state)
-                    memo[1:] = None, aux, None, expect
-                elif _plain_state(state):
-                    memo[1:] = state, aux, _shape(state), expect
-            else:
-                if isinstance(plan, Layout):  # removed fields' children: a node that drops them
-                    nt = dropping_node(nt, plan)
-                    plan = plan.plan
-                expect = sum(plan)
+            if isinstance(plan, Layout):  # removed fields' children: a node that drops them
+                nt = dropping_node(nt, plan)
+                plan = plan.plan
+            expect = sum(plan)
         if expect is not None and expect != k:
             raise TreespecLoadError(
                 f"node {i} ({brief(name, 100)}) has {_short(k)} children but its state gives "
@@ -246,48 +219,15 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             frames.append([plan, 0, len(plan)])
             continue
         # Canonical form (as tree_flatten makes it): a node whose children are all leaves
-        # holds them itself; they get no entries of their own. (A small node is checked in
-        # one slice; a large one by all_leaves, which keeps the walk linear.)
-        leafy = nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)
+        # holds them itself; they get no entries of their own.
+        leafy = all_leaves(nodes, i, k)
         append((nt, aux, k, leafy))
         if leafy:
             leaves += k
             i += k
         elif k and frames:
-            frames.append([_ALL_PRESENT, 0, k])
+            frames.append([(True,) * k, 0, k])  # (every child in the document)
     return TreeSpec._make(tuple(entries), leaves)
-
-
-def _plain_state(state: Any) -> bool:
-    """Whether ``state`` is a class's state whose static values are JSON scalars (no floats).
-
-    Two such states that compare equal, key order and value classes included, give the same
-    auxdata: for these classes ``==`` is identity of value (``1 == True`` and ``0.0 == -0.0``
-    are why the classes and floats are left out).
-    """
-    if state.__class__ is not dict:
-        return False
-    static = state.get("static")
-    return static.__class__ is dict and EXACT_SCALARS.issuperset(map(type, static.values()))
-
-
-def _shape(state: dict[str, Any]) -> tuple[tuple[str, ...], tuple[type, ...]]:
-    """The static keys of a plain state in order, and the classes of their values."""
-    static: dict[str, Any] = state["static"]
-    return tuple(static), tuple(map(type, static.values()))
-
-
-_UNSET: Final = object()  # no state memoized yet
-
-
-class _AllPresent:
-    """The plan of a node whose children are all in the document."""
-
-    def __getitem__(self, i: int) -> bool:
-        return True
-
-
-_ALL_PRESENT: Final = _AllPresent()
 
 
 # --- document <-> node list -------------------------------------------------------------------
@@ -327,46 +267,47 @@ def _bad(message: str) -> TreespecLoadError:
 def loads_nodes(text: str | bytes | bytearray) -> list[Node]:
     """Parse and check a document; return its node list (names are not looked up here).
 
-    The one reader of treespec documents: :func:`treeclass.treespec_loads`,
-    :func:`treeclass.load` (a file's structure), :func:`treeclass.orbax.restore` and
-    ``treeclass inspect`` read documents through it. The result is the document's own
-    ``nodes`` list (``None`` for a leaf, a JSON list ``[name, state, arity]`` for a node),
-    checked to hold exactly one complete tree.
+    The one reader of treespec documents (also of :func:`loads_spec`'s general path): the
+    document's own ``nodes`` list, checked to hold exactly one complete tree.
 
     Raises:
         TreespecLoadError: the text is not such a document (any problem at all).
     """
-    if not isinstance(text, (str, bytes, bytearray)):
+    return loads_checked(_as_text(text), _check_document, _not_json)
+
+
+def _not_json(e: ValueError) -> TreespecLoadError:
+    return _bad(f"the text is not valid JSON ({e!s:.200}).")
+
+
+def _as_text(text: str | bytes | bytearray) -> str:
+    if isinstance(text, str):
+        return text
+    if not isinstance(text, (bytes, bytearray)):
         raise TreespecLoadError(
             f"treespec_loads() takes the document as str or bytes, got {type(text).__name__}."
         )
-    if not isinstance(text, str):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise _bad(f"the text is not valid JSON ({e!s:.200}).") from None
-    return loads_checked(
-        text, _check_document, lambda e: _bad(f"the text is not valid JSON ({e!s:.200}).")
-    )
+    try:
+        return bytes(text).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _not_json(e) from None
 
 
 def loads_spec(text: str | bytes | bytearray) -> tuple[list[Node], TreeSpec]:
-    """:func:`nodes_to_spec` of :func:`loads_nodes`, in fewer passes: the node list and spec.
+    """:func:`nodes_to_spec` of :func:`loads_nodes` (the node list, read only, and the spec).
 
-    What :func:`treeclass.treespec_loads` and :func:`treeclass.load` read documents with:
-    the same checks and errors as the two functions. A document in canonical form is read
-    by walking its text, each distinct node text parsed once (:func:`_loads_canonical`; in
-    its node list, nodes of one text are one list: read only); any other is read by the two
-    functions.
+    A document in canonical form is read by walking its text (:func:`_loads_canonical`);
+    any other, or one it gives up on, by the two functions, which name what is wrong.
 
     Raises:
         TreespecLoadError: as :func:`loads_nodes` and :func:`nodes_to_spec`.
         UnregisteredNameError: as :func:`nodes_to_spec`.
     """
-    done = _loads_canonical(text) if isinstance(text, str) else None
+    text = _as_text(text)
+    done = _loads_canonical(text)
     if done is not None:
         return done
-    nodes = loads_nodes(text)  # (bytes, another form, anything unusual: the general path)
+    nodes = loads_nodes(text)  # (another form, anything unusual: the general path)
     return nodes, nodes_to_spec(nodes)
 
 
@@ -420,9 +361,8 @@ class _Seen:
 def _shareable(state: Any) -> bool:
     """Whether equal state text may give one auxdata to every node that has it.
 
-    A ``null`` state, a list of string keys, and a class's state whose static values are
-    JSON scalars: their auxdata is a tuple of those values (immutable), and one text is one
-    value (floats included, unlike :func:`_plain_state`, which compares values, not text).
+    Yes when the auxdata is immutable and one text is one value: a ``null`` state, str
+    keys, JSON scalar static values (floats too: equal text, unlike ``==``, is one value).
     """
     cls = state.__class__
     if state is None:
@@ -436,14 +376,11 @@ def _shareable(state: Any) -> bool:
 
 
 def _null_run(text: str, pos: int, k: int) -> bool:
-    """Whether ``text[pos:]`` starts with ``k`` leaves (``,null`` each).
+    """Whether ``text[pos:]`` starts with ``k`` (> 64) leaves (``,null`` each).
 
-    A long run is compared in blocks of 64, stopping at the first block that differs: the
-    work is at most about the length of the run that is there (each run is asked about by
-    the one node before it, which keeps a walk linear whatever arities a document claims).
+    Compared in blocks of 64, stopping at the first that differs (linear, as
+    :func:`all_leaves`).
     """
-    if k <= 64:
-        return text.startswith(_NULL_RUNS[k], pos)
     if len(text) - pos < 5 * k:
         return False
     block = _NULL_RUNS[64]
@@ -476,20 +413,11 @@ def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int)
 def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
     """:func:`loads_spec` of a document in the canonical form :func:`dumps_nodes` writes.
 
-    Walks the text itself: the ``nodes`` are read element by element, and a node whose text
-    is the text of a node read before in the same document (each instance of a class with
-    the same static values, each dict with the same keys, ...) is not parsed again: one
-    text is one value, so it loads as that node did. A new node text is parsed by the
-    strict parser (:func:`treeclass._core.json.strict_scanner`, which refuses duplicate keys)
-    and loaded. Every character of the text is either compared with a text parsed before or
-    parsed; work stays linear (each node is compared with at most a few texts read before
-    with the same name, and a comparison stops where they differ, inside the node).
-
-    Returns:
-        ``(nodes, spec)`` as :func:`loads_spec` gives them (in ``nodes``, nodes of one text
-        are one list: the list is read only); ``None`` for a text in any other form, or
-        with anything unusual (an error, a node that needs a plan), which the general path
-        reads and names (a node whose state does not load included).
+    A node whose text was read before in the document is not parsed again (one text is one
+    value); a new one is parsed strictly (:func:`treeclass._core.json.strict_scanner`).
+    Each node is compared with at most a few earlier texts of its name, so work stays
+    linear. ``None`` for any other form or anything unusual (an error, a node needing a
+    plan): the general path reads and names it.
     """
     if text.__class__ is not str or not text.startswith(_HEAD):  # (a subclass: the general way)
         return None
@@ -592,13 +520,8 @@ def _differ(a: Any, b: Any) -> bool:
         return True
 
 
-def _check_document(doc: Any, states: bool = True) -> tuple[list[Node], int, int]:
-    """The checked node list of a parsed document, with its census.
-
-    The census: the members of its objects and the ``:`` in its strings (for
-    :func:`treeclass._core.json.no_duplicates`); without ``states``, of the top-level
-    object only.
-    """
+def _check_document(doc: Any) -> tuple[list[Node], int, int]:
+    """The checked node list of a parsed document, and its census (for ``no_duplicates``)."""
     if doc.__class__ is not dict:
         raise _bad(f"the document must be a JSON object, got {doc.__class__.__name__}.")
     if doc.get("format") != FORMAT_ID:
@@ -655,16 +578,14 @@ def _check_document(doc: Any, states: bool = True) -> tuple[list[Node], int, int
                 f"node {i} claims {_short(k)} children but only {n - i - 1} nodes follow it; "
                 "the document was truncated or edited."
             )
-        if states:
-            memo = seen.get(name)
-            if memo is None or (state is not memo[0] and _differ(state, memo[0])):
-                m, c = census(state)
-                memo = seen[name] = (state, m, c + name.count(":"))
-            members += memo[1]
-            colons += memo[2]
+        memo = seen.get(name)
+        if memo is None or (state is not memo[0] and _differ(state, memo[0])):
+            m, c = census(state)
+            memo = seen[name] = (state, m, c + name.count(":"))
+        members += memo[1]
+        colons += memo[2]
         i += 1
-        # All children leaves: skip them (a small node checked in one slice, as below).
-        if k and (nodes[i : i + k].count(None) == k if k <= 16 else all_leaves(nodes, i, k)):
+        if k and all_leaves(nodes, i, k):  # skip the leaf children
             count += k
             need -= 1
             i += k
