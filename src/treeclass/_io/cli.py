@@ -24,7 +24,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._backends.activation import FRAMEWORKS, complete
-from .._core.registry import class_for_name, name_of, registered_node, registered_nodes
+from .._core.registry import class_for_name, name_of, registered_nodes
 from .._core.state import encode_for
 from .._core.statics import static_for_name
 from .._errors import TreeclassError, UnserializableStaticError, qualname
@@ -36,6 +36,8 @@ if TYPE_CHECKING:
     import argparse
     from collections.abc import Sequence
     from typing import IO, Any, Final
+
+    from .._core.nodes import NodeType
 
 
 __all__ = ["main"]
@@ -163,7 +165,7 @@ def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
     The third item is the class's name when ``name`` is one of its aliases (earlier names).
     """
     if kind == "static":
-        return static_name_registered(name), "static type", None
+        return static_for_name(name) is not None, "static type", None
     cls = class_for_name(name)
     if cls is not None:
         current = name_of(cls)
@@ -311,67 +313,13 @@ def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     return OK
 
 
-class ClassRecord:
-    """What ``treeclass check`` shows about one registered class."""
-
-    __slots__ = ("aliases", "cls", "data", "kind", "name", "static_defaults")
-
-    cls: type
-    name: str | None
-    kind: str
-    data: tuple[str, ...]
-    #: Each static field with its default: ``(name, has_default, default value)``.
-    static_defaults: tuple[tuple[str, bool, Any], ...]
-    aliases: tuple[str, ...]
-
-    def __init__(
-        self,
-        cls: type,
-        name: str | None,
-        kind: str,
-        data: tuple[str, ...],
-        static_defaults: tuple[tuple[str, bool, Any], ...],
-        aliases: tuple[str, ...],
-    ) -> None:
-        self.cls = cls
-        self.name = name
-        self.kind = kind
-        self.data = data
-        self.static_defaults = static_defaults
-        self.aliases = aliases
-
-
-def registered_classes() -> list[ClassRecord]:
-    """Every class registered with treeclass, in registration order."""
-    out: list[ClassRecord] = []
-    for node in registered_nodes():
-        statics: list[tuple[str, bool, Any]] = []
-        if node.info is None:  # pragma: no cover - registered classes are described
-            continue
-        for f in node.info.fields:
-            if f.static:
-                has = f.has_default
-                try:
-                    value = f.make_default() if has else None
-                except Exception as e:  # a default_factory that fails is worth showing
-                    value = e
-                statics.append((f.name, has, value))
-        out.append(
-            ClassRecord(
-                node.type, node.name, node.kind, node.info.data_fields, tuple(statics), node.aliases
-            )
-        )
-    return out
-
-
-def default_problem(cls: type, field: str, value: Any) -> str | None:
-    """What saving ``cls`` with ``value`` in static field ``field`` says, or ``None`` if it saves.
+def _default_problem(node: NodeType, field: str, value: Any) -> str | None:
+    """What saving ``value`` in static field ``field`` of ``node``'s class says, or ``None``.
 
     The writers' own check and encoding (``StateCodec.getstate``), for this one field.
     """
-    node = registered_node(cls)
-    check = None if node is None or node.codec is None else node.codec.check_statics
-    if node is None or check is None:  # pragma: no cover - a class with static fields has one
+    check = None if node.codec is None else node.codec.check_statics
+    if check is None:  # pragma: no cover - a class with static fields has one
         return None
     values = tuple(value if s == field else None for s in node.static_fields)
     try:
@@ -380,11 +328,6 @@ def default_problem(cls: type, field: str, value: Any) -> str | None:
     except UnserializableStaticError as e:
         return str(e)
     return None
-
-
-def static_name_registered(name: str) -> bool:
-    """Whether a static type (``tc.register_static``) is registered under ``name``."""
-    return static_for_name(name) is not None
 
 
 # --- check ------------------------------------------------------------------------------------
@@ -396,43 +339,49 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if not _import_modules(args.modules, err):
         return ERROR
     s = _Style(out)
-    records = registered_classes()
     problems = 0
     rows: list[dict[str, Any]] = []
-    for r in records:
-        where = f"{r.cls.__module__}.{r.cls.__qualname__}"
+    for node in registered_nodes():
+        if node.info is None:  # pragma: no cover - registered classes are described
+            continue
+        cls = node.type
         flags: list[str] = []
-        if r.name is None:
+        if node.name is None:
             flags.append(
                 "has no name=, so it cannot be serialized (treespec_dumps, tc.save, jax.export, "
                 "torch.export); give it a stable name"
             )
         statics: list[dict[str, Any]] = []
-        for field, has_default, value in r.static_defaults:
-            problem = None
-            if has_default:
-                if isinstance(value, Exception):
-                    problem = f"its default factory raised {type(value).__name__}: {value}"
+        for f in node.info.fields:
+            if not f.static:
+                continue
+            problem = value = None
+            if f.has_default:
+                try:
+                    value = f.make_default()
+                except Exception as e:  # a default_factory that fails is worth showing
+                    value = e
+                    problem = f"its default factory raised {type(e).__name__}: {e}"
                 else:
-                    problem = default_problem(r.cls, field, value)
+                    problem = _default_problem(node, f.name, value)
             if problem is not None:
-                flags.append(f"the default of static field {field!r} cannot be used: {problem}")
+                flags.append(f"the default of static field {f.name!r} cannot be used: {problem}")
             statics.append(
                 {
-                    "field": field,
-                    "default": repr(value) if has_default else None,
+                    "field": f.name,
+                    "default": repr(value) if f.has_default else None,
                     "problem": problem,
                 }
             )
         problems += len(flags)
         rows.append(
             {
-                "name": r.name,
-                "class": where,
-                "kind": r.kind,
-                "data": list(r.data),
+                "name": node.name,
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "kind": node.kind,
+                "data": list(node.info.data_fields),
                 "static": statics,
-                "aliases": list(r.aliases),
+                "aliases": list(node.aliases),
                 "problems": flags,
             }
         )
