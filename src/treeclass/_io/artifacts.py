@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._core.json import loads_strict
 from .._core.keys import attr_entry, index_entry
@@ -83,10 +84,9 @@ _JAX_DTYPES: Final = (
 _JAX_KINDS: Final = ("leaf", "none", "tuple", "list", "dict", "custom")
 
 
+@dataclass(slots=True)
 class Node:
     """One node of a structure, as shown: depth, key entry, type and what is known."""
-
-    __slots__ = ("depth", "detail", "key", "leaf", "name", "type")
 
     depth: int
     key: str
@@ -98,41 +98,26 @@ class Node:
     #: Shape and dtype, a value, or a state summary.
     detail: str
 
-    def __init__(
-        self, depth: int, key: str, leaf: bool, type_: str, name: str | None, detail: str
-    ) -> None:
-        self.depth = depth
-        self.key = key
-        self.leaf = leaf
-        self.type = type_
-        self.name = name
-        self.detail = detail
 
-
-class Tree:
+class Tree(NamedTuple):
     """A labelled structure (``"structure"``, ``"inputs"``, ``"outputs"``): nodes in pre-order."""
 
-    __slots__ = ("label", "nodes")
-
-    def __init__(self, label: str, nodes: list[Node]) -> None:
-        self.label = label
-        self.nodes = nodes
+    label: str
+    nodes: list[Node]
 
 
+@dataclass(slots=True)
 class Artifact:
     """What ``treeclass inspect`` found in a file."""
 
-    __slots__ = ("kind", "metadata", "names", "notes", "static_names", "trees")
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.trees: list[Tree] = []
-        #: Class names the artifact needs (node types).
-        self.names: set[str] = set()
-        #: Static type names (``tc.register_static``) its statics need.
-        self.static_names: set[str] = set()
-        self.metadata: dict[str, str] = {}
-        self.notes: list[str] = []
+    kind: str
+    trees: list[Tree] = field(default_factory=list)
+    #: Class names the artifact needs (node types).
+    names: set[str] = field(default_factory=set)
+    #: Static type names (``tc.register_static``) its statics need.
+    static_names: set[str] = field(default_factory=set)
+    metadata: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def _bad(source: str, what: str, message: str) -> FileLoadError:

@@ -589,57 +589,6 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
     return (types, out), members, colons
 
 
-class _Selection:
-    """Which leaves ``paths=`` selects, decided while the structure is walked."""
-
-    __slots__ = ("lengths", "matched", "predicate", "selecting", "wanted")
-
-    def __init__(self, paths: PathSelection) -> None:
-        self.predicate: Callable[[str], bool] | None = None
-        self.wanted: frozenset[str] | None = None
-        self.lengths: frozenset[int] = frozenset()
-        self.matched: set[str] = set()
-        self.selecting: int | None = None  # depth of the selected subtree being walked
-        if paths is None:
-            return
-        if callable(paths):
-            self.predicate = paths
-        else:
-            self.wanted = frozenset(paths)
-            self.lengths = frozenset(len(p) for p in self.wanted)
-
-    def visit(self, parts: list[str], length: int) -> None:
-        """Note a node (call for every node, in pre-order)."""
-        if self.wanted is None:
-            return
-        depth = len(parts)
-        if self.selecting is not None and depth <= self.selecting:
-            self.selecting = None
-        if self.selecting is None and length in self.lengths:
-            text = "".join(parts)
-            if text in self.wanted:
-                self.selecting = depth
-                self.matched.add(text)
-
-    def leaf(self, path: str) -> bool:
-        """Whether the leaf just visited (at ``path``) is selected."""
-        if self.predicate is not None:
-            return bool(self.predicate(path))
-        return self.wanted is None or self.selecting is not None
-
-    def check(self, source: str, all_paths: Callable[[], list[str]]) -> None:
-        if self.wanted is None or not self.wanted - self.matched:
-            return
-        missing = sorted(self.wanted - self.matched)
-        known = all_paths()
-        sample = ", ".join(repr(p) for p in known[:5])
-        raise FileLoadError(
-            f"paths= names {', '.join(repr(p) for p in missing[:5])}, which is not the key path "
-            f"of any node in {source}; key paths look like {sample} (as treeclass.keystr "
-            "writes them; a node's path selects all the leaves under it)."
-        )
-
-
 def _target_of(kind: str, to: Target | None) -> str:
     if to is not None:
         return to
@@ -954,10 +903,7 @@ def _load_tree(
             source,
             f"its structure has {spec.num_leaves} leaves but its leaf list has {len(types)}.",
         )
-    try:
-        children = child_entries(nodes)
-    except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
-        raise _bad(source, f"its dict keys do not decode: {e}") from None
+    children = child_entries(nodes)  # (the document loaded: its keys decode)
     chosen: list[bool] | None = None  # None: every leaf
     at = list(compress(count(), map(_ARRAY_TYPES.__contains__, types)))  # the array leaves
     # The key paths are the structure's (needed with arrays or paths=).
@@ -1013,8 +959,7 @@ def _check_array_leaf(
         raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
     if kind == "numpy-scalar" and info.shape:
         raise _bad(source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}.")
-    if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
-        _check_loadable(source, info, target)
+    _check_loadable(source, info, target)
 
 
 def _select(
@@ -1022,22 +967,38 @@ def _select(
     nodes: list[Any],
     children: list[list[str] | None],
     key_paths: list[str],
-    paths: PathSelection,
+    paths: Collection[str] | Callable[[str], bool],
 ) -> list[bool]:
-    """Which leaves ``paths=`` selects, as the structure is walked."""
+    """Which leaves ``paths=`` selects: a node's path selects every leaf under it."""
     # Key paths are as the document writes them; paths= selects by the names fields
     # have today (a renamed field's aliases, a migrate hook), where those differ.
     current = current_child_entries(nodes, children)
     if current is not None:
         key_paths = leaf_paths(nodes, current)
-    selection = _Selection(paths)
-    leaves = iter(key_paths)
+        children = current
+    if callable(paths):
+        return [bool(paths(p)) for p in key_paths]
+    wanted = frozenset(paths)
+    lengths = frozenset(map(len, wanted))  # (most nodes' paths are not joined at all)
+    matched: set[str] = set()
+    selecting: int | None = None  # the depth of the selected node being walked
     chosen: list[bool] = []
-    for i, parts, length in walk(nodes, children if current is None else current):
-        selection.visit(parts, length)
+    for i, parts, length in walk(nodes, children):
+        if selecting is not None and len(parts) <= selecting:
+            selecting = None
+        if selecting is None and length in lengths and (text := "".join(parts)) in wanted:
+            selecting = len(parts)
+            matched.add(text)
         if nodes[i] is None:
-            chosen.append(selection.leaf(next(leaves)))
-    selection.check(source, lambda: key_paths)
+            chosen.append(selecting is not None)
+    if wanted - matched:
+        missing = ", ".join(repr(p) for p in sorted(wanted - matched)[:5])
+        sample = ", ".join(repr(p) for p in key_paths[:5])
+        raise FileLoadError(
+            f"paths= names {missing}, which is not the key path of any node in {source}; key "
+            f"paths look like {sample} (as treeclass.keystr writes them; a node's path selects "
+            "all the leaves under it)."
+        )
     return chosen
 
 

@@ -69,29 +69,14 @@ class TensorInfo(NamedTuple):
         """The tensor's size in bytes."""
         return self.end - self.begin
 
-    def __repr__(self) -> str:
-        return (
-            f"TensorInfo({self.name!r}, {self.dtype}, {list(self.shape)}, {self.begin}:{self.end})"
-        )
 
-
-class Header:
+class Header(NamedTuple):
     """A checked header: tensors in file order, metadata, and where the data starts."""
-
-    __slots__ = ("data_start", "file_size", "metadata", "tensors")
 
     tensors: dict[str, TensorInfo]
     metadata: dict[str, str]
     data_start: int
     file_size: int
-
-    def __init__(
-        self, tensors: dict[str, TensorInfo], metadata: dict[str, str], data_start: int, size: int
-    ) -> None:
-        self.tensors = tensors
-        self.metadata = metadata
-        self.data_start = data_start
-        self.file_size = size
 
 
 def _bad(source: str, message: str) -> FileLoadError:
