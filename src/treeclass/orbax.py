@@ -115,28 +115,6 @@ _MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
 _MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its item size
 
-_UNSUPPORTED_LEAF: Final = (
-    "the leaf at {path} is a {type}, which treeclass.orbax cannot save; it saves jax and numpy "
-    "arrays (numeric dtypes) and numpy scalars, and Python bool, int, float, complex and str "
-    "leaves. Convert it to an array, or make the class that holds it a treeclass class "
-    "(with name=) so that it is structure, not a leaf."
-)
-_UNSUPPORTED_DTYPE: Final = (
-    "the array at {path} has dtype {dtype}, which treeclass.orbax cannot save; it saves "
-    "arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, complex) "
-    f"except {', '.join(ORBAX_REFUSED[:-1])} and {ORBAX_REFUSED[-1]} (orbax's tensorstore "
-    "cannot write them). For a typed PRNG key use jax.random.key_data(key)."
-)
-_NOT_A_CHECKPOINT: Final = (
-    "{path} holds no {item!r} item, so it is not a checkpoint written by treeclass.orbax.save; "
-    "a checkpoint written with orbax's own API restores with orbax and a target object."
-)
-_BAD_DOCUMENT: Final = (
-    "the treeclass structure of the checkpoint at {path} is not valid: {problem}. The "
-    "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
-)
-_ONLY_STRUCTURE: Final = " (only the structure was read)"
-
 
 def _checkpointer() -> Any:
     """A synchronous orbax checkpointer for the two items, with their handlers named here.
@@ -200,12 +178,20 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         array_kind = "numpy-scalar"
     else:
         raise TreeclassTypeError(
-            _UNSUPPORTED_LEAF.format(path=path, type=f"{kind.__module__}.{kind.__qualname__}")
+            f"the leaf at {path} is a {kind.__module__}.{kind.__qualname__}, which "
+            "treeclass.orbax cannot save; it saves jax and numpy arrays (numeric dtypes) and "
+            "numpy scalars, and Python bool, int, float, complex and str leaves. Convert it to "
+            "an array, or make the class that holds it a treeclass class (with name=) so that "
+            "it is structure, not a leaf."
         )
     dtype = _dtype_name(leaf)
     if dtype is None:
-        shown: str = str(leaf.dtype)
-        raise TreeclassTypeError(_UNSUPPORTED_DTYPE.format(path=path, dtype=shown))
+        raise TreeclassTypeError(
+            f"the array at {path} has dtype {leaf.dtype}, which treeclass.orbax cannot save; it "
+            "saves arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, "
+            f"complex) except {', '.join(ORBAX_REFUSED[:-1])} and {ORBAX_REFUSED[-1]} (orbax's "
+            "tensorstore cannot write them). For a typed PRNG key use jax.random.key_data(key)."
+        )
     if not _tensorstore_holds(dtype):
         raise TreeclassTypeError(
             f"the array at {path} has dtype {dtype}, which the installed tensorstore "
@@ -312,17 +298,8 @@ def _unregistered_names(treespec: str) -> list[str]:
         nodes = loads_nodes(treespec)
     except TreespecLoadError:
         return []
-    missing: dict[str, None] = {}
-    for node in nodes:
-        if node is not None:
-            name: str = node[0]
-            if (
-                name not in BUILTIN_NAMES
-                and name not in missing
-                and tc.class_for_name(name) is None
-            ):
-                missing[name] = None
-    return list(missing)
+    names = dict.fromkeys(node[0] for node in nodes if node is not None)
+    return [n for n in names if n not in BUILTIN_NAMES and tc.class_for_name(n) is None]
 
 
 def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
@@ -332,11 +309,15 @@ def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
         missing = _unregistered_names(treespec)
         if not missing:
             raise
-        raise unregistered_name(missing, f"the checkpoint at {where}", _ONLY_STRUCTURE) from e
+        holder = f"the checkpoint at {where}"
+        raise unregistered_name(missing, holder, " (only the structure was read)") from e
 
 
 def _bad(where: str, problem: str) -> TreespecLoadError:
-    return TreespecLoadError(_BAD_DOCUMENT.format(path=where, problem=problem))
+    return TreespecLoadError(
+        f"the treeclass structure of the checkpoint at {where} is not valid: {problem}. The "
+        "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
+    )
 
 
 @contextlib.contextmanager
@@ -546,7 +527,11 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
     path: str = os.path.abspath(os.fspath(directory))
     where = repr(path)
     if not os.path.isdir(os.path.join(path, STRUCTURE_ITEM)):
-        raise TreespecLoadError(_NOT_A_CHECKPOINT.format(path=where, item=STRUCTURE_ITEM))
+        raise TreespecLoadError(
+            f"{where} holds no {STRUCTURE_ITEM!r} item, so it is not a checkpoint written by "
+            "treeclass.orbax.save; a checkpoint written with orbax's own API restores with "
+            "orbax and a target object."
+        )
     checkpointer = _checkpointer()
     try:
         with _reading(where, "it"):
