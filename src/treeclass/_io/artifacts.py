@@ -41,9 +41,8 @@ from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
 from .._treespec.treedoc import child_entries, leaf_paths, walk
-from . import torchspec
+from . import files, torchspec
 from .dtypes import SAFETENSORS_NAMES
-from .files import ARRAY_LETTERS, LEAF_KINDS, tensor_names
 from .safetensors import read_header
 
 if TYPE_CHECKING:
@@ -208,13 +207,13 @@ def _leaf_details(meta_file: str, spec: str, describe: Callable[[str], str]) -> 
         return None
     if len(paths) != len(kinds):
         return None
-    names = iter(tensor_names([p for p, c in zip(paths, kinds) if c in ARRAY_LETTERS]))
+    names = iter(files.tensor_names([p for p, c in zip(paths, kinds) if c in files.ARRAY_LETTERS]))
     scalars = iter(values)
     for c in kinds:
-        kind = LEAF_KINDS.get(c)
+        kind = files.LEAF_KINDS.get(c)
         if kind is None:
             details.append("?")
-        elif c in ARRAY_LETTERS:
+        elif c in files.ARRAY_LETTERS:
             details.append(f"{describe(next(names))} ({kind})")
         else:
             details.append(f"{kind} {_short(json.dumps(next(scalars, None)))}")
@@ -224,9 +223,9 @@ def _leaf_details(meta_file: str, spec: str, describe: Callable[[str], str]) -> 
 def _safetensors(path: str, source: str) -> Artifact:
     with open(path, "rb") as f:
         header = read_header(f, source)
-    ours = [k for k in header.metadata if k.startswith("treeclass.")]
+    ours = files.is_ours(header.metadata)
     art = Artifact("treeclass file (safetensors)" if ours else "safetensors file")
-    art.metadata = {k: v for k, v in header.metadata.items() if not k.startswith("treeclass.")}
+    art.metadata = files.user_metadata(header.metadata)
 
     def describe(name: str) -> str:
         t = header.tensors.get(name)
@@ -236,9 +235,9 @@ def _safetensors(path: str, source: str) -> Artifact:
 
     total = sum(t.nbytes for t in header.tensors.values())
     art.notes.append(f"{len(header.tensors)} tensors, {total} bytes of data")
-    spec = header.metadata.get("treeclass.treespec")
+    spec = header.metadata.get(files.SPEC_KEY)
     if ours and spec is not None:
-        details = _leaf_details(header.metadata.get("treeclass.file", ""), spec, describe)
+        details = _leaf_details(header.metadata.get(files.FILE_KEY, ""), spec, describe)
         try:
             art.trees.append(_document_tree(spec, "structure", art, details))
         except TreespecLoadError as e:

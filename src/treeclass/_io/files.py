@@ -58,12 +58,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ARRAY_LETTERS",
     "FILE_FORMAT",
+    "FILE_KEY",
     "FILE_VERSION",
     "LEAF_KINDS",
+    "SPEC_KEY",
+    "is_ours",
     "load",
     "load_metadata",
     "save",
     "tensor_names",
+    "user_metadata",
 ]
 
 #: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
@@ -71,13 +75,14 @@ FILE_FORMAT: Final = "treeclass.file"
 #: The version of that entry this release writes (and the only one it reads): see
 #: ``docs/files.md``.
 FILE_VERSION: Final = 2
-_FILE_KEY: Final = "treeclass.file"
-_SPEC_KEY: Final = "treeclass.treespec"
+#: The metadata keys of the leaf list and of the structure.
+FILE_KEY: Final = "treeclass.file"
+SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
 #: The leaf types stored as tensors (each one tensor); the others go into ``"values"``.
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
-_FILE_KEYS: Final = frozenset(("format", "version", "kinds", "values"))
+FILE_KEYS: Final = frozenset(("format", "version", "kinds", "values"))
 #: The letter for each leaf type (``"kinds"``: one letter per leaf).
 _KIND_LETTERS: Final = {
     "numpy": "n",
@@ -460,7 +465,7 @@ def save(
         f'"values":[{",".join(values)}],"version":{FILE_VERSION}}}'
     )
 
-    write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
+    write_file(path, tensors, {**user, FILE_KEY: ours, SPEC_KEY: document})
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -495,8 +500,14 @@ def _bad(source: str, message: str) -> FileLoadError:
     return FileLoadError(f"{source} is not a loadable treeclass file: {message}")
 
 
-def _is_ours(metadata: dict[str, str]) -> bool:
+def is_ours(metadata: dict[str, str]) -> bool:
+    """Whether a safetensors file's metadata has treeclass's entries (a file of :func:`save`)."""
     return any(k.startswith(_RESERVED) for k in metadata)
+
+
+def user_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    """A safetensors file's metadata without treeclass's entries."""
+    return {k: v for k, v in metadata.items() if not k.startswith(_RESERVED)}
 
 
 def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
@@ -504,24 +515,22 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
 
     The leaf list: each leaf's type, and its value (``None`` for an array).
     """
-    extra = sorted(
-        k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
-    )
-    if extra or _FILE_KEY not in metadata or _SPEC_KEY not in metadata:
+    extra = sorted(k for k in metadata if k.startswith(_RESERVED) and k not in (FILE_KEY, SPEC_KEY))
+    if extra or FILE_KEY not in metadata or SPEC_KEY not in metadata:
         found = sorted(k for k in metadata if k.startswith(_RESERVED))
         raise _bad(
             source,
             f"its metadata has the treeclass entries {found!r:.200}; a treeclass file has "
-            f"exactly {_FILE_KEY!r} and {_SPEC_KEY!r} (a newer treeclass may write more: "
+            f"exactly {FILE_KEY!r} and {SPEC_KEY!r} (a newer treeclass may write more: "
             "upgrade treeclass if this file came from one).",
         )
-    text = metadata[_FILE_KEY]
+    text = metadata[FILE_KEY]
     leaves = loads_checked(
         text,
         lambda doc: _check_leaf_list(source, doc),
-        lambda e: _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200})."),
+        lambda e: _bad(source, f"its {FILE_KEY!r} entry is not valid JSON ({e!s:.200})."),
     )
-    return leaves, metadata[_SPEC_KEY]
+    return leaves, metadata[SPEC_KEY]
 
 
 def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
@@ -532,7 +541,7 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
     """
     if doc.__class__ is not dict or doc.get("format") != FILE_FORMAT:
         raise _bad(
-            source, f'its {_FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
+            source, f'its {FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
         )
     version = doc.get("version")
     if version.__class__ is not int or version != FILE_VERSION:
@@ -540,8 +549,8 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             f"{source} was written in treeclass file version {version!r:.40}; this release "
             f"reads version {FILE_VERSION}. Upgrade treeclass to load it."
         )
-    if frozenset(doc) != _FILE_KEYS:
-        raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
+    if frozenset(doc) != FILE_KEYS:
+        raise _bad(source, f"its {FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
     kinds = doc["kinds"]
     values = doc["values"]
     if kinds.__class__ is not str:
@@ -896,7 +905,7 @@ def _load_tree(
     except UnregisteredNameError as e:
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
-        raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
+        raise _bad(source, f"its structure ({SPEC_KEY!r}) does not load: {e}") from None
     types, values = leaves  # (the arrays go into values once read)
     if len(types) != spec.num_leaves:
         raise _bad(
@@ -1060,7 +1069,7 @@ def load(
     source = repr(str(path))
     with open(path, "rb") as f:
         header = read_header(f, source)
-        if _is_ours(header.metadata):
+        if is_ours(header.metadata):
             return _load_tree(f, header, source, to, paths, mmap)
         return _load_plain(f, header, source, to, paths, mmap)
 
@@ -1084,7 +1093,7 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     source = repr(str(path))
     with open(path, "rb") as f:
         header = read_header(f, source)
-    return {k: v for k, v in header.metadata.items() if not k.startswith(_RESERVED)}
+    return user_metadata(header.metadata)
 
 
 # Public under the package name, where users find them.
