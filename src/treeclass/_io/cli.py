@@ -21,6 +21,7 @@ string literal: what the file holds can neither move the cursor nor fake a line.
 from __future__ import annotations
 
 import sys
+from functools import partialmethod
 from typing import TYPE_CHECKING
 
 from .._backends.activation import FRAMEWORKS, complete
@@ -68,20 +69,11 @@ class _Style:
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
 
-    def bold(self, text: str) -> str:
-        return self._wrap("1", text)
-
-    def dim(self, text: str) -> str:
-        return self._wrap("2", text)
-
-    def red(self, text: str) -> str:
-        return self._wrap("31;1", text)
-
-    def green(self, text: str) -> str:
-        return self._wrap("32", text)
-
-    def cyan(self, text: str) -> str:
-        return self._wrap("36", text)
+    bold = partialmethod(_wrap, "1")
+    dim = partialmethod(_wrap, "2")
+    red = partialmethod(_wrap, "31;1")
+    green = partialmethod(_wrap, "32")
+    cyan = partialmethod(_wrap, "36")
 
 
 class _Progress:
@@ -194,7 +186,6 @@ def _shown(text: str, limit: int) -> str:
 
 
 def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
-
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
     if art.notes:
@@ -290,7 +281,6 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-
     if not _import_modules(args.modules, err):
         return ERROR
     try:

@@ -149,7 +149,6 @@ _CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: non
 
 
 def _np_dtype(name: str) -> Any:
-
     try:
         return numpy_dtype(name)
     except ImportError as e:
