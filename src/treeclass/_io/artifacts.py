@@ -128,17 +128,11 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 def _registered_statics(value: Any, out: set[str]) -> None:
-    """Collect the names of ``{"registered": [name, ...]}`` static values (iteratively)."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if v.__class__ is dict:
-            reg = v.get("registered")
-            if len(v) == 1 and reg.__class__ is list and reg and reg[0].__class__ is str:
-                out.add(reg[0])
-            stack.extend(v.values())
-        elif v.__class__ is list:
-            stack.extend(v)
+    """Collect the names of ``{"registered": [name, ...]}`` static values."""
+    for v in torchspec.objects(value):
+        reg = v.get("registered")
+        if len(v) == 1 and reg.__class__ is list and reg and reg[0].__class__ is str:
+            out.add(reg[0])
 
 
 def _state_summary(state: Any) -> str:
