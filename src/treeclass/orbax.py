@@ -117,11 +117,7 @@ _MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its
 
 
 def _checkpointer() -> Any:
-    """A synchronous orbax checkpointer for the two items, with their handlers named here.
-
-    Naming the handlers (rather than letting orbax find them from the checkpoint's own
-    metadata) keeps what reads the directory fixed by this code, not by the directory.
-    """
+    """A checkpointer whose handlers are named here, never chosen by the directory's metadata."""
     handler = ocp.CompositeCheckpointHandler(
         **{STRUCTURE_ITEM: ocp.JsonCheckpointHandler(), ARRAYS_ITEM: ocp.PyTreeCheckpointHandler()}
     )
@@ -142,10 +138,7 @@ def _dtype_name(leaf: Any) -> str | None:
 
 @functools.cache
 def _tensorstore_holds(dtype: str) -> bool:
-    """Whether the installed tensorstore has ``dtype``.
-
-    float4 and float8_e8m0 are newer than the tensorstore some orbax-checkpoint releases bring.
-    """
+    """Whether the installed tensorstore has ``dtype`` (float4, float8_e8m0 are newer)."""
     import tensorstore as ts
 
     try:
@@ -322,13 +315,10 @@ def _bad(where: str, problem: str) -> TreespecLoadError:
 
 @contextlib.contextmanager
 def _reading(where: str, what: str) -> Generator[None, None, None]:
-    """Whatever orbax raises while it reads ``what`` from the directory becomes a load error.
+    """Whatever orbax raises while it reads ``what`` becomes a TreespecLoadError.
 
-    orbax parses the directory's own files (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``,
-    the OCDBT manifest and zarr metadata, the chunks) with ``json.loads``, tensorstore and its
-    own tree code: an edited file surfaces there as any exception (``RecursionError`` from
-    deep JSON, ``AttributeError`` from a field of the wrong type, tensorstore's
-    ``ValueError``). Restoring reports each as a :class:`~treeclass.TreespecLoadError`.
+    An edited file surfaces in orbax or tensorstore as any exception (``RecursionError`` from
+    deep JSON, ``AttributeError`` from a field of the wrong type, tensorstore's ``ValueError``).
     """
     try:
         yield
@@ -421,10 +411,9 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
 
 
 def _leaf_labels(treespec: str, count: int) -> list[str]:
-    """The key path of every leaf, for messages, read from the structure document.
+    """The key path of every leaf, for messages, from the document (as ``tc.load`` reads them).
 
-    Read as ``tc.load`` reads them (:mod:`treeclass._treespec.treedoc`): no class is built, so no
-    ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
+    No class is built: no ``unflatten_calls_init=True`` class's ``__init__`` runs on placeholders.
     """
     nodes = loads_nodes(treespec)  # treespec_loads accepted it: this cannot raise
     paths = leaf_paths(nodes, child_entries(nodes, strict=False))
@@ -578,11 +567,9 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
 
 
 def _rebuild(spec: tc.TreeSpec, leaves: list[Any], where: str) -> Any:
-    """``spec.unflatten(leaves)``, as ``tc.load`` rebuilds; a class refusing them is a load error.
+    """``spec.unflatten(leaves)``; a class refusing them is the checkpoint's fault.
 
-    A class registered with ``unflatten_calls_init=True`` runs its ``__init__`` (and
-    ``__post_init__``) on the restored leaves; an edited scalar leaf it refuses is reported
-    as the checkpoint's fault, naming the class.
+    (An ``unflatten_calls_init=True`` class's ``__init__`` may refuse an edited leaf.)
     """
     try:
         return spec.unflatten(leaves)

@@ -256,9 +256,7 @@ def _usual_numpy_tensors(
 ) -> list[tuple[str, str, Sequence[int], Any]] | None:
     """``(name, code, shape, data)`` of each array, when all are usual numpy arrays; else None.
 
-    Usual: ``np.ndarray`` itself, C-contiguous, of a builtin little-endian (or native) dtype
-    safetensors holds other than float4; each is then written as it is, as
-    :func:`_numpy_payload` writes it (checked in bulk here).
+    Usual: what :func:`_numpy_payload` writes as it is (its first branch, checked in bulk).
     """
     if not arrays or set(kinds) != {"numpy"} or set(map(type, arrays)) != {np.ndarray}:
         return None
@@ -510,10 +508,7 @@ def user_metadata(metadata: dict[str, str]) -> dict[str, str]:
 
 
 def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
-    """The checked leaf list and the treespec document text of a treeclass file.
-
-    The leaf list: each leaf's type, and its value (``None`` for an array).
-    """
+    """The checked leaf list (types; values, ``None`` for arrays) and the treespec text."""
     extra = sorted(k for k in metadata if k.startswith(_RESERVED) and k not in (FILE_KEY, SPEC_KEY))
     if extra or FILE_KEY not in metadata or SPEC_KEY not in metadata:
         found = sorted(k for k in metadata if k.startswith(_RESERVED))
@@ -533,11 +528,7 @@ def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
 
 
 def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
-    """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census.
-
-    The census: the members of its objects and the ``:`` in its strings
-    (:func:`treeclass._core.json.no_duplicates`).
-    """
+    """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census."""
     if doc.__class__ is not dict or doc.get("format") != FILE_FORMAT:
         raise _bad(
             source, f'its {FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
@@ -776,11 +767,7 @@ class _Reader:
             buf[:] = raw
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
-        """The tensor ``info`` as a ``target`` array.
-
-        Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
-        new array.
-        """
+        """The tensor ``info`` as a ``target`` array: of ``raw`` (its bytes) if given, else read."""
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]

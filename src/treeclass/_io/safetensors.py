@@ -195,11 +195,7 @@ def read_header(f: BinaryIO, source: str) -> Header:
 
 
 def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int, int]:
-    """The checked header of a parsed header document, with its census.
-
-    The census: the members of its objects and the ``:`` in its strings
-    (:func:`treeclass._core.json.no_duplicates`).
-    """
+    """The checked header of a parsed header document, with its census (for loads_checked)."""
     if doc.__class__ is not dict:
         raise _bad(source, "its header is not a JSON object.")
     members = len(doc)
