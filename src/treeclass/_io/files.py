@@ -556,26 +556,22 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             f"{''.join(LEAF_KINDS)!r} per leaf).",
         )
     types = list(map(LEAF_KINDS.__getitem__, kinds))
-    out: list[Any]
-    if letters <= ARRAY_LETTERS:
-        out = [None] * len(kinds)
-        at: list[int] = []
-    else:
+    at: list[int] = []  # the scalar leaves
+    if not letters <= ARRAY_LETTERS:
         at = list(compress(count(), map(_SCALAR_LETTERS.__contains__, kinds)))
-        out = [None] * len(kinds) if len(at) != len(kinds) else []
     if len(at) != len(values):
         raise _bad(
             source,
             f'"kinds" has {len(at)} Python scalar leaves but "values" has {len(values)} values.',
         )
+    only = len(at) == len(kinds)  # scalars only
     try:
-        decoded = decode_scalars([types[i] for i in at] if out else types, values)
+        out = decode_scalars(types if only else [types[i] for i in at], values)
     except ScalarDecodeError as e:
         i = at[e.index]
         raise _bad(source, f"leaf {i} is typed {types[i]!r}, but {e}.") from None
-    if not out:
-        out = decoded
-    else:
+    if not only:
+        decoded, out = out, [None] * len(kinds)
         for i, v in zip(at, decoded):
             out[i] = v
     members = len(doc)
