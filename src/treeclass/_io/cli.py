@@ -21,6 +21,7 @@ string literal: what the file holds can neither move the cursor nor fake a line.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from functools import partialmethod
 from typing import TYPE_CHECKING
 
@@ -35,7 +36,7 @@ from .demo import run as run_demo
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
     from typing import IO, Any, Final
 
     from .._core.nodes import NodeType
@@ -52,19 +53,19 @@ _DEPTH_SHOWN: Final = 32  # deeper nodes are indented no further
 _PATH_LIMIT: Final = 1000  # longest key path written in --json output
 
 
+def _terminal(stream: IO[str]) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
 class _Style:
     """ANSI colours, or nothing when the stream is not a terminal."""
 
     def __init__(self, stream: IO[str]) -> None:
         import os
 
-        isatty = getattr(stream, "isatty", None)
-        self.on = bool(
-            isatty is not None
-            and isatty()
-            and not os.environ.get("NO_COLOR")
-            and os.environ.get("TERM") != "dumb"
-        )
+        env = os.environ
+        self.on = _terminal(stream) and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
@@ -76,22 +77,17 @@ class _Style:
     cyan = partialmethod(_wrap, "36")
 
 
-class _Progress:
+@contextmanager
+def _progress(message: str) -> Iterator[None]:
     """A transient status line on stderr, only when stderr is a terminal."""
-
-    def __init__(self, message: str) -> None:
-        isatty = getattr(sys.stderr, "isatty", None)
-        self.on = isatty is not None and isatty()
-        self.message = message
-
-    def __enter__(self) -> _Progress:
-        if self.on:
-            sys.stderr.write(f"{self.message}...")
-            sys.stderr.flush()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.on:
+    on = _terminal(sys.stderr)
+    if on:
+        sys.stderr.write(f"{message}...")
+        sys.stderr.flush()
+    try:
+        yield
+    finally:
+        if on:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
@@ -284,7 +280,7 @@ def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if not _import_modules(args.modules, err):
         return ERROR
     try:
-        with _Progress(f"reading {args.path}"):
+        with _progress(f"reading {args.path}"):
             art = read_artifact(args.path)
     except (TreeclassError, OSError) as e:
         err.write(f"treeclass: {_safe(str(e))}\n")
