@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._core.json import loads_strict
@@ -105,18 +105,20 @@ class Tree(NamedTuple):
     nodes: list[Node]
 
 
-@dataclass(slots=True)
 class Artifact:
     """What ``treeclass inspect`` found in a file."""
 
-    kind: str
-    trees: list[Tree] = field(default_factory=list)
-    #: Class names the artifact needs (node types).
-    names: set[str] = field(default_factory=set)
-    #: Static type names (``tc.register_static``) its statics need.
-    static_names: set[str] = field(default_factory=set)
-    metadata: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
+    __slots__ = ("kind", "metadata", "names", "notes", "static_names", "trees")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.trees: list[Tree] = []
+        #: Class names the artifact needs (node types).
+        self.names: set[str] = set()
+        #: Static type names (``tc.register_static``) its statics need.
+        self.static_names: set[str] = set()
+        self.metadata: dict[str, str] = {}
+        self.notes: list[str] = []
 
 
 def _bad(source: str, what: str, message: str) -> FileLoadError:

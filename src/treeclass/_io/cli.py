@@ -36,7 +36,7 @@ from .demo import run as run_demo
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Generator, Sequence
     from typing import IO, Any, Final
 
     from .._core.nodes import NodeType
@@ -78,7 +78,7 @@ class _Style:
 
 
 @contextmanager
-def _progress(message: str) -> Iterator[None]:
+def _progress(message: str) -> Generator[None, None, None]:
     """A transient status line on stderr, only when stderr is a terminal."""
     on = _terminal(sys.stderr)
     if on:
