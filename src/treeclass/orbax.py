@@ -127,15 +127,6 @@ def _checkpointer() -> Any:
 # --- save -------------------------------------------------------------------------------------
 
 
-def _dtype_name(leaf: Any) -> str | None:
-    try:
-        dtype: Any = np.dtype(leaf.dtype)
-    except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
-        return None
-    name = str(dtype.name)
-    return name if name in ORBAX_DTYPES else None
-
-
 @functools.cache
 def _tensorstore_holds(dtype: str) -> bool:
     """Whether the installed tensorstore has ``dtype`` (float4, float8_e8m0 are newer)."""
@@ -177,8 +168,12 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
             "an array, or make the class that holds it a treeclass class (with name=) so that "
             "it is structure, not a leaf."
         )
-    dtype = _dtype_name(leaf)
-    if dtype is None:
+    try:
+        found: Any = np.dtype(leaf.dtype)
+        dtype = str(found.name)
+    except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
+        dtype = ""
+    if dtype not in ORBAX_DTYPES:
         raise TreeclassTypeError(
             f"the array at {path} has dtype {leaf.dtype}, which treeclass.orbax cannot save; it "
             "saves arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, "
@@ -198,10 +193,6 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         key = str(index)
         arrays[key] = np.asarray(leaf) if array_kind == "numpy-scalar" else leaf
     return {"array": array_kind, "dtype": dtype, "shape": shape, "key": key}
-
-
-def _path_text(path: tc.KeyPath) -> str:
-    return tc.keystr(path) or "the root"
 
 
 def save_args(tree: Any) -> ocp.args.Composite:
@@ -237,7 +228,8 @@ def save_args(tree: Any) -> ocp.args.Composite:
     pairs, spec = tc.tree_flatten_with_path(tree)
     treespec = tc.treespec_dumps(spec)  # refuses unnamed classes before anything is written
     arrays: dict[str, Any] = {}
-    leaves = [_describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)]
+    paths = [tc.keystr(path) or "the root" for path, _ in pairs]
+    leaves = [_describe(paths[i], i, leaf, arrays) for i, (_, leaf) in enumerate(pairs)]
     document = {"format": FORMAT, "version": VERSION, "treespec": treespec, "leaves": leaves}
     items: dict[str, Any] = {STRUCTURE_ITEM: ocp.args.JsonSave(document)}
     if arrays:
