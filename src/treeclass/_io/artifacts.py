@@ -468,27 +468,15 @@ def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
     sig = gm["module_call_graph"][0]["signature"]
     graph = gm["graph"]
     tensors = graph.get("tensor_values", {})
-    inputs = [
-        s["user_input"]["arg"]
-        for s in gm["signature"]["input_specs"]
-        if s.__class__ is dict and "user_input" in s
-    ]
-    outputs = [
-        s["user_output"]["arg"]
-        for s in gm["signature"]["output_specs"]
-        if s.__class__ is dict and "user_output" in s
-    ]
     label = member.rsplit("/", 1)[-1].removesuffix(".json")
-    art.trees.append(
-        _torch_tree(
-            sig["in_spec"], f"{label} inputs", art, [_arg_detail(a, tensors) for a in inputs]
-        )
-    )
-    art.trees.append(
-        _torch_tree(
-            sig["out_spec"], f"{label} outputs", art, [_arg_detail(a, tensors) for a in outputs]
-        )
-    )
+    for side, spec in (("input", sig["in_spec"]), ("output", sig["out_spec"])):
+        args = [
+            s[f"user_{side}"]["arg"]
+            for s in gm["signature"][f"{side}_specs"]
+            if s.__class__ is dict and f"user_{side}" in s
+        ]
+        details = [_arg_detail(a, tensors) for a in args]
+        art.trees.append(_torch_tree(spec, f"{label} {side}s", art, details))
     version = model.get("torch_version")
     if version.__class__ is str:
         art.notes.append(f"saved by torch {_short(version, 40)}")
