@@ -689,13 +689,6 @@ def _jax_blob(data: bytes, source: str) -> Artifact:
 # --- detection --------------------------------------------------------------------------------
 
 
-def _looks_like_safetensors(head: bytes, size: int) -> bool:
-    if len(head) < 9:
-        return False
-    n = int.from_bytes(head[:8], "little")
-    return 0 < n <= size - 8 and head[8:9] == b"{"
-
-
 def read_artifact(path: str) -> Artifact:
     """Recognise and read the artifact at ``path``.
 
@@ -711,7 +704,7 @@ def read_artifact(path: str) -> Artifact:
         head = f.read(16)
     if head.startswith(b"PK\x03\x04"):
         return _pt2(path, source)
-    if _looks_like_safetensors(head, size):
+    if head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") <= size - 8:  # safetensors
         return _safetensors(path, source)
     if size > MAX_READ_BYTES:
         raise FileLoadError(f"{source} is larger than any treespec document or jax.export blob.")

@@ -1,16 +1,10 @@
 """Portable pytree files: :func:`save` and :func:`load` (one safetensors file per tree).
 
-The format is ``docs/files.md``'s: one tensor per array leaf, named by the leaf's key path
-(:func:`treeclass.keystr`), the structure (``"treeclass.treespec"``) and the leaf list
-(``"treeclass.file"``: a letter of :data:`LEAF_KINDS` per leaf, the Python scalars' values as
-:mod:`treeclass._io.scalars` encodes them) in the header's ``__metadata__``, with the user's.
-
-Loading never unpickles and never imports (classes by registered name, through
-:func:`treeclass.treespec_loads`); the header (:mod:`treeclass._io.safetensors`), the
-structure, the leaf list and the tensors are checked against each other before the selected
-leaves' bytes are read: large tensors straight into their arrays, small ones (up to 64 KiB) in
-runs of up to 1 MiB, or views of a copy-on-write map with ``mmap=True``. numpy (and ml_dtypes)
-is imported only for array leaves; jax and torch only to make their arrays.
+The format is ``docs/files.md``'s. Loading never unpickles and never imports (classes by
+registered name, through :func:`treeclass.treespec_loads`); the header
+(:mod:`treeclass._io.safetensors`), the structure, the leaf list and the tensors are checked
+against each other before the selected leaves' bytes are read. numpy (and ml_dtypes) is
+imported only for array leaves; jax and torch only to make their arrays.
 """
 
 from __future__ import annotations
