@@ -92,6 +92,7 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     brief,
+    qualname,
     unregistered_name,
 )
 from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
@@ -162,7 +163,7 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         array_kind = "numpy-scalar"
     else:
         raise TreeclassTypeError(
-            f"the leaf at {path} is a {kind.__module__}.{kind.__qualname__}, which "
+            f"the leaf at {path} is a {qualname(kind)}, which "
             "treeclass.orbax cannot save; it saves jax and numpy arrays (numeric dtypes) and "
             "numpy scalars, and Python bool, int, float, complex and str leaves. Convert it to "
             "an array, or make the class that holds it a treeclass class (with name=) so that "
@@ -569,7 +570,7 @@ def _rebuild(spec: tc.TreeSpec, leaves: list[Any], where: str) -> Any:
         raise
     except Exception as e:
         cls = class_in_traceback(e)
-        node = "a node" if cls is None else f"a {cls.__module__}.{cls.__qualname__} node"
+        node = "a node" if cls is None else f"a {qualname(cls)} node"
         raise _bad(
             where,
             f"rebuilding {node} from the restored leaves raised {type(e).__name__}: "

@@ -157,7 +157,7 @@ def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
     cls = class_for_name(name)
     if cls is not None:
         current = name_of(cls)
-        where = f"{cls.__module__}.{cls.__qualname__}"
+        where = qualname(cls)
         if current is not None and current != name:
             return True, f"{where}, as an alias of {current!r}", current
         return True, where, None
@@ -330,7 +330,6 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     for node in registered_nodes():
         if node.info is None:  # pragma: no cover - registered classes are described
             continue
-        cls = node.type
         flags: list[str] = []
         if node.name is None:
             flags.append(
@@ -363,7 +362,7 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         rows.append(
             {
                 "name": node.name,
-                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "class": qualname(node.type),
                 "kind": node.kind,
                 "data": list(node.info.data_fields),
                 "static": statics,

@@ -28,6 +28,7 @@ from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     install_hint,
+    qualname,
 )
 from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
@@ -426,14 +427,13 @@ def save(
     seen: dict[type, Any] = {cls: _leaf_kind(leaf) for cls, leaf in classes.items()}
     if None in seen.values():
         i = next(i for i in at if seen[type(flat[i])] is None)
-        leaf = flat[i]
         raise TreeclassTypeError(
-            f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
-            f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
-            "and Python bool, int, float, complex and str leaves. If it is an object "
-            "holding arrays (a model, an equinox.Module), register its class with a name "
-            "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
-            "convert any other value to one of those leaves, or keep it out of the tree."
+            f"the leaf at {path_of(i) or 'the root'} is a {qualname(type(flat[i]))}; "
+            "treeclass.save stores numpy, JAX and torch arrays and Python bool, int, float, "
+            "complex and str leaves. If it is an object holding arrays (a model, an "
+            "equinox.Module), register its class with a name (tc.register_dataclass(cls, "
+            "name=...)) so that it is structure, not a leaf; convert any other value to one of "
+            "those leaves, or keep it out of the tree."
         )
     array_kinds: list[str] = list(map(seen.__getitem__, map(type, arrays)))
     for i, kind in zip(at, array_kinds):
