@@ -37,7 +37,7 @@ from .demo import run as run_demo
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Generator, Sequence
-    from typing import IO, Any, Final
+    from typing import IO, Any, Final, TypeAlias
 
     from .._core.nodes import NodeType
 
@@ -181,7 +181,11 @@ def _shown(text: str, limit: int) -> str:
     return _safe(_elide(text, limit))
 
 
-def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
+#: A needed name: ``(kind, name, registered, where, alias of)`` (see :func:`_resolve`).
+_Needed: TypeAlias = "tuple[str, str, bool, str, str | None]"
+
+
+def _render_text(art: Artifact, path: str, limit: int, names: list[_Needed], out: IO[str]) -> None:
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
     if art.notes:
@@ -201,16 +205,12 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
                 label = s.bold(_safe(node.type)) if node.name else _safe(node.type)
                 detail = f"  {s.dim(_safe(node.detail))}" if node.detail else ""
                 out.write(f"{indent}{key}  {label}{detail}\n")
-    missing: list[str] = []
-    needed = list(needed_names(art))
-    if needed:
+    if names:
         out.write(f"\n{s.bold('names needed')}:\n")
-    for kind, name in needed:
-        ok, where, _ = _resolve(kind, name)
+    for kind, name, ok, where, _ in names:
         if ok:
             out.write(f"  {_safe(name)}  {s.green('registered')} ({_safe(where)})\n")
         else:
-            missing.append(name)
             what = "class" if kind == "class" else "static type"
             out.write(
                 f"  {_safe(name)}  {s.red('MISSING')} ({what}: no registration in this process)\n"
@@ -219,27 +219,11 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
         out.write(f"\n{s.bold('metadata')}:\n")
         for k, v in art.metadata.items():
             out.write(f"  {_safe(k)} = {_shown(v, 200)}\n")
-    return missing
 
 
-def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
+def _render_json(art: Artifact, path: str, names: list[_Needed], out: IO[str]) -> None:
     import json
 
-    names: list[dict[str, Any]] = []
-    missing: list[str] = []
-    for kind, name in needed_names(art):
-        ok, where, alias_of = _resolve(kind, name)
-        names.append(
-            {
-                "name": name,
-                "kind": kind,
-                "registered": ok,
-                "where": where or None,
-                "alias_of": alias_of,
-            }
-        )
-        if not ok:
-            missing.append(name)
     trees: list[dict[str, Any]] = []
     for tree in art.trees:
         nodes: list[dict[str, Any]] = []
@@ -256,11 +240,10 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
             if node.leaf:
                 # As tc.keystr writes it (for tc.load(paths=...)); null past _PATH_LIMIT.
                 entry["path"] = "".join(parts) if lengths[-1] <= _PATH_LIMIT else None
-                entry["detail"] = node.detail
             else:
                 entry["type"] = node.type
                 entry["name"] = node.name
-                entry["detail"] = node.detail
+            entry["detail"] = node.detail
             nodes.append(entry)
         trees.append({"label": tree.label, "nodes": nodes})
     doc = {
@@ -268,12 +251,14 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
         "kind": art.kind,
         "notes": art.notes,
         "trees": trees,
-        "names": names,
-        "missing": missing,
+        "names": [
+            {"name": n, "kind": k, "registered": ok, "where": where or None, "alias_of": alias}
+            for k, n, ok, where, alias in names
+        ],
+        "missing": [n for _, n, ok, _, _ in names if not ok],
         "metadata": art.metadata,
     }
     out.write(json.dumps(doc, indent=1) + "\n")
-    return missing
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
@@ -285,14 +270,16 @@ def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     except (TreeclassError, OSError) as e:
         err.write(f"treeclass: {_safe(str(e))}\n")
         return ERROR
+    names = [(kind, name, *_resolve(kind, name)) for kind, name in needed_names(art)]
     if args.json:
-        missing = _render_json(art, args.path, out)
+        _render_json(art, args.path, names, out)
     else:
-        missing = _render_text(art, args.path, args.limit, out)
+        _render_text(art, args.path, args.limit, names, out)
+    missing = [name for _, name, ok, _, _ in names if not ok]
     if missing:
-        names = _safe(", ".join(missing))
+        shown = _safe(", ".join(missing))
         err.write(
-            f"treeclass: {len(missing)} name(s) not registered: {names}; import the module(s) "
+            f"treeclass: {len(missing)} name(s) not registered: {shown}; import the module(s) "
             "that register them (--import MODULE).\n"
         )
         return MISSING
