@@ -163,7 +163,7 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         array_kind = "numpy-scalar"
     else:
         raise TreeclassTypeError(
-            f"the leaf at {path} is a {qualname(kind)}, which "
+            f"the leaf at {path} is a {qualname(leaf.__class__)}, which "
             "treeclass.orbax cannot save; it saves jax and numpy arrays (numeric dtypes) and "
             "numpy scalars, and Python bool, int, float, complex and str leaves. Convert it to "
             "an array, or make the class that holds it a treeclass class (with name=) so that "

@@ -428,7 +428,7 @@ def save(
     if None in seen.values():
         i = next(i for i in at if seen[type(flat[i])] is None)
         raise TreeclassTypeError(
-            f"the leaf at {path_of(i) or 'the root'} is a {qualname(type(flat[i]))}; "
+            f"the leaf at {path_of(i) or 'the root'} is a {qualname(flat[i].__class__)}; "
             "treeclass.save stores numpy, JAX and torch arrays and Python bool, int, float, "
             "complex and str leaves. If it is an object holding arrays (a model, an "
             "equinox.Module), register its class with a name (tc.register_dataclass(cls, "
