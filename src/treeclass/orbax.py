@@ -92,6 +92,7 @@ from ._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     brief,
+    qualname,
     unregistered_name,
 )
 from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
@@ -115,35 +116,9 @@ _MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
 _MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its item size
 
-_UNSUPPORTED_LEAF: Final = (
-    "the leaf at {path} is a {type}, which treeclass.orbax cannot save; it saves jax and numpy "
-    "arrays (numeric dtypes) and numpy scalars, and Python bool, int, float, complex and str "
-    "leaves. Convert it to an array, or make the class that holds it a treeclass class "
-    "(with name=) so that it is structure, not a leaf."
-)
-_UNSUPPORTED_DTYPE: Final = (
-    "the array at {path} has dtype {dtype}, which treeclass.orbax cannot save; it saves "
-    "arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, complex) "
-    f"except {', '.join(ORBAX_REFUSED[:-1])} and {ORBAX_REFUSED[-1]} (orbax's tensorstore "
-    "cannot write them). For a typed PRNG key use jax.random.key_data(key)."
-)
-_NOT_A_CHECKPOINT: Final = (
-    "{path} holds no {item!r} item, so it is not a checkpoint written by treeclass.orbax.save; "
-    "a checkpoint written with orbax's own API restores with orbax and a target object."
-)
-_BAD_DOCUMENT: Final = (
-    "the treeclass structure of the checkpoint at {path} is not valid: {problem}. The "
-    "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
-)
-_ONLY_STRUCTURE: Final = " (only the structure was read)"
-
 
 def _checkpointer() -> Any:
-    """A synchronous orbax checkpointer for the two items, with their handlers named here.
-
-    Naming the handlers (rather than letting orbax find them from the checkpoint's own
-    metadata) keeps what reads the directory fixed by this code, not by the directory.
-    """
+    """A checkpointer whose handlers are named here, never chosen by the directory's metadata."""
     handler = ocp.CompositeCheckpointHandler(
         **{STRUCTURE_ITEM: ocp.JsonCheckpointHandler(), ARRAYS_ITEM: ocp.PyTreeCheckpointHandler()}
     )
@@ -153,21 +128,9 @@ def _checkpointer() -> Any:
 # --- save -------------------------------------------------------------------------------------
 
 
-def _dtype_name(leaf: Any) -> str | None:
-    try:
-        dtype: Any = np.dtype(leaf.dtype)
-    except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
-        return None
-    name = str(dtype.name)
-    return name if name in ORBAX_DTYPES else None
-
-
 @functools.cache
 def _tensorstore_holds(dtype: str) -> bool:
-    """Whether the installed tensorstore has ``dtype``.
-
-    float4 and float8_e8m0 are newer than the tensorstore some orbax-checkpoint releases bring.
-    """
+    """Whether the installed tensorstore has ``dtype`` (float4, float8_e8m0 are newer)."""
     import tensorstore as ts
 
     try:
@@ -200,12 +163,24 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         array_kind = "numpy-scalar"
     else:
         raise TreeclassTypeError(
-            _UNSUPPORTED_LEAF.format(path=path, type=f"{kind.__module__}.{kind.__qualname__}")
+            f"the leaf at {path} is a {qualname(leaf.__class__)}, which "
+            "treeclass.orbax cannot save; it saves jax and numpy arrays (numeric dtypes) and "
+            "numpy scalars, and Python bool, int, float, complex and str leaves. Convert it to "
+            "an array, or make the class that holds it a treeclass class (with name=) so that "
+            "it is structure, not a leaf."
         )
-    dtype = _dtype_name(leaf)
-    if dtype is None:
-        shown: str = str(leaf.dtype)
-        raise TreeclassTypeError(_UNSUPPORTED_DTYPE.format(path=path, dtype=shown))
+    try:
+        found: Any = np.dtype(leaf.dtype)
+        dtype = str(found.name)
+    except TypeError:  # not a numpy dtype at all (a typed PRNG key's key<fry>)
+        dtype = ""
+    if dtype not in ORBAX_DTYPES:
+        raise TreeclassTypeError(
+            f"the array at {path} has dtype {leaf.dtype}, which treeclass.orbax cannot save; it "
+            "saves arrays of numeric dtypes (bool, ints, floats including bfloat16 and float8, "
+            f"complex) except {', '.join(ORBAX_REFUSED[:-1])} and {ORBAX_REFUSED[-1]} (orbax's "
+            "tensorstore cannot write them). For a typed PRNG key use jax.random.key_data(key)."
+        )
     if not _tensorstore_holds(dtype):
         raise TreeclassTypeError(
             f"the array at {path} has dtype {dtype}, which the installed tensorstore "
@@ -219,10 +194,6 @@ def _describe(path: str, index: int, leaf: Any, arrays: dict[str, Any]) -> dict[
         key = str(index)
         arrays[key] = np.asarray(leaf) if array_kind == "numpy-scalar" else leaf
     return {"array": array_kind, "dtype": dtype, "shape": shape, "key": key}
-
-
-def _path_text(path: tc.KeyPath) -> str:
-    return tc.keystr(path) or "the root"
 
 
 def save_args(tree: Any) -> ocp.args.Composite:
@@ -258,7 +229,8 @@ def save_args(tree: Any) -> ocp.args.Composite:
     pairs, spec = tc.tree_flatten_with_path(tree)
     treespec = tc.treespec_dumps(spec)  # refuses unnamed classes before anything is written
     arrays: dict[str, Any] = {}
-    leaves = [_describe(_path_text(path), i, leaf, arrays) for i, (path, leaf) in enumerate(pairs)]
+    paths = [tc.keystr(path) or "the root" for path, _ in pairs]
+    leaves = [_describe(paths[i], i, leaf, arrays) for i, (_, leaf) in enumerate(pairs)]
     document = {"format": FORMAT, "version": VERSION, "treespec": treespec, "leaves": leaves}
     items: dict[str, Any] = {STRUCTURE_ITEM: ocp.args.JsonSave(document)}
     if arrays:
@@ -312,17 +284,8 @@ def _unregistered_names(treespec: str) -> list[str]:
         nodes = loads_nodes(treespec)
     except TreespecLoadError:
         return []
-    missing: dict[str, None] = {}
-    for node in nodes:
-        if node is not None:
-            name: str = node[0]
-            if (
-                name not in BUILTIN_NAMES
-                and name not in missing
-                and tc.class_for_name(name) is None
-            ):
-                missing[name] = None
-    return list(missing)
+    names = dict.fromkeys(node[0] for node in nodes if node is not None)
+    return [n for n in names if n not in BUILTIN_NAMES and tc.class_for_name(n) is None]
 
 
 def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
@@ -332,22 +295,23 @@ def _load_spec(treespec: str, where: str) -> tc.TreeSpec:
         missing = _unregistered_names(treespec)
         if not missing:
             raise
-        raise unregistered_name(missing, f"the checkpoint at {where}", _ONLY_STRUCTURE) from e
+        holder = f"the checkpoint at {where}"
+        raise unregistered_name(missing, holder, " (only the structure was read)") from e
 
 
 def _bad(where: str, problem: str) -> TreespecLoadError:
-    return TreespecLoadError(_BAD_DOCUMENT.format(path=where, problem=problem))
+    return TreespecLoadError(
+        f"the treeclass structure of the checkpoint at {where} is not valid: {problem}. The "
+        "checkpoint was not written by treeclass.orbax.save, or was edited or damaged."
+    )
 
 
 @contextlib.contextmanager
 def _reading(where: str, what: str) -> Generator[None, None, None]:
-    """Whatever orbax raises while it reads ``what`` from the directory becomes a load error.
+    """Whatever orbax raises while it reads ``what`` becomes a TreespecLoadError.
 
-    orbax parses the directory's own files (``_CHECKPOINT_METADATA``, the arrays' ``_METADATA``,
-    the OCDBT manifest and zarr metadata, the chunks) with ``json.loads``, tensorstore and its
-    own tree code: an edited file surfaces there as any exception (``RecursionError`` from
-    deep JSON, ``AttributeError`` from a field of the wrong type, tensorstore's
-    ``ValueError``). Restoring reports each as a :class:`~treeclass.TreespecLoadError`.
+    An edited file surfaces in orbax or tensorstore as any exception (``RecursionError`` from
+    deep JSON, ``AttributeError`` from a field of the wrong type, tensorstore's ``ValueError``).
     """
     try:
         yield
@@ -440,10 +404,9 @@ def _check_document(raw: Any, where: str) -> tuple[str, list[Any]]:
 
 
 def _leaf_labels(treespec: str, count: int) -> list[str]:
-    """The key path of every leaf, for messages, read from the structure document.
+    """The key path of every leaf, for messages, from the document (as ``tc.load`` reads them).
 
-    Read as ``tc.load`` reads them (:mod:`treeclass._treespec.treedoc`): no class is built, so no
-    ``__init__`` of a class registered with ``unflatten_calls_init=True`` runs on placeholders.
+    No class is built: no ``unflatten_calls_init=True`` class's ``__init__`` runs on placeholders.
     """
     nodes = loads_nodes(treespec)  # treespec_loads accepted it: this cannot raise
     paths = leaf_paths(nodes, child_entries(nodes, strict=False))
@@ -546,7 +509,11 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
     path: str = os.path.abspath(os.fspath(directory))
     where = repr(path)
     if not os.path.isdir(os.path.join(path, STRUCTURE_ITEM)):
-        raise TreespecLoadError(_NOT_A_CHECKPOINT.format(path=where, item=STRUCTURE_ITEM))
+        raise TreespecLoadError(
+            f"{where} holds no {STRUCTURE_ITEM!r} item, so it is not a checkpoint written by "
+            "treeclass.orbax.save; a checkpoint written with orbax's own API restores with "
+            "orbax and a target object."
+        )
     checkpointer = _checkpointer()
     try:
         with _reading(where, "it"):
@@ -593,11 +560,9 @@ def restore(directory: str | os.PathLike[str], *, sharding: Any = None) -> Any:
 
 
 def _rebuild(spec: tc.TreeSpec, leaves: list[Any], where: str) -> Any:
-    """``spec.unflatten(leaves)``, as ``tc.load`` rebuilds; a class refusing them is a load error.
+    """``spec.unflatten(leaves)``; a class refusing them is the checkpoint's fault.
 
-    A class registered with ``unflatten_calls_init=True`` runs its ``__init__`` (and
-    ``__post_init__``) on the restored leaves; an edited scalar leaf it refuses is reported
-    as the checkpoint's fault, naming the class.
+    (An ``unflatten_calls_init=True`` class's ``__init__`` may refuse an edited leaf.)
     """
     try:
         return spec.unflatten(leaves)
@@ -605,7 +570,7 @@ def _rebuild(spec: tc.TreeSpec, leaves: list[Any], where: str) -> Any:
         raise
     except Exception as e:
         cls = class_in_traceback(e)
-        node = "a node" if cls is None else f"a {cls.__module__}.{cls.__qualname__} node"
+        node = "a node" if cls is None else f"a {qualname(cls)} node"
         raise _bad(
             where,
             f"rebuilding {node} from the restored leaves raised {type(e).__name__}: "

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._core.json import loads_strict
 from .._core.keys import attr_entry, index_entry
@@ -40,9 +41,8 @@ from .._core.names import BUILTIN_NAMES
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError
 from .._treespec.format import loads_nodes
 from .._treespec.treedoc import child_entries, leaf_paths, walk
-from . import torchspec
+from . import files, torchspec
 from .dtypes import SAFETENSORS_NAMES
-from .files import ARRAY_LETTERS, LEAF_KINDS, tensor_names
 from .safetensors import read_header
 
 if TYPE_CHECKING:
@@ -83,10 +83,9 @@ _JAX_DTYPES: Final = (
 _JAX_KINDS: Final = ("leaf", "none", "tuple", "list", "dict", "custom")
 
 
+@dataclass(slots=True)
 class Node:
     """One node of a structure, as shown: depth, key entry, type and what is known."""
-
-    __slots__ = ("depth", "detail", "key", "leaf", "name", "type")
 
     depth: int
     key: str
@@ -98,25 +97,12 @@ class Node:
     #: Shape and dtype, a value, or a state summary.
     detail: str
 
-    def __init__(
-        self, depth: int, key: str, leaf: bool, type_: str, name: str | None, detail: str
-    ) -> None:
-        self.depth = depth
-        self.key = key
-        self.leaf = leaf
-        self.type = type_
-        self.name = name
-        self.detail = detail
 
-
-class Tree:
+class Tree(NamedTuple):
     """A labelled structure (``"structure"``, ``"inputs"``, ``"outputs"``): nodes in pre-order."""
 
-    __slots__ = ("label", "nodes")
-
-    def __init__(self, label: str, nodes: list[Node]) -> None:
-        self.label = label
-        self.nodes = nodes
+    label: str
+    nodes: list[Node]
 
 
 class Artifact:
@@ -144,17 +130,11 @@ def _short(text: str, limit: int = 80) -> str:
 
 
 def _registered_statics(value: Any, out: set[str]) -> None:
-    """Collect the names of ``{"registered": [name, ...]}`` static values (iteratively)."""
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if v.__class__ is dict:
-            reg = v.get("registered")
-            if len(v) == 1 and reg.__class__ is list and reg and reg[0].__class__ is str:
-                out.add(reg[0])
-            stack.extend(v.values())
-        elif v.__class__ is list:
-            stack.extend(v)
+    """Collect the names of ``{"registered": [name, ...]}`` static values."""
+    for v in torchspec.objects(value):
+        reg = v.get("registered")
+        if len(v) == 1 and reg.__class__ is list and reg and reg[0].__class__ is str:
+            out.add(reg[0])
 
 
 def _state_summary(state: Any) -> str:
@@ -223,13 +203,13 @@ def _leaf_details(meta_file: str, spec: str, describe: Callable[[str], str]) -> 
         return None
     if len(paths) != len(kinds):
         return None
-    names = iter(tensor_names([p for p, c in zip(paths, kinds) if c in ARRAY_LETTERS]))
+    names = iter(files.tensor_names([p for p, c in zip(paths, kinds) if c in files.ARRAY_LETTERS]))
     scalars = iter(values)
     for c in kinds:
-        kind = LEAF_KINDS.get(c)
+        kind = files.LEAF_KINDS.get(c)
         if kind is None:
             details.append("?")
-        elif c in ARRAY_LETTERS:
+        elif c in files.ARRAY_LETTERS:
             details.append(f"{describe(next(names))} ({kind})")
         else:
             details.append(f"{kind} {_short(json.dumps(next(scalars, None)))}")
@@ -239,9 +219,9 @@ def _leaf_details(meta_file: str, spec: str, describe: Callable[[str], str]) -> 
 def _safetensors(path: str, source: str) -> Artifact:
     with open(path, "rb") as f:
         header = read_header(f, source)
-    ours = [k for k in header.metadata if k.startswith("treeclass.")]
+    ours = files.is_ours(header.metadata)
     art = Artifact("treeclass file (safetensors)" if ours else "safetensors file")
-    art.metadata = {k: v for k, v in header.metadata.items() if not k.startswith("treeclass.")}
+    art.metadata = files.user_metadata(header.metadata)
 
     def describe(name: str) -> str:
         t = header.tensors.get(name)
@@ -251,9 +231,9 @@ def _safetensors(path: str, source: str) -> Artifact:
 
     total = sum(t.nbytes for t in header.tensors.values())
     art.notes.append(f"{len(header.tensors)} tensors, {total} bytes of data")
-    spec = header.metadata.get("treeclass.treespec")
+    spec = header.metadata.get(files.SPEC_KEY)
     if ours and spec is not None:
-        details = _leaf_details(header.metadata.get("treeclass.file", ""), spec, describe)
+        details = _leaf_details(header.metadata.get(files.FILE_KEY, ""), spec, describe)
         try:
             art.trees.append(_document_tree(spec, "structure", art, details))
         except TreespecLoadError as e:
@@ -488,27 +468,15 @@ def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
     sig = gm["module_call_graph"][0]["signature"]
     graph = gm["graph"]
     tensors = graph.get("tensor_values", {})
-    inputs = [
-        s["user_input"]["arg"]
-        for s in gm["signature"]["input_specs"]
-        if s.__class__ is dict and "user_input" in s
-    ]
-    outputs = [
-        s["user_output"]["arg"]
-        for s in gm["signature"]["output_specs"]
-        if s.__class__ is dict and "user_output" in s
-    ]
     label = member.rsplit("/", 1)[-1].removesuffix(".json")
-    art.trees.append(
-        _torch_tree(
-            sig["in_spec"], f"{label} inputs", art, [_arg_detail(a, tensors) for a in inputs]
-        )
-    )
-    art.trees.append(
-        _torch_tree(
-            sig["out_spec"], f"{label} outputs", art, [_arg_detail(a, tensors) for a in outputs]
-        )
-    )
+    for side, spec in (("input", sig["in_spec"]), ("output", sig["out_spec"])):
+        args = [
+            s[f"user_{side}"]["arg"]
+            for s in gm["signature"][f"{side}_specs"]
+            if s.__class__ is dict and f"user_{side}" in s
+        ]
+        details = [_arg_detail(a, tensors) for a in args]
+        art.trees.append(_torch_tree(spec, f"{label} {side}s", art, details))
     version = model.get("torch_version")
     if version.__class__ is str:
         art.notes.append(f"saved by torch {_short(version, 40)}")
@@ -721,13 +689,6 @@ def _jax_blob(data: bytes, source: str) -> Artifact:
 # --- detection --------------------------------------------------------------------------------
 
 
-def _looks_like_safetensors(head: bytes, size: int) -> bool:
-    if len(head) < 9:
-        return False
-    n = int.from_bytes(head[:8], "little")
-    return 0 < n <= size - 8 and head[8:9] == b"{"
-
-
 def read_artifact(path: str) -> Artifact:
     """Recognise and read the artifact at ``path``.
 
@@ -743,7 +704,7 @@ def read_artifact(path: str) -> Artifact:
         head = f.read(16)
     if head.startswith(b"PK\x03\x04"):
         return _pt2(path, source)
-    if _looks_like_safetensors(head, size):
+    if head[8:9] == b"{" and 0 < int.from_bytes(head[:8], "little") <= size - 8:  # safetensors
         return _safetensors(path, source)
     if size > MAX_READ_BYTES:
         raise FileLoadError(f"{source} is larger than any treespec document or jax.export blob.")

@@ -21,10 +21,12 @@ string literal: what the file holds can neither move the cursor nor fake a line.
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
+from functools import partialmethod
 from typing import TYPE_CHECKING
 
 from .._backends.activation import FRAMEWORKS, complete
-from .._core.registry import class_for_name, name_of, registered_node, registered_nodes
+from .._core.registry import class_for_name, name_of, registered_nodes
 from .._core.state import encode_for
 from .._core.statics import static_for_name
 from .._errors import TreeclassError, UnserializableStaticError, qualname
@@ -34,8 +36,10 @@ from .demo import run as run_demo
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
-    from typing import IO, Any, Final
+    from collections.abc import Generator, Sequence
+    from typing import IO, Any, Final, TypeAlias
+
+    from .._core.nodes import NodeType
 
 
 __all__ = ["main"]
@@ -49,55 +53,41 @@ _DEPTH_SHOWN: Final = 32  # deeper nodes are indented no further
 _PATH_LIMIT: Final = 1000  # longest key path written in --json output
 
 
+def _terminal(stream: IO[str]) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty is not None and isatty())
+
+
 class _Style:
     """ANSI colours, or nothing when the stream is not a terminal."""
 
     def __init__(self, stream: IO[str]) -> None:
         import os
 
-        isatty = getattr(stream, "isatty", None)
-        self.on = bool(
-            isatty is not None
-            and isatty()
-            and not os.environ.get("NO_COLOR")
-            and os.environ.get("TERM") != "dumb"
-        )
+        env = os.environ
+        self.on = _terminal(stream) and not env.get("NO_COLOR") and env.get("TERM") != "dumb"
 
     def _wrap(self, code: str, text: str) -> str:
         return f"\x1b[{code}m{text}\x1b[0m" if self.on else text
 
-    def bold(self, text: str) -> str:
-        return self._wrap("1", text)
-
-    def dim(self, text: str) -> str:
-        return self._wrap("2", text)
-
-    def red(self, text: str) -> str:
-        return self._wrap("31;1", text)
-
-    def green(self, text: str) -> str:
-        return self._wrap("32", text)
-
-    def cyan(self, text: str) -> str:
-        return self._wrap("36", text)
+    bold = partialmethod(_wrap, "1")
+    dim = partialmethod(_wrap, "2")
+    red = partialmethod(_wrap, "31;1")
+    green = partialmethod(_wrap, "32")
+    cyan = partialmethod(_wrap, "36")
 
 
-class _Progress:
+@contextmanager
+def _progress(message: str) -> Generator[None, None, None]:
     """A transient status line on stderr, only when stderr is a terminal."""
-
-    def __init__(self, message: str) -> None:
-        isatty = getattr(sys.stderr, "isatty", None)
-        self.on = isatty is not None and isatty()
-        self.message = message
-
-    def __enter__(self) -> _Progress:
-        if self.on:
-            sys.stderr.write(f"{self.message}...")
-            sys.stderr.flush()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.on:
+    on = _terminal(sys.stderr)
+    if on:
+        sys.stderr.write(f"{message}...")
+        sys.stderr.flush()
+    try:
+        yield
+    finally:
+        if on:
             sys.stderr.write("\r\x1b[K")
             sys.stderr.flush()
 
@@ -163,11 +153,11 @@ def _resolve(kind: str, name: str) -> tuple[bool, str, str | None]:
     The third item is the class's name when ``name`` is one of its aliases (earlier names).
     """
     if kind == "static":
-        return static_name_registered(name), "static type", None
+        return static_for_name(name) is not None, "static type", None
     cls = class_for_name(name)
     if cls is not None:
         current = name_of(cls)
-        where = f"{cls.__module__}.{cls.__qualname__}"
+        where = qualname(cls)
         if current is not None and current != name:
             return True, f"{where}, as an alias of {current!r}", current
         return True, where, None
@@ -191,8 +181,11 @@ def _shown(text: str, limit: int) -> str:
     return _safe(_elide(text, limit))
 
 
-def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str]:
+#: A needed name: ``(kind, name, registered, where, alias of)`` (see :func:`_resolve`).
+_Needed: TypeAlias = "tuple[str, str, bool, str, str | None]"
 
+
+def _render_text(art: Artifact, path: str, limit: int, names: list[_Needed], out: IO[str]) -> None:
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
     if art.notes:
@@ -212,16 +205,12 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
                 label = s.bold(_safe(node.type)) if node.name else _safe(node.type)
                 detail = f"  {s.dim(_safe(node.detail))}" if node.detail else ""
                 out.write(f"{indent}{key}  {label}{detail}\n")
-    missing: list[str] = []
-    needed = list(needed_names(art))
-    if needed:
+    if names:
         out.write(f"\n{s.bold('names needed')}:\n")
-    for kind, name in needed:
-        ok, where, _ = _resolve(kind, name)
+    for kind, name, ok, where, _ in names:
         if ok:
             out.write(f"  {_safe(name)}  {s.green('registered')} ({_safe(where)})\n")
         else:
-            missing.append(name)
             what = "class" if kind == "class" else "static type"
             out.write(
                 f"  {_safe(name)}  {s.red('MISSING')} ({what}: no registration in this process)\n"
@@ -230,27 +219,11 @@ def _render_text(art: Artifact, path: str, limit: int, out: IO[str]) -> list[str
         out.write(f"\n{s.bold('metadata')}:\n")
         for k, v in art.metadata.items():
             out.write(f"  {_safe(k)} = {_shown(v, 200)}\n")
-    return missing
 
 
-def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
+def _render_json(art: Artifact, path: str, names: list[_Needed], out: IO[str]) -> None:
     import json
 
-    names: list[dict[str, Any]] = []
-    missing: list[str] = []
-    for kind, name in needed_names(art):
-        ok, where, alias_of = _resolve(kind, name)
-        names.append(
-            {
-                "name": name,
-                "kind": kind,
-                "registered": ok,
-                "where": where or None,
-                "alias_of": alias_of,
-            }
-        )
-        if not ok:
-            missing.append(name)
     trees: list[dict[str, Any]] = []
     for tree in art.trees:
         nodes: list[dict[str, Any]] = []
@@ -267,11 +240,10 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
             if node.leaf:
                 # As tc.keystr writes it (for tc.load(paths=...)); null past _PATH_LIMIT.
                 entry["path"] = "".join(parts) if lengths[-1] <= _PATH_LIMIT else None
-                entry["detail"] = node.detail
             else:
                 entry["type"] = node.type
                 entry["name"] = node.name
-                entry["detail"] = node.detail
+            entry["detail"] = node.detail
             nodes.append(entry)
         trees.append({"label": tree.label, "nodes": nodes})
     doc = {
@@ -279,99 +251,48 @@ def _render_json(art: Artifact, path: str, out: IO[str]) -> list[str]:
         "kind": art.kind,
         "notes": art.notes,
         "trees": trees,
-        "names": names,
-        "missing": missing,
+        "names": [
+            {"name": n, "kind": k, "registered": ok, "where": where or None, "alias_of": alias}
+            for k, n, ok, where, alias in names
+        ],
+        "missing": [n for _, n, ok, _, _ in names if not ok],
         "metadata": art.metadata,
     }
     out.write(json.dumps(doc, indent=1) + "\n")
-    return missing
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-
     if not _import_modules(args.modules, err):
         return ERROR
     try:
-        with _Progress(f"reading {args.path}"):
+        with _progress(f"reading {args.path}"):
             art = read_artifact(args.path)
     except (TreeclassError, OSError) as e:
         err.write(f"treeclass: {_safe(str(e))}\n")
         return ERROR
+    names = [(kind, name, *_resolve(kind, name)) for kind, name in needed_names(art)]
     if args.json:
-        missing = _render_json(art, args.path, out)
+        _render_json(art, args.path, names, out)
     else:
-        missing = _render_text(art, args.path, args.limit, out)
+        _render_text(art, args.path, args.limit, names, out)
+    missing = [name for _, name, ok, _, _ in names if not ok]
     if missing:
-        names = _safe(", ".join(missing))
+        shown = _safe(", ".join(missing))
         err.write(
-            f"treeclass: {len(missing)} name(s) not registered: {names}; import the module(s) "
+            f"treeclass: {len(missing)} name(s) not registered: {shown}; import the module(s) "
             "that register them (--import MODULE).\n"
         )
         return MISSING
     return OK
 
 
-class ClassRecord:
-    """What ``treeclass check`` shows about one registered class."""
-
-    __slots__ = ("aliases", "cls", "data", "kind", "name", "static_defaults")
-
-    cls: type
-    name: str | None
-    kind: str
-    data: tuple[str, ...]
-    #: Each static field with its default: ``(name, has_default, default value)``.
-    static_defaults: tuple[tuple[str, bool, Any], ...]
-    aliases: tuple[str, ...]
-
-    def __init__(
-        self,
-        cls: type,
-        name: str | None,
-        kind: str,
-        data: tuple[str, ...],
-        static_defaults: tuple[tuple[str, bool, Any], ...],
-        aliases: tuple[str, ...],
-    ) -> None:
-        self.cls = cls
-        self.name = name
-        self.kind = kind
-        self.data = data
-        self.static_defaults = static_defaults
-        self.aliases = aliases
-
-
-def registered_classes() -> list[ClassRecord]:
-    """Every class registered with treeclass, in registration order."""
-    out: list[ClassRecord] = []
-    for node in registered_nodes():
-        statics: list[tuple[str, bool, Any]] = []
-        if node.info is None:  # pragma: no cover - registered classes are described
-            continue
-        for f in node.info.fields:
-            if f.static:
-                has = f.has_default
-                try:
-                    value = f.make_default() if has else None
-                except Exception as e:  # a default_factory that fails is worth showing
-                    value = e
-                statics.append((f.name, has, value))
-        out.append(
-            ClassRecord(
-                node.type, node.name, node.kind, node.info.data_fields, tuple(statics), node.aliases
-            )
-        )
-    return out
-
-
-def default_problem(cls: type, field: str, value: Any) -> str | None:
-    """What saving ``cls`` with ``value`` in static field ``field`` says, or ``None`` if it saves.
+def _default_problem(node: NodeType, field: str, value: Any) -> str | None:
+    """What saving ``value`` in static field ``field`` of ``node``'s class says, or ``None``.
 
     The writers' own check and encoding (``StateCodec.getstate``), for this one field.
     """
-    node = registered_node(cls)
-    check = None if node is None or node.codec is None else node.codec.check_statics
-    if node is None or check is None:  # pragma: no cover - a class with static fields has one
+    check = None if node.codec is None else node.codec.check_statics
+    if check is None:  # pragma: no cover - a class with static fields has one
         return None
     values = tuple(value if s == field else None for s in node.static_fields)
     try:
@@ -380,11 +301,6 @@ def default_problem(cls: type, field: str, value: Any) -> str | None:
     except UnserializableStaticError as e:
         return str(e)
     return None
-
-
-def static_name_registered(name: str) -> bool:
-    """Whether a static type (``tc.register_static``) is registered under ``name``."""
-    return static_for_name(name) is not None
 
 
 # --- check ------------------------------------------------------------------------------------
@@ -396,43 +312,48 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if not _import_modules(args.modules, err):
         return ERROR
     s = _Style(out)
-    records = registered_classes()
     problems = 0
     rows: list[dict[str, Any]] = []
-    for r in records:
-        where = f"{r.cls.__module__}.{r.cls.__qualname__}"
+    for node in registered_nodes():
+        if node.info is None:  # pragma: no cover - registered classes are described
+            continue
         flags: list[str] = []
-        if r.name is None:
+        if node.name is None:
             flags.append(
                 "has no name=, so it cannot be serialized (treespec_dumps, tc.save, jax.export, "
                 "torch.export); give it a stable name"
             )
         statics: list[dict[str, Any]] = []
-        for field, has_default, value in r.static_defaults:
-            problem = None
-            if has_default:
-                if isinstance(value, Exception):
-                    problem = f"its default factory raised {type(value).__name__}: {value}"
+        for f in node.info.fields:
+            if not f.static:
+                continue
+            problem = value = None
+            if f.has_default:
+                try:
+                    value = f.make_default()
+                except Exception as e:  # a default_factory that fails is worth showing
+                    value = e
+                    problem = f"its default factory raised {type(e).__name__}: {e}"
                 else:
-                    problem = default_problem(r.cls, field, value)
+                    problem = _default_problem(node, f.name, value)
             if problem is not None:
-                flags.append(f"the default of static field {field!r} cannot be used: {problem}")
+                flags.append(f"the default of static field {f.name!r} cannot be used: {problem}")
             statics.append(
                 {
-                    "field": field,
-                    "default": repr(value) if has_default else None,
+                    "field": f.name,
+                    "default": repr(value) if f.has_default else None,
                     "problem": problem,
                 }
             )
         problems += len(flags)
         rows.append(
             {
-                "name": r.name,
-                "class": where,
-                "kind": r.kind,
-                "data": list(r.data),
+                "name": node.name,
+                "class": qualname(node.type),
+                "kind": node.kind,
+                "data": list(node.info.data_fields),
                 "static": statics,
-                "aliases": list(r.aliases),
+                "aliases": list(node.aliases),
                 "problems": flags,
             }
         )

@@ -80,25 +80,14 @@ def run(echo: Callable[[str], None] = print) -> int:
     code = (
         "import sys, treeclass._io.demo as d; print(d.load_in_this_process(sys.stdin.read(), 10.0))"
     )
-    child = subprocess.run(
-        [sys.executable, "-c", code],
-        input=document,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    argv = [sys.executable, "-c", code]
+    child = subprocess.run(argv, input=document, capture_output=True, text=True, check=False)
     for line in (child.stdout + child.stderr).splitlines():
         echo(f"   {line}")
     if child.returncode != 0 or "classes are the registered ones: True" not in child.stdout:
         echo("demo FAILED: the fresh interpreter could not rebuild the output.")
         return 1
-    backends = active_backends()
-    echo(
-        "5. Done on the embedded registry"
-        + (
-            f" (also mirrored into: {', '.join(backends)})."
-            if backends
-            else " (no framework imported)."
-        )
-    )
+    backends = ", ".join(active_backends())
+    mirrored = f"also mirrored into: {backends}" if backends else "no framework imported"
+    echo(f"5. Done on the embedded registry ({mirrored}).")
     return 0

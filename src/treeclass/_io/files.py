@@ -1,16 +1,10 @@
 """Portable pytree files: :func:`save` and :func:`load` (one safetensors file per tree).
 
-The format is ``docs/files.md``'s: one tensor per array leaf, named by the leaf's key path
-(:func:`treeclass.keystr`), the structure (``"treeclass.treespec"``) and the leaf list
-(``"treeclass.file"``: a letter of :data:`LEAF_KINDS` per leaf, the Python scalars' values as
-:mod:`treeclass._io.scalars` encodes them) in the header's ``__metadata__``, with the user's.
-
-Loading never unpickles and never imports (classes by registered name, through
-:func:`treeclass.treespec_loads`); the header (:mod:`treeclass._io.safetensors`), the
-structure, the leaf list and the tensors are checked against each other before the selected
-leaves' bytes are read: large tensors straight into their arrays, small ones (up to 64 KiB) in
-runs of up to 1 MiB, or views of a copy-on-write map with ``mmap=True``. numpy (and ml_dtypes)
-is imported only for array leaves; jax and torch only to make their arrays.
+The format is ``docs/files.md``'s. Loading never unpickles and never imports (classes by
+registered name, through :func:`treeclass.treespec_loads`); the header
+(:mod:`treeclass._io.safetensors`), the structure, the leaf list and the tensors are checked
+against each other before the selected leaves' bytes are read. numpy (and ml_dtypes) is
+imported only for array leaves; jax and torch only to make their arrays.
 """
 
 from __future__ import annotations
@@ -34,6 +28,7 @@ from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     install_hint,
+    qualname,
 )
 from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
@@ -58,12 +53,16 @@ if TYPE_CHECKING:
 __all__ = [
     "ARRAY_LETTERS",
     "FILE_FORMAT",
+    "FILE_KEY",
     "FILE_VERSION",
     "LEAF_KINDS",
+    "SPEC_KEY",
+    "is_ours",
     "load",
     "load_metadata",
     "save",
     "tensor_names",
+    "user_metadata",
 ]
 
 #: The ``"format"`` of the ``"treeclass.file"`` metadata entry.
@@ -71,13 +70,14 @@ FILE_FORMAT: Final = "treeclass.file"
 #: The version of that entry this release writes (and the only one it reads): see
 #: ``docs/files.md``.
 FILE_VERSION: Final = 2
-_FILE_KEY: Final = "treeclass.file"
-_SPEC_KEY: Final = "treeclass.treespec"
+#: The metadata keys of the leaf list and of the structure.
+FILE_KEY: Final = "treeclass.file"
+SPEC_KEY: Final = "treeclass.treespec"
 _RESERVED: Final = "treeclass."
 _TARGETS: Final = ("numpy", "jax", "torch")
 #: The leaf types stored as tensors (each one tensor); the others go into ``"values"``.
 _ARRAY_TYPES: Final = frozenset(("numpy", "numpy-scalar", "jax", "torch"))
-_FILE_KEYS: Final = frozenset(("format", "version", "kinds", "values"))
+FILE_KEYS: Final = frozenset(("format", "version", "kinds", "values"))
 #: The letter for each leaf type (``"kinds"``: one letter per leaf).
 _KIND_LETTERS: Final = {
     "numpy": "n",
@@ -144,7 +144,6 @@ _CODES: dict[Any, str | None] = {}  # numpy dtype -> safetensors code (None: non
 
 
 def _np_dtype(name: str) -> Any:
-
     try:
         return numpy_dtype(name)
     except ImportError as e:
@@ -252,9 +251,7 @@ def _usual_numpy_tensors(
 ) -> list[tuple[str, str, Sequence[int], Any]] | None:
     """``(name, code, shape, data)`` of each array, when all are usual numpy arrays; else None.
 
-    Usual: ``np.ndarray`` itself, C-contiguous, of a builtin little-endian (or native) dtype
-    safetensors holds other than float4; each is then written as it is, as
-    :func:`_numpy_payload` writes it (checked in bulk here).
+    Usual: what :func:`_numpy_payload` writes as it is (its first branch, checked in bulk).
     """
     if not arrays or set(kinds) != {"numpy"} or set(map(type, arrays)) != {np.ndarray}:
         return None
@@ -430,14 +427,13 @@ def save(
     seen: dict[type, Any] = {cls: _leaf_kind(leaf) for cls, leaf in classes.items()}
     if None in seen.values():
         i = next(i for i in at if seen[type(flat[i])] is None)
-        leaf = flat[i]
         raise TreeclassTypeError(
-            f"the leaf at {path_of(i) or 'the root'} is a {type(leaf).__module__}."
-            f"{type(leaf).__qualname__}; treeclass.save stores numpy, JAX and torch arrays "
-            "and Python bool, int, float, complex and str leaves. If it is an object "
-            "holding arrays (a model, an equinox.Module), register its class with a name "
-            "(tc.register_dataclass(cls, name=...)) so that it is structure, not a leaf; "
-            "convert any other value to one of those leaves, or keep it out of the tree."
+            f"the leaf at {path_of(i) or 'the root'} is a {qualname(flat[i].__class__)}; "
+            "treeclass.save stores numpy, JAX and torch arrays and Python bool, int, float, "
+            "complex and str leaves. If it is an object holding arrays (a model, an "
+            "equinox.Module), register its class with a name (tc.register_dataclass(cls, "
+            "name=...)) so that it is structure, not a leaf; convert any other value to one of "
+            "those leaves, or keep it out of the tree."
         )
     array_kinds: list[str] = list(map(seen.__getitem__, map(type, arrays)))
     for i, kind in zip(at, array_kinds):
@@ -460,7 +456,7 @@ def save(
         f'"values":[{",".join(values)}],"version":{FILE_VERSION}}}'
     )
 
-    write_file(path, tensors, {**user, _FILE_KEY: ours, _SPEC_KEY: document})
+    write_file(path, tensors, {**user, FILE_KEY: ours, SPEC_KEY: document})
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -495,44 +491,41 @@ def _bad(source: str, message: str) -> FileLoadError:
     return FileLoadError(f"{source} is not a loadable treeclass file: {message}")
 
 
-def _is_ours(metadata: dict[str, str]) -> bool:
+def is_ours(metadata: dict[str, str]) -> bool:
+    """Whether a safetensors file's metadata has treeclass's entries (a file of :func:`save`)."""
     return any(k.startswith(_RESERVED) for k in metadata)
 
 
-def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
-    """The checked leaf list and the treespec document text of a treeclass file.
+def user_metadata(metadata: dict[str, str]) -> dict[str, str]:
+    """A safetensors file's metadata without treeclass's entries."""
+    return {k: v for k, v in metadata.items() if not k.startswith(_RESERVED)}
 
-    The leaf list: each leaf's type, and its value (``None`` for an array).
-    """
-    extra = sorted(
-        k for k in metadata if k.startswith(_RESERVED) and k not in (_FILE_KEY, _SPEC_KEY)
-    )
-    if extra or _FILE_KEY not in metadata or _SPEC_KEY not in metadata:
+
+def _parse_ours(source: str, metadata: dict[str, str]) -> tuple[_Leaves, str]:
+    """The checked leaf list (types; values, ``None`` for arrays) and the treespec text."""
+    extra = sorted(k for k in metadata if k.startswith(_RESERVED) and k not in (FILE_KEY, SPEC_KEY))
+    if extra or FILE_KEY not in metadata or SPEC_KEY not in metadata:
         found = sorted(k for k in metadata if k.startswith(_RESERVED))
         raise _bad(
             source,
             f"its metadata has the treeclass entries {found!r:.200}; a treeclass file has "
-            f"exactly {_FILE_KEY!r} and {_SPEC_KEY!r} (a newer treeclass may write more: "
+            f"exactly {FILE_KEY!r} and {SPEC_KEY!r} (a newer treeclass may write more: "
             "upgrade treeclass if this file came from one).",
         )
-    text = metadata[_FILE_KEY]
+    text = metadata[FILE_KEY]
     leaves = loads_checked(
         text,
         lambda doc: _check_leaf_list(source, doc),
-        lambda e: _bad(source, f"its {_FILE_KEY!r} entry is not valid JSON ({e!s:.200})."),
+        lambda e: _bad(source, f"its {FILE_KEY!r} entry is not valid JSON ({e!s:.200})."),
     )
-    return leaves, metadata[_SPEC_KEY]
+    return leaves, metadata[SPEC_KEY]
 
 
 def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
-    """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census.
-
-    The census: the members of its objects and the ``:`` in its strings
-    (:func:`treeclass._core.json.no_duplicates`).
-    """
+    """The checked leaves of a parsed ``"treeclass.file"`` entry, with its census."""
     if doc.__class__ is not dict or doc.get("format") != FILE_FORMAT:
         raise _bad(
-            source, f'its {_FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
+            source, f'its {FILE_KEY!r} entry is not an object with "format": {FILE_FORMAT!r}.'
         )
     version = doc.get("version")
     if version.__class__ is not int or version != FILE_VERSION:
@@ -540,8 +533,8 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             f"{source} was written in treeclass file version {version!r:.40}; this release "
             f"reads version {FILE_VERSION}. Upgrade treeclass to load it."
         )
-    if frozenset(doc) != _FILE_KEYS:
-        raise _bad(source, f"its {_FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
+    if frozenset(doc) != FILE_KEYS:
+        raise _bad(source, f"its {FILE_KEY!r} entry has the keys {sorted(doc)!r:.200}.")
     kinds = doc["kinds"]
     values = doc["values"]
     if kinds.__class__ is not str:
@@ -557,26 +550,22 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             f"{''.join(LEAF_KINDS)!r} per leaf).",
         )
     types = list(map(LEAF_KINDS.__getitem__, kinds))
-    out: list[Any]
-    if letters <= ARRAY_LETTERS:
-        out = [None] * len(kinds)
-        at: list[int] = []
-    else:
+    at: list[int] = []  # the scalar leaves
+    if not letters <= ARRAY_LETTERS:
         at = list(compress(count(), map(_SCALAR_LETTERS.__contains__, kinds)))
-        out = [None] * len(kinds) if len(at) != len(kinds) else []
     if len(at) != len(values):
         raise _bad(
             source,
             f'"kinds" has {len(at)} Python scalar leaves but "values" has {len(values)} values.',
         )
+    only = len(at) == len(kinds)  # scalars only
     try:
-        decoded = decode_scalars([types[i] for i in at] if out else types, values)
+        out = decode_scalars(types if only else [types[i] for i in at], values)
     except ScalarDecodeError as e:
         i = at[e.index]
         raise _bad(source, f"leaf {i} is typed {types[i]!r}, but {e}.") from None
-    if not out:
-        out = decoded
-    else:
+    if not only:
+        decoded, out = out, [None] * len(kinds)
         for i, v in zip(at, decoded):
             out[i] = v
     members = len(doc)
@@ -587,57 +576,6 @@ def _check_leaf_list(source: str, doc: Any) -> tuple[_Leaves, int, int]:
             members += m
             colons += c
     return (types, out), members, colons
-
-
-class _Selection:
-    """Which leaves ``paths=`` selects, decided while the structure is walked."""
-
-    __slots__ = ("lengths", "matched", "predicate", "selecting", "wanted")
-
-    def __init__(self, paths: PathSelection) -> None:
-        self.predicate: Callable[[str], bool] | None = None
-        self.wanted: frozenset[str] | None = None
-        self.lengths: frozenset[int] = frozenset()
-        self.matched: set[str] = set()
-        self.selecting: int | None = None  # depth of the selected subtree being walked
-        if paths is None:
-            return
-        if callable(paths):
-            self.predicate = paths
-        else:
-            self.wanted = frozenset(paths)
-            self.lengths = frozenset(len(p) for p in self.wanted)
-
-    def visit(self, parts: list[str], length: int) -> None:
-        """Note a node (call for every node, in pre-order)."""
-        if self.wanted is None:
-            return
-        depth = len(parts)
-        if self.selecting is not None and depth <= self.selecting:
-            self.selecting = None
-        if self.selecting is None and length in self.lengths:
-            text = "".join(parts)
-            if text in self.wanted:
-                self.selecting = depth
-                self.matched.add(text)
-
-    def leaf(self, path: str) -> bool:
-        """Whether the leaf just visited (at ``path``) is selected."""
-        if self.predicate is not None:
-            return bool(self.predicate(path))
-        return self.wanted is None or self.selecting is not None
-
-    def check(self, source: str, all_paths: Callable[[], list[str]]) -> None:
-        if self.wanted is None or not self.wanted - self.matched:
-            return
-        missing = sorted(self.wanted - self.matched)
-        known = all_paths()
-        sample = ", ".join(repr(p) for p in known[:5])
-        raise FileLoadError(
-            f"paths= names {', '.join(repr(p) for p in missing[:5])}, which is not the key path "
-            f"of any node in {source}; key paths look like {sample} (as treeclass.keystr "
-            "writes them; a node's path selects all the leaves under it)."
-        )
 
 
 def _target_of(kind: str, to: Target | None) -> str:
@@ -819,11 +757,7 @@ class _Reader:
             buf[:] = raw
 
     def _make(self, info: TensorInfo, target: str, raw: Any) -> Any:
-        """The tensor ``info`` as a ``target`` array.
-
-        Made of ``raw`` (its bytes, ``np.uint8``, shared) if given, else read straight into a
-        new array.
-        """
+        """The tensor ``info`` as a ``target`` array: of ``raw`` (its bytes) if given, else read."""
         np = self.np
         source = self.source
         np_name, torch_name = FILE_DTYPES[info.dtype]
@@ -947,17 +881,14 @@ def _load_tree(
     except UnregisteredNameError as e:
         raise UnregisteredNameError(f"{source}: {e}") from None
     except TreespecLoadError as e:
-        raise _bad(source, f"its structure ({_SPEC_KEY!r}) does not load: {e}") from None
+        raise _bad(source, f"its structure ({SPEC_KEY!r}) does not load: {e}") from None
     types, values = leaves  # (the arrays go into values once read)
     if len(types) != spec.num_leaves:
         raise _bad(
             source,
             f"its structure has {spec.num_leaves} leaves but its leaf list has {len(types)}.",
         )
-    try:
-        children = child_entries(nodes)
-    except TreeclassError as e:  # pragma: no cover - the document loaded, so its keys decode
-        raise _bad(source, f"its dict keys do not decode: {e}") from None
+    children = child_entries(nodes)  # (the document loaded: its keys decode)
     chosen: list[bool] | None = None  # None: every leaf
     at = list(compress(count(), map(_ARRAY_TYPES.__contains__, types)))  # the array leaves
     # The key paths are the structure's (needed with arrays or paths=).
@@ -1013,8 +944,7 @@ def _check_array_leaf(
         raise _bad(source, f"the leaf at {where!r:.200} has no tensor {name!r:.200}.")
     if kind == "numpy-scalar" and info.shape:
         raise _bad(source, f"the numpy scalar at {where!r:.200} has the shape {list(info.shape)}.")
-    if info.dtype not in _PLAIN_DTYPES or (info.shape and max(info.shape) > _MAX_SHAPE_DIM):
-        _check_loadable(source, info, target)
+    _check_loadable(source, info, target)
 
 
 def _select(
@@ -1022,22 +952,38 @@ def _select(
     nodes: list[Any],
     children: list[list[str] | None],
     key_paths: list[str],
-    paths: PathSelection,
+    paths: Collection[str] | Callable[[str], bool],
 ) -> list[bool]:
-    """Which leaves ``paths=`` selects, as the structure is walked."""
+    """Which leaves ``paths=`` selects: a node's path selects every leaf under it."""
     # Key paths are as the document writes them; paths= selects by the names fields
     # have today (a renamed field's aliases, a migrate hook), where those differ.
     current = current_child_entries(nodes, children)
     if current is not None:
         key_paths = leaf_paths(nodes, current)
-    selection = _Selection(paths)
-    leaves = iter(key_paths)
+        children = current
+    if callable(paths):
+        return [bool(paths(p)) for p in key_paths]
+    wanted = frozenset(paths)
+    lengths = frozenset(map(len, wanted))  # (most nodes' paths are not joined at all)
+    matched: set[str] = set()
+    selecting: int | None = None  # the depth of the selected node being walked
     chosen: list[bool] = []
-    for i, parts, length in walk(nodes, children if current is None else current):
-        selection.visit(parts, length)
+    for i, parts, length in walk(nodes, children):
+        if selecting is not None and len(parts) <= selecting:
+            selecting = None
+        if selecting is None and length in lengths and (text := "".join(parts)) in wanted:
+            selecting = len(parts)
+            matched.add(text)
         if nodes[i] is None:
-            chosen.append(selection.leaf(next(leaves)))
-    selection.check(source, lambda: key_paths)
+            chosen.append(selecting is not None)
+    if wanted - matched:
+        missing = ", ".join(repr(p) for p in sorted(wanted - matched)[:5])
+        sample = ", ".join(repr(p) for p in key_paths[:5])
+        raise FileLoadError(
+            f"paths= names {missing}, which is not the key path of any node in {source}; key "
+            f"paths look like {sample} (as treeclass.keystr writes them; a node's path selects "
+            "all the leaves under it)."
+        )
     return chosen
 
 
@@ -1099,7 +1045,7 @@ def load(
     source = repr(str(path))
     with open(path, "rb") as f:
         header = read_header(f, source)
-        if _is_ours(header.metadata):
+        if is_ours(header.metadata):
             return _load_tree(f, header, source, to, paths, mmap)
         return _load_plain(f, header, source, to, paths, mmap)
 
@@ -1123,7 +1069,7 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     source = repr(str(path))
     with open(path, "rb") as f:
         header = read_header(f, source)
-    return {k: v for k, v in header.metadata.items() if not k.startswith(_RESERVED)}
+    return user_metadata(header.metadata)
 
 
 # Public under the package name, where users find them.

@@ -69,29 +69,14 @@ class TensorInfo(NamedTuple):
         """The tensor's size in bytes."""
         return self.end - self.begin
 
-    def __repr__(self) -> str:
-        return (
-            f"TensorInfo({self.name!r}, {self.dtype}, {list(self.shape)}, {self.begin}:{self.end})"
-        )
 
-
-class Header:
+class Header(NamedTuple):
     """A checked header: tensors in file order, metadata, and where the data starts."""
-
-    __slots__ = ("data_start", "file_size", "metadata", "tensors")
 
     tensors: dict[str, TensorInfo]
     metadata: dict[str, str]
     data_start: int
     file_size: int
-
-    def __init__(
-        self, tensors: dict[str, TensorInfo], metadata: dict[str, str], data_start: int, size: int
-    ) -> None:
-        self.tensors = tensors
-        self.metadata = metadata
-        self.data_start = data_start
-        self.file_size = size
 
 
 def _bad(source: str, message: str) -> FileLoadError:
@@ -210,11 +195,7 @@ def read_header(f: BinaryIO, source: str) -> Header:
 
 
 def _check_header(source: str, doc: Any, size: int, n: int) -> tuple[Header, int, int]:
-    """The checked header of a parsed header document, with its census.
-
-    The census: the members of its objects and the ``:`` in its strings
-    (:func:`treeclass._core.json.no_duplicates`).
-    """
+    """The checked header of a parsed header document, with its census (for loads_checked)."""
     if doc.__class__ is not dict:
         raise _bad(source, "its header is not a JSON object.")
     members = len(doc)

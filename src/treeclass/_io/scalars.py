@@ -1,19 +1,10 @@
 """Python scalar leaves as JSON values: the one encoding of tc.save and treeclass.orbax.
 
-:func:`treeclass.save` and :mod:`treeclass.orbax` accept the same scalar leaves and write the
-same JSON values for them. A leaf whose type is exactly ``bool``, ``int``, ``float``,
-``complex`` or ``str`` is stored by value, as a type tag and a JSON value (the ints and floats
-in the number codec of static values, :func:`treeclass._core.json.encode_int` and
-:func:`~treeclass._core.json.encode_float`)::
-
-    "bool"     true / false
-    "int"      the number, in (-2**53, 2**53); beyond, its hex text "0x1f..." / "-0x1f..."
-    "float"    the number if finite (-0.0 included); else "nan", "inf" or "-inf"
-    "complex"  [real, imag], each written as a "float"
-    "str"      the text
-
-Decoding is strict: a value of the wrong JSON type, a hex text that is not the canonical one
-or longer than the limit, is a ``ValueError``. A nan comes back as ``math.nan``.
+A leaf whose type is exactly ``bool``, ``int``, ``float``, ``complex`` or ``str`` is stored by
+value, as a type tag and a JSON value, as ``docs/files.md`` describes (the ints and floats in
+the number codec of static values, :func:`treeclass._core.json.encode_int` and
+:func:`~treeclass._core.json.encode_float`). Decoding is strict: a value of the wrong JSON type,
+or a hex text that is not the canonical one or longer than the limit, is a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -30,7 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "SCALAR_TAGS",
-    "SCALAR_TYPES",
     "ScalarDecodeError",
     "decode_scalar",
     "decode_scalars",
@@ -45,9 +35,7 @@ _TAGS: Final[dict[type, str]] = {
     complex: "complex",
     str: "str",
 }
-#: The types of the leaves stored by value (exactly these: not subclasses).
-SCALAR_TYPES: Final = tuple(_TAGS)
-#: Their tags.
+#: The tags of the leaves stored by value (of exactly these types: not subclasses).
 SCALAR_TAGS: Final = frozenset(_TAGS.values())
 
 _NUMBERS: Final = frozenset((float, int))

@@ -15,7 +15,7 @@ from .._core.json import census, loads_checked, loads_strict
 from .._errors import TreespecLoadError, brief
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
 __all__ = ["MAX_DEPTH", "TORCH_NAMES", "parse_json", "read", "where"]
 
@@ -43,22 +43,28 @@ def parse_json(text: str | bytes | bytearray, what: str) -> Any:
         raise TreespecLoadError(f"{what} is not valid JSON ({str(e)[:200]}).") from None
 
 
-def _no_enums(value: Any, where: str) -> None:
-    """Refuse torch's ``{"__enum__": ...}`` objects anywhere inside ``value`` (iteratively)."""
+def objects(value: Any) -> Iterator[dict[Any, Any]]:
+    """Every JSON object inside the parsed JSON ``value`` (iteratively: no recursion limit)."""
     stack = [value]
     while stack:
         v = stack.pop()
         if v.__class__ is dict:
-            if "__enum__" in v:
-                raise TreespecLoadError(
-                    f"{where} holds an enum member written by module path "
-                    f"({brief(v.get('fqn'), 80)}); torch's loader would import that module, so "
-                    "treeclass does not load it. Use a treeclass class with the enum in a static "
-                    "field (register the enum with treeclass.register_static), or plain keys."
-                )
+            yield v
             stack.extend(v.values())
         elif v.__class__ is list:
             stack.extend(v)
+
+
+def _no_enums(value: Any, where: str) -> None:
+    """Refuse torch's ``{"__enum__": ...}`` objects anywhere inside ``value``."""
+    for v in objects(value):
+        if "__enum__" in v:
+            raise TreespecLoadError(
+                f"{where} holds an enum member written by module path "
+                f"({brief(v.get('fqn'), 80)}); torch's loader would import that module, so "
+                "treeclass does not load it. Use a treeclass class with the enum in a static "
+                "field (register the enum with treeclass.register_static), or plain keys."
+            )
 
 
 def json_context(context: Any, where: str) -> Any:
