@@ -265,7 +265,7 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
         if name is None:
             out.append(Node(depth, key, True, "leaf", None, ""))
             continue
-        keys = [f"[{j}]" for j in range(k)]
+        keys = [index_entry(j) for j in range(k)]
         context: Any = read
         needed: str | None = None
         shown = name
@@ -283,9 +283,9 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
             if context.__class__ is dict:
                 _registered_statics(context, art.static_names)
                 context = context.get("data")
-                context = [f".{d}" for d in context] if context.__class__ is list else None
+                context = [attr_entry(d) for d in context] if context.__class__ is list else None
         elif context.__class__ is list:
-            context = [f"[{c!r}]" for c in context]
+            context = [index_entry(c) for c in context]
         if context.__class__ is list and len(context) == k:
             keys = context
         if needed is not None:

@@ -15,6 +15,7 @@ from operator import itemgetter
 from typing import Any, Final, TypeAlias
 
 from .._core.fields import is_namedtuple_class
+from .._core.keys import index_entry
 from .._core.names import DEFAULT_DICT
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType
 from .._core.registry import registered_node
@@ -69,7 +70,7 @@ def _where_text(where: Where) -> str:
         where, i = where
         path.append(i)
     path.reverse()
-    return "at child position " + "".join(f"[{i}]" for i in path) + " (counted from the root)"
+    return "at child position " + "".join(map(index_entry, path)) + " (counted from the root)"
 
 
 def _not_registered(framework: str, cls: object, where: Where) -> UnnamedClassError:
