@@ -95,7 +95,7 @@ from ._errors import (
     qualname,
     unregistered_name,
 )
-from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, numpy_dtype
+from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, max_dims, numpy_dtype
 from ._io.scalars import decode_scalar, encode_scalar
 from ._treespec.format import loads_nodes
 from ._treespec.treedoc import child_entries, leaf_paths
@@ -112,7 +112,6 @@ STRUCTURE_ITEM: Final = "treeclass"
 ARRAYS_ITEM: Final = "arrays"
 
 _ARRAY_KINDS: Final = frozenset({"jax", "numpy", "numpy-scalar"})
-_MAX_DIMS: Final = 64  # numpy's NPY_MAXDIMS
 _MAX_ELEMENTS: Final = 2**62
 _MAX_SPAN: Final = 2**63 - 1  # numpy's limit on an array's dimensions times its item size
 
@@ -362,7 +361,7 @@ def _check_leaf(desc: Any, index: int, label: str, where: str) -> Any:
     shape: Any = desc["shape"]
     if (
         shape.__class__ is not list
-        or len(shape) > _MAX_DIMS
+        or len(shape) > max_dims()
         or not all(n.__class__ is int and 0 <= n <= _MAX_ELEMENTS for n in shape)
         or (kind == "numpy-scalar" and shape)
     ):

@@ -7,6 +7,7 @@ time; :func:`numpy_dtype` imports numpy (and ml_dtypes) on first use.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -19,6 +20,7 @@ __all__ = [
     "ORBAX_REFUSED",
     "SAFETENSORS_BITS",
     "SAFETENSORS_NAMES",
+    "max_dims",
     "numpy_dtype",
 ]
 
@@ -111,3 +113,18 @@ def numpy_dtype(name: str) -> Any:
         dtype = np.dtype(found)
     _MADE[name] = dtype
     return dtype
+
+
+@functools.cache
+def max_dims() -> int:
+    """The most dimensions a numpy array may have here (``NPY_MAXDIMS``: 32 before numpy 2, 64).
+
+    The one answer for every reader that makes arrays (``tc.load``, :mod:`treeclass.orbax`).
+    """
+    import numpy as np
+
+    try:
+        np.empty((0,) * 64)
+    except ValueError:
+        return 32
+    return 64

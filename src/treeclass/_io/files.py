@@ -32,7 +32,7 @@ from .._errors import (
 )
 from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
-from .dtypes import DTYPES, FILE_DTYPES, numpy_dtype
+from .dtypes import DTYPES, FILE_DTYPES, max_dims, numpy_dtype
 from .safetensors import EXTENT, Header, TensorInfo, read_header, write_file
 from .scalars import (
     ScalarDecodeError,
@@ -109,7 +109,6 @@ _PLAIN_FORMATS: Final = {
 _NUMPY_CODES: Final = {np_name: code for code, (np_name, _) in FILE_DTYPES.items()}
 _TORCH_CODES: Final = {f"torch.{t_name}": code for code, (_, t_name) in FILE_DTYPES.items()}
 _MAX_SHAPE_DIM: Final = (1 << 63) - 1  # numpy and torch sizes are signed 64-bit
-_MAX_DIMS: Final = 64  # numpy's most dimensions
 _PLAIN_DTYPES: Final = frozenset(FILE_DTYPES) - {"F4"}  # loadable with no further check
 _LITTLE: Final = sys.byteorder == "little"
 #: safetensors code -> numpy dtype, for the plain dtypes numpy itself has (filled on use).
@@ -735,7 +734,7 @@ class _Reader:
             try:  # (a shape numpy cannot hold: too many dimensions, too big even if empty)
                 if dtype is not None and at % dtype.alignment == 0:  # (then every one of same)
                     # The rows of one array (not of a 1-d array: they would be scalars).
-                    if 0 < len(shape) < _MAX_DIMS and len(same) > 1:
+                    if 0 < len(shape) < max_dims() and len(same) > 1:
                         rows = scratch[at : same[-1].end - base].view(dtype)
                         raws.update(zip(map(_NAME, same), rows.reshape((len(same), *shape))))
                         continue
