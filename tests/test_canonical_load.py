@@ -183,16 +183,17 @@ def test_a_state_that_does_not_load_is_read_by_the_walk_and_the_general_path_onl
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The one-pass path between them would stop at the same state: it is not tried.
-    from treeclass._core import nodes as core_nodes
+    from treeclass._core.nodes import BUILTIN_NODE_TYPES
 
     calls: list[Any] = []
-    real = core_nodes._load_keys
+    node = BUILTIN_NODE_TYPES[dict]
+    real = node.load_state
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(core_nodes, "_load_keys", counted)
+    monkeypatch.setattr(node, "load_state", counted)
     text = tc.treespec_dumps(tc.tree_structure({"a": 1, "b": 2})).replace('"b"', '"a"')
     with pytest.raises(tc.TreespecLoadError, match=r"node 0 .*the same key twice"):
         tc.treespec_loads(text)
