@@ -37,6 +37,7 @@ __all__ = [
     "LEAF_TYPES",
     "NodeKind",
     "NodeType",
+    "any_dropping_node",
     "class_node",
     "dropping_node",
     "namedtuple_node",
@@ -661,6 +662,11 @@ def set_mixed_loop(loop: Callable[..., None]) -> None:
 
 #: Node types made by :func:`dropping_node`, by class node, children's names and filled fields.
 _DROPPING: dict[tuple[NodeType, tuple[str, ...], tuple[int, ...]], NodeType] = {}
+
+
+def any_dropping_node() -> bool:
+    """Whether :func:`dropping_node` ever made a node type (else no spec holds one)."""
+    return bool(_DROPPING)
 
 
 def dropping_node(base: NodeType, layout: Layout) -> NodeType:

@@ -17,7 +17,7 @@ from typing import Any, Final, TypeAlias
 from .._core.fields import is_namedtuple_class
 from .._core.keys import index_entry
 from .._core.names import DEFAULT_DICT
-from .._core.nodes import BUILTIN_NODE_TYPES, NodeType
+from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, any_dropping_node
 from .._core.registry import registered_node
 from .._core.state import fixed_children_error
 from .._core.tree import TreeSpec
@@ -206,6 +206,8 @@ def refuse_dropping(spec: TreeSpec, framework: str) -> None:
     Raises:
         TreespecLoadError: from :func:`~treeclass._core.state.fixed_children_error`.
     """
+    if not any_dropping_node():  # (the common case: no document ever lost a field here)
+        return
     entries: tuple[tuple[NodeType, Any, int, bool] | None, ...] = spec._entries
     for nt in dict.fromkeys(map(itemgetter(0), filter(None, entries))):
         if nt.dropped:
