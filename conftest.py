@@ -64,7 +64,7 @@ _NEEDS: dict[str, list[str]] = {
     ]
     for f in FRAMEWORKS
 }
-_NEEDS["torch"] += ["torch/__init__.py", "torch/_state.py", "torch/_treespec.py"]
+_NEEDS["torch"] += ["torch/__init__.py", "torch/_state.py"]
 _NEEDS["optree"].append("optree.py")
 _NEEDS.setdefault("numpy", []).append("_io/files.py")
 _NEEDS.setdefault("orbax.checkpoint", []).append("orbax.py")
