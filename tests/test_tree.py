@@ -446,3 +446,20 @@ def test_a_class_registered_while_a_walk_decides_its_type_is_a_node_for_good() -
     assert walked == [[1, 2]]
     assert Late not in LEAF_TYPES
     assert tc.tree_leaves([Late(3, 4)]) == [3, 4]
+
+
+def test_spec_depth_counts_the_nodes_on_the_longest_path() -> None:
+    from treeclass._core.tree import spec_depth
+
+    def depth(tree: Any) -> int:
+        return spec_depth(tc.tree_structure(tree))
+
+    assert depth(1.0) == 1
+    assert depth([]) == 1
+    assert depth([1]) == 2
+    assert depth([1, [2, [3]], {"a": ()}]) == 4
+    assert depth([[[]], 1]) == 3
+    chain: Any = 0
+    for _ in range(3000):  # deeper than the recursion limit: still linear, still exact
+        chain = [chain, 1]
+    assert depth(chain) == 3001

@@ -646,8 +646,24 @@ def _fold(entries: tuple[Any, ...], leaf: Any, node: Callable[[Any, list[Any]], 
 
 
 def spec_depth(spec: TreeSpec) -> int:
-    """The nodes on the longest root-to-leaf path of ``spec`` (a leaf: 1, ``[1]``: 2)."""
-    return int(_fold(spec._entries, 1, lambda e, parts: 1 + max(parts, default=0)))
+    """The nodes on the longest root-to-leaf path of ``spec`` (a leaf: 1, ``[1]``: 2).
+
+    :func:`_fold` specialised: it runs on every ``treespec_loads(to="jax")``, where a callback
+    per node cost a third of the load.
+    """
+    depths: list[int] = []
+    for e in reversed(spec._entries):  # reverse pre-order: children come before their node
+        if e is None:
+            depths.append(1)
+            continue
+        k = e[2]
+        if e[3] or not k:
+            depths.append(2 if k else 1)
+            continue
+        deepest = max(depths[len(depths) - k :])
+        del depths[len(depths) - k :]
+        depths.append(deepest + 1)
+    return depths[0]
 
 
 #: Longest readable form of a spec; a longer one is summarized (repr would be quadratic in a
