@@ -826,20 +826,24 @@ class _Subtree:
     gets its own context, as torch makes one per node.
     """
 
-    __slots__ = ("kept", "one", "spec")
+    __slots__ = ("one", "own", "shared", "spec")
 
     def __init__(self, one: TreeSpec) -> None:
         self.one = one
         spec: Any = pytree.tree_structure(skeleton(one))
         self.spec = spec
-        self.kept = kept_context(spec.context)  # the one rule of what nodes may share
+        context = spec.context
+        kept = kept_context(context)  # the one rule of what nodes may share
+        # Decided once: get() runs once per place (torch's .context is a property).
+        self.shared = kept is context
+        self.own = kept is NOT_KEPT
 
     def get(self) -> Any:
         """The spec for one place: the one made, a copy with its own list of keys, or a new one."""
         spec = self.spec
-        if self.kept is spec.context:
+        if self.shared:
             return spec
-        if self.kept is NOT_KEPT:
+        if self.own:
             return pytree.tree_structure(skeleton(self.one))
         return pytree.TreeSpec(spec.type, spec.context.copy(), list(_children(spec)))
 
