@@ -400,7 +400,7 @@ LOAD_ERRORS: dict[str, tuple[Any, str]] = {
     "huge-int-literal": ("[" + "9" * 5000 + "]", r"literal of 5000 digits is longer than 4300"),
     "deep-arrays": ("[" * 100_000 + "]" * 100_000, r"not valid JSON \(it nests too deeply\)"),
     "deep-objects": ('{"a":' * 100_000 + "1" + "}" * 100_000, r"nests too deeply"),
-    "not-str": (42, r"takes the document as str or bytes, got int"),
+    "not-str": (42, r"takes the document as str, bytes or bytearray, got int"),
     "none-input": (None, r"got NoneType"),
     # wrong top-level shapes
     "list-top": ("[1, {}]", r"must be a JSON object, got list"),

@@ -178,11 +178,12 @@ _NAMES_SHOWN: Final = 20
 
 
 def unregistered_name(
-    names: str | Sequence[str], holder: str, note: str = ""
+    names: str | Sequence[str], holder: str, note: str = "", *, by_path: bool = False
 ) -> UnregisteredNameError:
     """``holder`` (``"this treespec"``...) names classes no class is registered as here.
 
-    ``note`` says more, right after the names.
+    ``note`` says more, right after the names; ``by_path``: the loader also looked the class
+    up by the module path the pickle also holds, which failed.
     """
     listed = [names] if isinstance(names, str) else list(names)
     shown = ", ".join(brief(n, 200) for n in listed[:_NAMES_SHOWN])
@@ -194,8 +195,8 @@ def unregistered_name(
         f"registered under in this process; import the "
         f"{'modules that define the classes' if many else 'module that defines the class'} "
         "(registered with name=... by pytree_dataclass, register_dataclass or "
-        "register_namedtuple) before loading: treeclass's loaders never import anything by "
-        "themselves."
+        "register_namedtuple) before loading"
+        + ("." if by_path else ": treeclass's loaders never import anything by themselves.")
     )
 
 

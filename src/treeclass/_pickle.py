@@ -495,6 +495,7 @@ def _by_name(
                 "this pickle",
                 f" (pickled from {module}.{qualname}, which cannot be imported: "
                 f"{type(e).__name__}: {e})",
+                by_path=True,
             ) from e
         return _rebuilder(cls, name)._checked(fields, statics)
     known = registered_node(cls)

@@ -2,7 +2,8 @@
 
 A class's functions come in families (:class:`Family`), each one source text written from its
 :class:`~treeclass._core.fields.ClassInfo` (one line per field, no loops). Registering a class
-compiles nothing: each registry binds function objects of its own (:meth:`Generated.bind`,
+compiles none of its source (a family's stubs are compiled once, for every class): each
+registry binds function objects of its own (:meth:`Generated.bind`,
 with its key type, node type or hash check in their namespace) whose code is a stub with the
 function's parameters. The first call of any of them writes the family's source, compiles it
 (once for every class with the same source text: HuggingFace-style outputs repeat a few sets of
@@ -187,8 +188,10 @@ class Generated:
             compiled = self._code.get(family)
             if compiled is None:
                 compiled = self._code[family] = _compile(self.info, family)
-            for fn in self._pending.pop(family, ()):
+            pending = self._pending.get(family, ())
+            for fn in pending:
                 _finish(compiled.codes, family, fn)
+            self._pending.pop(family, None)  # (only once every one has its code)
         compiled.show()
         return compiled.codes
 
@@ -281,14 +284,16 @@ def _finish(codes: dict[str, CodeType], family: Family, fn: FunctionType) -> Non
     code, stub = codes[name], fn.__code__
     if code.co_varnames[: code.co_argcount] != stub.co_varnames[: stub.co_argcount]:
         raise AssertionError(f"{family!r} wrote {name} with other parameters for another class")
-    fn.__code__ = code
     ns = fn.__globals__
-    ns[f"_c{family.serial}_{name}"] = fn  # what its stub calls
-    for helper, code in codes.items():
+    # Helpers and the name its stub calls first, the code last: another thread may call fn
+    # the moment it has its code.
+    for helper, helper_code in codes.items():
         if helper not in family.functions:  # ``_unflatten_traced``
             known = ns.get(helper)
-            if type(known) is not FunctionType or known.__code__ is not code:
-                ns[helper] = FunctionType(code, ns)
+            if type(known) is not FunctionType or known.__code__ is not helper_code:
+                ns[helper] = FunctionType(helper_code, ns)
+    ns[f"_c{family.serial}_{name}"] = fn  # what its stub calls
+    fn.__code__ = code
 
 
 def _compile(info: ClassInfo, family: Family) -> _Compiled:
@@ -401,7 +406,9 @@ def set_tracing_check(unflatten: Callable[..., Any], check: Callable[[], bool] |
 
 def release(generated: Generated) -> None:
     """Drop ``generated``'s own sources from linecache (its registration was refused)."""
-    for compiled in generated._code.values():
+    with _LOCK:  # (a first call may be compiling another family right now)
+        made = list(generated._code.values())
+    for compiled in made:
         if compiled.own:
             linecache.cache.pop(compiled.filename, None)
 

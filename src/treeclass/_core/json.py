@@ -109,7 +109,8 @@ def decode_int(value: Any) -> int:
             n = int(value, 16)
         except ValueError:
             n = _INT_LIMIT
-        if -_INT_LIMIT < n < _INT_LIMIT and hex(n) == value:
+        # (an int in (-2**53, 2**53) is written bare: its hex text is not what encode_int writes)
+        if not -SAFE_INT < n < SAFE_INT and -_INT_LIMIT < n < _INT_LIMIT and hex(n) == value:
             return n
     raise ValueError(
         f"{brief(value, 40)} is not an int: a number in (-2**53, 2**53), or the hex text of one "

@@ -317,8 +317,13 @@ def decode_static(data: Any, _depth: int = 0) -> Any:
         (1, [b'x'])
     """
     t: Any = data.__class__
-    if t is str or t is int or t is bool or data is None:
+    if t is str or t is bool or data is None:
         return data
+    if t is int:
+        try:
+            return decode_int(data)  # the one number codec: bare only in (-2**53, 2**53)
+        except ValueError as e:
+            raise BadStatic(str(e)) from None
     if t is float:
         if data - data == 0.0:
             return data

@@ -285,7 +285,8 @@ def _as_text(text: str | bytes | bytearray) -> str:
         return text
     if not isinstance(text, (bytes, bytearray)):
         raise TreespecLoadError(
-            f"treespec_loads() takes the document as str or bytes, got {type(text).__name__}."
+            "treespec_loads() takes the document as str, bytes or bytearray, got "
+            f"{type(text).__name__}."
         )
     try:
         return bytes(text).decode("utf-8")
