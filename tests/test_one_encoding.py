@@ -113,7 +113,9 @@ def test_ints_are_bounded_like_the_rest_of_the_project() -> None:
         decode_scalar("int", 2**53)  # a JSON number beyond what every reader holds exactly
 
 
-@pytest.mark.parametrize("text", ["0x0001", "0X1F", "12", "0x_1", "-0x", "--0x1", " 0x1"])
+@pytest.mark.parametrize(
+    "text", ["0x0001", "0X1F", "12", "0x_1", "-0x", "--0x1", " 0x1", "0x1f", "-0x1"]
+)
 def test_statics_and_scalar_leaves_read_ints_alike(text: str) -> None:
     """One number codec (issue 28, item 2): non-canonical hex text is refused by both."""
     from treeclass._core.statics import BadStatic, decode_static
@@ -127,6 +129,11 @@ def test_statics_and_scalar_leaves_read_ints_alike(text: str) -> None:
         assert decode_static({"int": hex(n)}) == decode_scalar("int", hex(n)) == n
     for word in ("nan", "inf", "-inf"):
         assert _same_value(decode_static({"float": word}), decode_scalar("float", word))
+    # An int beyond 2**53 is never written bare (hex() text instead): both refuse it bare.
+    with pytest.raises(ValueError, match=r"is not an int"):
+        decode_scalar("int", 2**60)
+    with pytest.raises(BadStatic, match=r"is not an int"):
+        decode_static(2**60)
 
 
 @pytest.mark.parametrize(

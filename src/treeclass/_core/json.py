@@ -82,7 +82,7 @@ def dumps_canonical(obj: Any) -> str:
 
 
 def encode_int(value: int) -> int | str:
-    """An int as JSON: itself in (-2**53, 2**53), else its hex text ``"0x1f"`` / ``"-0x1f"``.
+    """An int as JSON: itself in (-2**53, 2**53), else its ``hex()`` text (``"0x20000000000000"``).
 
     Raises:
         ValueError: more than :data:`MAX_INT_DIGITS` digits; its args are the problem and the
@@ -113,8 +113,8 @@ def decode_int(value: Any) -> int:
         if not -SAFE_INT < n < SAFE_INT and -_INT_LIMIT < n < _INT_LIMIT and hex(n) == value:
             return n
     raise ValueError(
-        f"{brief(value, 40)} is not an int: a number in (-2**53, 2**53), or the hex text of one "
-        f'("0x1f", "-0x1f", as hex() writes it) of at most {MAX_INT_DIGITS:,} decimal digits'
+        f"{brief(value, 40)} is not an int: a number in (-2**53, 2**53), or beyond that the hex "
+        f'text hex() writes ("0x20000000000000") of at most {MAX_INT_DIGITS:,} decimal digits'
     )
 
 

@@ -134,8 +134,8 @@ def decode_scalar(tag: str, value: Any) -> Any:
 
     Example:
         >>> from treeclass._io.scalars import decode_scalar
-        >>> decode_scalar("int", "-0x1f"), decode_scalar("complex", [1.5, "-inf"])
-        (-31, (1.5-infj))
+        >>> decode_scalar("int", "-0x20000000000000"), decode_scalar("complex", [1.5, "-inf"])
+        (-9007199254740992, (1.5-infj))
     """
     cls = value.__class__
     if tag == "int":
