@@ -85,7 +85,6 @@ except ModuleNotFoundError as e:
 
 
 from ._core.codegen import class_in_traceback
-from ._core.names import BUILTIN_NAMES
 from ._errors import (
     TreeclassError,
     TreeclassTypeError,
@@ -97,7 +96,7 @@ from ._errors import (
 )
 from ._io.dtypes import ORBAX_DTYPES, ORBAX_REFUSED, max_dims, numpy_dtype
 from ._io.scalars import decode_scalar, encode_scalar
-from ._treespec.format import loads_nodes
+from ._treespec.format import loads_nodes, unregistered_names
 from ._treespec.treedoc import child_entries, leaf_paths
 
 __all__ = ["ARRAYS_ITEM", "FORMAT", "STRUCTURE_ITEM", "VERSION", "restore", "save", "save_args"]
@@ -283,8 +282,7 @@ def _unregistered_names(treespec: str) -> list[str]:
         nodes = loads_nodes(treespec)
     except TreespecLoadError:
         return []
-    names = dict.fromkeys(node[0] for node in nodes if node is not None)
-    return [n for n in names if n not in BUILTIN_NAMES and tc.class_for_name(n) is None]
+    return unregistered_names(nodes)
 
 
 def _load_spec(treespec: str, where: str) -> tc.TreeSpec:

@@ -29,7 +29,8 @@ from typing import Any, cast
 from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.api import field, pytree_dataclass
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
-from ._errors import MissingDependencyError, UnnamedClassError
+from ._errors import MissingDependencyError, UnnamedClassError, brief, qualname
+from ._pickle import is_installed
 from ._io.files import load, save
 
 __all__ = ["assert_roundtrip", "pytree_classes", "trees"]
@@ -169,10 +170,46 @@ def assert_roundtrip(obj: Any) -> None:
         pass
     else:
         _check("treespec_dumps/treespec_loads", obj, treespec_loads(text).unflatten(leaves))
-    _check("pickle", obj, pickle.loads(pickle.dumps(obj)))
+    try:
+        back = pickle.loads(pickle.dumps(obj))
+    except Exception as e:  # (AttributeError or PicklingError: a class pickle cannot find)
+        raise AssertionError(_pickle_failure(obj, spec, leaves, e)) from e
+    _check("pickle", obj, back)
     if any(_is_array(x) for x in leaves):
         _check_save(obj)
     _check_jax_export(obj, leaves, spec)
+
+
+def _by_module_path(cls: type) -> bool:
+    """Whether pickle finds ``cls`` by its module path (``module.QualName``), as it looks."""
+    obj: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is cls
+
+
+def _pickle_failure(obj: Any, spec: TreeSpec, leaves: list[Any], e: Exception) -> str:
+    """The message of a tree pickle refused: the classes it cannot find, and the fix."""
+    classes = [entry[0].type for entry in spec._entries if entry is not None]  # noqa: SLF001
+    classes += [type(leaf) for leaf in leaves]
+    lost = [
+        cls
+        for cls in dict.fromkeys(classes)
+        if not _by_module_path(cls) and not is_installed(cls)
+    ]
+    failed = f"pickle failed on {brief(obj, 200)}: {type(e).__name__}: {e}"
+    if not lost:
+        return f"{failed}."
+    many = len(lost) > 1
+    listed = ", ".join(qualname(cls) for cls in lost)
+    return (
+        f"{failed}; pickle finds a class by its module path, and the class{'es' * many} "
+        f"{listed} {'are' if many else 'is'} not importable by module path (defined inside "
+        "a function, or deleted or renamed in its module). Define "
+        f"{'them' if many else 'it'} at module level, or register {'them' if many else 'it'} "
+        'with a name (tc.pytree_dataclass(name="mypkg.Name"), pickle_by_name=True, the '
+        "default) so that instances pickle by that name."
+    )
 
 
 def _jax_array_leaf(x: Any, jax: Any) -> bool:

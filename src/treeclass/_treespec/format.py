@@ -45,6 +45,7 @@ __all__ = [
     "nodes_to_spec",
     "spec_to_nodes",
     "state_from_bytes",
+    "unregistered_names",
 ]
 
 #: One entry of the node list: ``None`` (a leaf) or ``(name, state, arity)`` (a tuple when
@@ -137,10 +138,20 @@ def spec_to_nodes(spec: TreeSpec) -> list[Node]:
     return out
 
 
-def _node_type(name: str) -> NodeType:
+def unregistered_names(nodes: Sequence[Node]) -> list[str]:
+    """Every name of a checked node list that no class is registered under here, each once.
+
+    In the order of first use; what an :class:`~treeclass.UnregisteredNameError` lists, so
+    that one load names every class to import (never importing anything).
+    """
+    names = dict.fromkeys(node[0] for node in nodes if node is not None)
+    return [name for name in names if node_for_name(name) is None]
+
+
+def _node_type(name: str, nodes: Sequence[Node]) -> NodeType:
     nt = node_for_name(name)
     if nt is None:
-        raise unregistered_name(name, "this treespec")
+        raise unregistered_name(unregistered_names(nodes), "this treespec")
     return nt
 
 
@@ -195,7 +206,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
         name, state, k = item
         nt = types.get(name)
         if nt is None:
-            nt = types[name] = _node_type(name)
+            nt = types[name] = _node_type(name, nodes)
         try:
             aux, plan = nt.load_state(state)
         except TreespecLoadError as e:
