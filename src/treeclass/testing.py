@@ -30,8 +30,8 @@ from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.api import field, pytree_dataclass
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError, brief, qualname
-from ._pickle import is_installed
 from ._io.files import load, save
+from ._pickle import is_installed
 
 __all__ = ["assert_roundtrip", "pytree_classes", "trees"]
 
@@ -190,12 +190,10 @@ def _by_module_path(cls: type) -> bool:
 
 def _pickle_failure(obj: Any, spec: TreeSpec, leaves: list[Any], e: Exception) -> str:
     """The message of a tree pickle refused: the classes it cannot find, and the fix."""
-    classes = [entry[0].type for entry in spec._entries if entry is not None]  # noqa: SLF001
+    classes = [entry[0].type for entry in spec._entries if entry is not None]
     classes += [type(leaf) for leaf in leaves]
     lost = [
-        cls
-        for cls in dict.fromkeys(classes)
-        if not _by_module_path(cls) and not is_installed(cls)
+        cls for cls in dict.fromkeys(classes) if not _by_module_path(cls) and not is_installed(cls)
     ]
     failed = f"pickle failed on {brief(obj, 200)}: {type(e).__name__}: {e}"
     if not lost:
