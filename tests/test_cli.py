@@ -385,12 +385,12 @@ def test_check_lists_classes_and_flags_problems(tmp_path: Path) -> None:
     problems = rows["all_models.BadDefaults"]["problems"]
     assert problems == [
         "the default of static field 'fn' cannot be used: static field 'fn' of "
-        "all_models.BadDefaults cannot be serialized: it holds a value of type "
-        "builtin_function_or_method, which has no JSON form; register the type with "
-        'treeclass.register_static(builtin_function_or_method, name="mypkg.TypeName") (enums '
-        "and frozen dataclasses need no converters, other types to_json= and from_json=), or "
-        "store a supported value (None, bool, int, float, str, bytes, tuple, list, dict with str "
-        "keys, frozenset)."
+        "all_models.BadDefaults cannot be serialized: it holds the builtin_function_or_method "
+        "'print', which has no JSON form; a callable cannot be saved: a file holds data, never "
+        "code (registering its type with register_static would not help). Keep it out of the "
+        "saved tree: hold it outside the class whose instances are saved, or save the config it "
+        "is made from and rebuild it on load (for a training state such as flax's TrainState, "
+        "save params, opt_state and step, and make tx= again from the config)."
     ]
     # What check says is what saving says (issue 28, item 3): the list default of a class
     # whose instances are unhashable saves, so it is no problem; a frozen class's is one.

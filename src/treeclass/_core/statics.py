@@ -225,6 +225,9 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
             "rebuild the value from the current class before serializing it",
             has_form=True,
         )
+    code = _code_in(value)
+    if code is not None:
+        raise Unencodable(value, f"it holds {code}", CALLABLE_FIX)
     raise Unencodable(
         value,
         f"it holds a value of type {type_label(t)}",
@@ -232,6 +235,51 @@ def encode_static(value: Any, _depth: int = 0) -> Any:
         'name="mypkg.TypeName") (enums and frozen dataclasses need no converters, other '
         f"types to_json= and from_json=), or store a supported value ({SUPPORTED})",
     )
+
+
+#: What a static value that is code (a function, a class, an optimizer) can do instead.
+CALLABLE_FIX: Final = (
+    "a callable cannot be saved: a file holds data, never code (registering its type with "
+    "register_static would not help). Keep it out of the saved tree: hold it outside the "
+    "class whose instances are saved, or save the config it is made from and rebuild it on "
+    "load (for a training state such as flax's TrainState, save params, opt_state and step, "
+    "and make tx= again from the config)"
+)
+
+
+def _is_code(value: Any) -> bool:
+    import functools
+    import types
+
+    return isinstance(
+        value,
+        (
+            type,
+            types.FunctionType,
+            types.BuiltinFunctionType,
+            types.MethodType,
+            types.MethodWrapperType,
+            types.WrapperDescriptorType,
+            types.MethodDescriptorType,
+            functools.partial,
+        ),
+    )
+
+
+def _code_in(value: Any) -> str | None:
+    """How to name ``value`` if it is code: a callable, or a tuple of them, else ``None``.
+
+    A function, method, ``functools.partial`` or class; or a namedtuple of functions, such
+    as an optax ``GradientTransformation`` (``init`` and ``update``).
+    """
+    if _is_code(value):
+        kind = "class" if isinstance(value, type) else type_label(value.__class__)
+        name = getattr(value, "__qualname__", None)
+        shown = name if isinstance(name, str) else brief(value, 60)
+        return f"the {kind} {brief(shown, 60)}"
+    if isinstance(value, tuple) and any(map(_is_code, value)):
+        return f"a value of type {type_label(value.__class__)}, a tuple of callables"
+    return None
 
 
 # --- decoding ---------------------------------------------------------------------------------
