@@ -461,6 +461,43 @@ def save(
 # --- loading ----------------------------------------------------------------------------------
 
 
+#: The loader of each kind of file ``treeclass inspect`` recognises that is not safetensors.
+_LOADERS: Final = {
+    "torch.export archive (.pt2)": "treeclass.torch.load (or torch.export.load)",
+    "jax.export blob": "jax.export.deserialize",
+    "treespec document": "treeclass.treespec_loads",
+}
+
+
+def _read_header(f: BufferedReader, path: str | os.PathLike[str], source: str) -> Header:
+    """:func:`read_header`, whose error names the loader of a file of another kind.
+
+    The kind is recognised as ``treeclass inspect`` recognises it (never importing or
+    unpickling anything), only once the file failed as safetensors.
+    """
+    try:
+        return read_header(f, source)
+    except FileLoadError as e:
+        error = e
+    from .artifacts import read_artifact
+
+    try:
+        kind = read_artifact(str(path)).kind
+    except (TreeclassError, OSError):
+        kind = ""
+    loader = _LOADERS.get(kind)
+    if loader is None:
+        f.seek(0)
+        if f.read(4) != b"PK\x03\x04":
+            raise error from None
+        kind = "zip archive"
+        loader = "torch.load (a torch.save file) or treeclass.torch.load (a .pt2 archive)"
+    raise FileLoadError(
+        f"{source} is a {kind}, not a safetensors file (what treeclass.save writes): load it "
+        f"with {loader}."
+    ) from None
+
+
 def _check_options(to: object, paths: object, mmap: object = False) -> None:
     if mmap is not True and mmap is not False:
         raise TreeclassTypeError(f"mmap= must be True or False, got {mmap!r:.60}.")
@@ -1043,7 +1080,7 @@ def load(
     _check_options(to, paths, mmap)
     source = repr(str(path))
     with open(path, "rb") as f:
-        header = read_header(f, source)
+        header = _read_header(f, path, source)
         if is_ours(header.metadata):
             return _load_tree(f, header, source, to, paths, mmap)
         return _load_plain(f, header, source, to, paths, mmap)
@@ -1067,7 +1104,7 @@ def load_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     """
     source = repr(str(path))
     with open(path, "rb") as f:
-        header = read_header(f, source)
+        header = _read_header(f, path, source)
     return user_metadata(header.metadata)
 
 
