@@ -36,6 +36,7 @@ __all__ = [
     "qualname",
     "report_failures",
     "superseded_class",
+    "unhashable_static",
     "unregistered_name",
 ]
 
@@ -210,4 +211,17 @@ def superseded_class(label: str, name: str | None, doing: str) -> UnnamedClassEr
         f"or after importlib.reload), and the name {name!r} now belongs to the new class; this "
         "object is an instance of the old class, so rebuild the object from the current class "
         f"before {doing} it (copy.deepcopy still works)."
+    )
+
+
+def unhashable_static(label: str, field: str, value: Any, why: str) -> UnhashableStaticError:
+    """Static field ``field`` of class ``label`` holds the unhashable ``value``.
+
+    ``why``: what hashes static values there (a clause, before "so they must be hashable").
+    """
+    return UnhashableStaticError(
+        f"static field {field!r} of {label} holds an unhashable {type(value).__qualname__} "
+        f"({brief(value, 60)}); {why}, so they must be hashable. Use a tuple or frozenset "
+        "instead of a list or set, a tuple of pairs instead of a dict, or make "
+        f"{field!r} a data field (a child) if it holds arrays."
     )

@@ -27,9 +27,9 @@ from .._core.tree import TreeSpec, spec_depth
 from .._errors import (
     RegistrationError,
     TreespecLoadError,
-    UnhashableStaticError,
     UnnamedClassError,
     qualname,
+    unhashable_static,
 )
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
@@ -47,12 +47,8 @@ _REGISTERED_BY_OLDER_TREECLASS: Final = (
     "options, and JAX cannot replace a registration; restart the interpreter to register it "
     "with new options."
 )
-_UNHASHABLE_STATIC: Final = (
-    "static field {field!r} of {cls} holds an unhashable {type} ({value}); JAX keeps static "
-    "values in the treedefs it caches compiled code under, so they must be hashable. Use a "
-    "tuple or frozenset instead of a list or set, a tuple of pairs instead of a dict, or make "
-    "{field!r} a data field (a child) if it holds arrays."
-)
+#: What hashes static values in JAX (for :func:`~treeclass._errors.unhashable_static`).
+_JAX_HASHES: Final = "JAX keeps static values in the treedefs it caches compiled code under"
 
 #: Classes this module registered with jax.tree_util: JAX cannot unregister, so a later
 #: attempt after a rollback reuses them (with the same options).
@@ -164,22 +160,12 @@ class _Callbacks:
         self.node = node
 
     def check_aux(self, aux: Any) -> None:
-        """Raise :class:`UnhashableStaticError` for the first unhashable static value."""
+        """Raise :class:`~treeclass.UnhashableStaticError` for the first unhashable static."""
         for field, value in zip(self.node.static_fields, aux):
             try:
                 hash(value)
             except TypeError:
-                text = repr(value)
-                if len(text) > 60:
-                    text = text[:57] + "..."
-                raise UnhashableStaticError(
-                    _UNHASHABLE_STATIC.format(
-                        field=field,
-                        cls=self.node.qualname,
-                        type=type(value).__qualname__,
-                        value=text,
-                    )
-                ) from None
+                raise unhashable_static(self.node.qualname, field, value, _JAX_HASHES) from None
 
     def serialize(self, aux: Any) -> bytes:
         return aux_to_bytes(self.node, aux)

@@ -26,6 +26,7 @@ from .._errors import (
     TreeclassTypeError,
     UnhashableStaticError,
     brief,
+    unhashable_static,
 )
 from .codegen import _flatten_into, compile_function
 from .keys import KeyPath
@@ -436,6 +437,29 @@ def tree_map_with_path(
 # --- TreeSpec --------------------------------------------------------------------------------
 
 
+#: What hashes a TreeSpec's static values (for :func:`~treeclass._errors.unhashable_static`).
+_SPEC_HASHES: Final = "a TreeSpec's hash (as a cache key, in a set) covers its static values"
+
+
+def _unhashable(entries: Sequence[Any], e: TypeError) -> UnhashableStaticError:
+    """The error of a spec whose entries do not hash: naming the class and static field."""
+    for entry in entries:
+        if entry is None:
+            continue
+        node, aux = entry[0], entry[1]
+        fields = node.static_fields
+        if aux.__class__ is tuple and len(aux) == len(fields):
+            for field, value in zip(fields, aux):
+                try:
+                    hash(value)
+                except TypeError:
+                    return unhashable_static(node.qualname, field, value, _SPEC_HASHES)
+    return UnhashableStaticError(
+        f"this TreeSpec holds an unhashable static value ({e}); static values must be "
+        "hashable (a tuple, not a list)."
+    )
+
+
 class TreeSpec:
     """The structure of a tree: what :func:`tree_flatten` returns besides the leaves.
 
@@ -596,10 +620,7 @@ class TreeSpec:
             try:
                 h = hash(self._entries)
             except TypeError as e:
-                raise UnhashableStaticError(
-                    f"this TreeSpec holds an unhashable static value ({e}); static fields must "
-                    f"hold hashable values (a tuple, not a list): {self!r}"
-                ) from None
+                raise _unhashable(self._entries, e) from None
             object.__setattr__(self, "_hash", h)
         return h
 
