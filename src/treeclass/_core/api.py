@@ -28,6 +28,7 @@ from .fields import (
     is_namedtuple_class,
     names_given,
 )
+from .frozen import guard_frozen
 from .names import registration_origin
 from .nodes import class_node
 from .registry import node_type_for, register
@@ -447,6 +448,8 @@ def pytree_dataclass(
             if not doc:
                 type.__setattr__(klass, "__doc__", _SIGNATURE_DOC)
                 type.__setattr__(made, "__doc__", _SIGNATURE_DOC)  # pyright: ignore[reportUnknownArgumentType]
+            if frozen:  # (treeclass made the class: its refusals name it, and replace)
+                guard_frozen(made)  # pyright: ignore[reportUnknownArgumentType]
         _register(made, **node_options)  # pyright: ignore[reportUnknownArgumentType]
         attach_replace(made)  # pyright: ignore[reportUnknownArgumentType]
         return made  # type: ignore[return-value]

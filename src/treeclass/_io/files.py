@@ -9,6 +9,7 @@ imported only for array leaves; jax and torch only to make their arrays.
 
 from __future__ import annotations
 
+import os
 import sys
 from bisect import bisect_right
 from itertools import chain, compress, count, groupby, repeat
@@ -30,10 +31,10 @@ from .._errors import (
     install_hint,
     qualname,
 )
-from .._treespec.format import dumps_nodes, loads_spec, spec_to_nodes
+from .._treespec.format import dumps_nodes, loads_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import DTYPES, FILE_DTYPES, max_dims, numpy_dtype
-from .safetensors import EXTENT, Header, TensorInfo, read_header, write_file
+from .safetensors import EXTENT, MAX_HEADER_BYTES, Header, TensorInfo, read_header, write_file
 from .scalars import (
     ScalarDecodeError,
     decode_scalars,
@@ -41,7 +42,6 @@ from .scalars import (
 )
 
 if TYPE_CHECKING:
-    import os
     from collections.abc import Callable, Collection, Mapping, Sequence
     from io import BufferedReader
     from typing import Any, Final, Literal, TypeAlias
@@ -461,41 +461,60 @@ def save(
 # --- loading ----------------------------------------------------------------------------------
 
 
-#: The loader of each kind of file ``treeclass inspect`` recognises that is not safetensors.
-_LOADERS: Final = {
-    "torch.export archive (.pt2)": "treeclass.torch.load (or torch.export.load)",
-    "jax.export blob": "jax.export.deserialize",
-    "treespec document": "treeclass.treespec_loads",
-}
+#: The first bytes of a zip archive (a torch.export ``.pt2`` archive, a ``torch.save`` file).
+ZIP_MAGIC: Final = b"PK\x03\x04"
+#: The first bytes of MLIR bytecode, which every ``jax.export`` blob holds (its module).
+_MLIR_MAGIC: Final = b"ML\xefR"
 
 
 def _read_header(f: BufferedReader, path: str | os.PathLike[str], source: str) -> Header:
-    """:func:`read_header`, whose error names the loader of a file of another kind.
-
-    The kind is recognised as ``treeclass inspect`` recognises it (never importing or
-    unpickling anything), only once the file failed as safetensors.
-    """
+    """:func:`read_header`, whose error names the loader of a file of another kind."""
     try:
         return read_header(f, source)
-    except FileLoadError as e:
-        error = e
-    from .artifacts import read_artifact
+    except FileLoadError:
+        other = _other_kind(f, str(path), source)
+        if other is None:
+            raise
+        raise other from None
 
-    try:
-        kind = read_artifact(str(path)).kind
-    except (TreeclassError, OSError):
-        kind = ""
-    loader = _LOADERS.get(kind)
-    if loader is None:
+
+def _other_kind(f: BufferedReader, path: str, source: str) -> FileLoadError | None:
+    """The error of a file that is not safetensors at all, saying what reads it (else ``None``).
+
+    Recognised by its first bytes; a JSON text is parsed as a treespec document, and other
+    bytes searched for the MLIR bytecode every ``jax.export`` blob holds (linear, never
+    importing); ``treeclass inspect`` reads each kind fully.
+    """
+    f.seek(0)
+    head = f.read(16)
+    if head[8:9] == b"{":  # a safetensors file, however broken: its own error says what
+        return None
+    if head.startswith(ZIP_MAGIC):
+        if path.endswith(".pt2"):
+            kind = "torch.export archive (.pt2)"
+            loader = "treeclass.torch.load (or torch.export.load)"
+        else:
+            kind = "zip archive"
+            loader = "torch.load (a torch.save file) or treeclass.torch.load (a .pt2 archive)"
+    else:
+        if os.fstat(f.fileno()).st_size > MAX_HEADER_BYTES:
+            return None
         f.seek(0)
-        if f.read(4) != b"PK\x03\x04":
-            raise error from None
-        kind = "zip archive"
-        loader = "torch.load (a torch.save file) or treeclass.torch.load (a .pt2 archive)"
-    raise FileLoadError(
+        data = f.read()
+        if head.lstrip()[:1] == b"{":
+            try:
+                loads_nodes(data)
+            except TreespecLoadError:
+                return None
+            kind, loader = "treespec document", "treeclass.treespec_loads"
+        elif int.from_bytes(head[:4], "little") < len(data) and _MLIR_MAGIC in data:
+            kind, loader = "jax.export blob", "jax.export.deserialize"
+        else:
+            return None
+    return FileLoadError(
         f"{source} is a {kind}, not a safetensors file (what treeclass.save writes): load it "
         f"with {loader}."
-    ) from None
+    )
 
 
 def _check_options(to: object, paths: object, mmap: object = False) -> None:
