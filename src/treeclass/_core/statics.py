@@ -21,7 +21,7 @@ from __future__ import annotations
 from _thread import RLock
 from collections.abc import Callable, Iterable
 from operator import attrgetter
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar, cast
 from weakref import WeakKeyDictionary
 
 from .._errors import (
@@ -277,8 +277,9 @@ def _code_in(value: Any) -> str | None:
         name = getattr(value, "__qualname__", None)
         shown = name if isinstance(name, str) else brief(value, 60)
         return f"the {kind} {brief(shown, 60)}"
-    if isinstance(value, tuple) and any(map(_is_code, value)):
-        return f"a value of type {type_label(value.__class__)}, a tuple of callables"
+    label = type_label(value.__class__)
+    if issubclass(value.__class__, tuple) and any(map(_is_code, cast("tuple[Any, ...]", value))):
+        return f"a value of type {label}, a tuple of callables"
     return None
 
 
