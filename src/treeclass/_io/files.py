@@ -1085,7 +1085,9 @@ def load(
         UnregisteredNameError: the file names a class that is not registered here.
         FileLoadError: the file is malformed or hostile (truncated, a header that lies about
             sizes, offsets, dtypes or shapes, tensors that disagree with the structure,
-            metadata that is not treeclass's...), ``paths`` names no node, ``to`` is unknown.
+            metadata that is not treeclass's...), ``paths`` names no node, ``to`` is unknown;
+            for a file of another kind (a zip such as a ``.pt2`` archive, a ``jax.export``
+            blob, a treespec document) the message names the loader that reads it.
         MissingDependencyError: numpy (or the framework ``to`` names) is not installed.
 
     Example:
