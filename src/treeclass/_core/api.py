@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, overload
 
 from .._errors import (
     NotAPytreeClassError,
@@ -82,6 +82,18 @@ _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
+class Names(Protocol):
+    """A collection of names, not one ``str`` (whose ``__contains__`` takes only a str).
+
+    The type of ``aliases=``, ``removed_fields=`` and ``static=``, so that type checkers refuse
+    ``aliases="old"`` (a str is a collection of one-letter strs), as the run time does.
+    """
+
+    def __iter__(self) -> Iterator[str]: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, value: object, /) -> bool: ...
+
+
 @overload
 def field(
     *,
@@ -93,7 +105,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> T: ...
 @overload
 def field(
@@ -106,7 +118,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> T: ...
 @overload
 def field(
@@ -118,7 +130,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> Any: ...
 def field(
     *,
@@ -131,7 +143,7 @@ def field(
     compare: bool = True,
     kw_only: Any = MISSING,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> Any:
     """A dataclass field specifier that can mark the field static, or give its earlier names.
 
@@ -271,6 +283,41 @@ class _SignatureDoc:
         return doc
 
 
+def _check_frozen_bases(cls: type, frozen: bool) -> None:
+    """Refuse what :func:`dataclasses.dataclass` refuses, naming the class and the fix.
+
+    A dataclass deriving from a frozen dataclass must be frozen, and one deriving from a
+    non-frozen dataclass must not be (the keyword is not inherited: type checkers read it from
+    the class statement alone, so the class says it).
+
+    Raises:
+        RegistrationTypeError: ``frozen`` differs from the dataclass bases'.
+    """
+    bases = [b for b in cls.__mro__[-1:0:-1] if "__dataclass_fields__" in vars(b)]
+    if not bases:
+        return
+    frozen_base = next(
+        (b for b in reversed(bases) if getattr(b, "__dataclass_params__").frozen),
+        None,  # noqa: B009
+    )
+    name = cls.__qualname__
+    if frozen_base is not None and not frozen:
+        if issubclass(cls, PytreeNode):
+            given = ", ".join(b.__name__ for b in cls.__bases__)
+            fix = f"class {cls.__name__}({given}, frozen=True)"
+        else:
+            fix = "@pytree_dataclass(frozen=True)"
+        raise RegistrationTypeError(
+            f"{name} derives from the frozen dataclass {frozen_base.__qualname__}, so it must "
+            f"be frozen too (frozen is not inherited, as with dataclasses); write {fix}."
+        )
+    if frozen_base is None and frozen:
+        raise RegistrationTypeError(
+            f"{name} is frozen but derives from the non-frozen dataclass "
+            f"{bases[-1].__qualname__}; make both frozen, or neither."
+        )
+
+
 _SIGNATURE_DOC: Final = _SignatureDoc()
 #: Stands for the docstring while dataclasses makes the class (so that it writes none).
 _DOC_PENDING: Final = "(the signature, once read)"
@@ -285,8 +332,8 @@ def pytree_dataclass(
     /,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
-    removed_fields: Collection[str] = (),
+    aliases: Names = (),
+    removed_fields: Names = (),
     migrate: Migrate | None = None,
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
@@ -307,8 +354,8 @@ def pytree_dataclass(
     /,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
-    removed_fields: Collection[str] = (),
+    aliases: Names = (),
+    removed_fields: Names = (),
     migrate: Migrate | None = None,
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
@@ -438,6 +485,7 @@ def pytree_dataclass(
             doc = getattr(klass, "__doc__")  # noqa: B009 (what dataclasses reads)
             if not doc:
                 klass.__doc__ = _DOC_PENDING
+            _check_frozen_bases(klass, frozen)
             try:
                 made = dataclasses.dataclass(klass, **given)  # pyright: ignore[reportUnknownVariableType]
             except BaseException:
@@ -458,18 +506,18 @@ def pytree_dataclass(
 
 @overload
 def register_namedtuple(
-    cls: _NT, /, *, name: str, aliases: Collection[str] = (), pickle_by_name: bool = True
+    cls: _NT, /, *, name: str, aliases: Names = (), pickle_by_name: bool = True
 ) -> _NT: ...
 @overload
 def register_namedtuple(
-    *, name: str, aliases: Collection[str] = (), pickle_by_name: bool = True
+    *, name: str, aliases: Names = (), pickle_by_name: bool = True
 ) -> Callable[[_NT], _NT]: ...
 def register_namedtuple(
     cls: _NT | None = None,
     /,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
     pickle_by_name: bool = True,
 ) -> _NT | Callable[[_NT], _NT]:
     """Give a namedtuple class a stable serialized name.
@@ -526,10 +574,10 @@ def register_dataclass(
     cls: _C,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
-    removed_fields: Collection[str] = (),
+    aliases: Names = (),
+    removed_fields: Names = (),
     migrate: Migrate | None = None,
-    static: Collection[str] = (),
+    static: Names = (),
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
@@ -606,8 +654,10 @@ class PytreeNode:
     keywords of :func:`pytree_dataclass` (all but ``slots``), as ``flax.struct.PyTreeNode`` is
     to ``flax.struct.dataclass``. Type checkers then know :meth:`replace` too (they cannot see a
     method a decorator adds; for decorated classes, use :func:`treeclass.replace`). A subclass
-    of a subclass is a pytree dataclass of its own (give it its own ``name=``); it is frozen
-    when its base is, unless it says ``frozen=`` itself.
+    of a subclass is a pytree dataclass of its own (give it its own ``name=``). As with
+    :func:`dataclasses.dataclass`, ``frozen`` is not inherited: a subclass of a frozen class
+    says ``frozen=True`` too (without it, a :class:`~treeclass.RegistrationTypeError` says so),
+    as mypy and pyright read it from the class statement alone.
 
     Example:
         >>> import treeclass as tc
@@ -625,8 +675,8 @@ class PytreeNode:
         cls,
         *,
         name: str | None = None,
-        aliases: Collection[str] = (),
-        removed_fields: Collection[str] = (),
+        aliases: Names = (),
+        removed_fields: Names = (),
         migrate: Migrate | None = None,
         return_none_fields: bool = False,
         unflatten_calls_init: bool = False,
@@ -637,7 +687,7 @@ class PytreeNode:
         eq: bool = True,
         order: bool = False,
         unsafe_hash: bool = False,
-        frozen: bool | None = None,
+        frozen: bool = False,
         match_args: bool = True,
         kw_only: bool = False,
         **kwargs: Never,  # another base's class keywords, at run time; checkers flag a typo
@@ -653,11 +703,6 @@ class PytreeNode:
                 ) from None
         else:
             super().__init_subclass__()
-        if frozen is None:  # as the base is (a frozen base cannot have a non-frozen subclass)
-            frozen = any(
-                getattr(vars(base).get("__dataclass_params__"), "frozen", False)
-                for base in cls.__mro__[1:]
-            )
         options = {k: v for k, v in locals().items() if k in _NODE_KEYWORDS}
         pytree_dataclass(None, **options)(cls)
 
