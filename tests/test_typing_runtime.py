@@ -122,3 +122,19 @@ def test_a_static_field_without_default_is_required_in_a_plain_dataclass() -> No
         P()  # type: ignore[call-arg]
     tc.register_dataclass(P)
     assert tc.tree_leaves(P(1)) == []
+
+
+def test_a_tc_field_in_an_attrs_class_is_refused() -> None:
+    attrs = pytest.importorskip("attrs")
+
+    @attrs.define
+    class P:
+        x: int = tc.field(static=True)
+
+    with pytest.raises(
+        tc.RegistrationError,
+        match=r"P\.x has a dataclasses Field \(tc\.field\(\) or dataclasses\.field\(\)\) as its "
+        r"default, which attrs takes for the value; in an attrs class write "
+        r"attrs\.field\(metadata=\{\"static\": True\}\)",
+    ):
+        tc.register_dataclass(P)

@@ -63,6 +63,10 @@ __all__ = ["TreeclassPlugin", "plugin"]
 REPLACE_FUNCTION: Final = "treeclass._core.replace.replace"
 DECORATOR: Final = "treeclass._core.api.pytree_dataclass"
 NODE: Final = "treeclass._core.api.PytreeNode"
+#: ``tc.field``'s full name: the plugin makes it a field specifier of ``@dataclasses.dataclass``
+#: too, as it is at run time (it returns a ``dataclasses.Field``), so that a field it gives no
+#: default is a required ``__init__`` argument there as well.
+FIELD: Final = "treeclass._core.api.field"
 #: The self type variable of the ``replace`` the plugin adds (as mypy's ``_DT`` of ``__lt__``).
 _SELF_TVAR: Final = "_TreeclassReplaceSelf"
 
@@ -225,7 +229,22 @@ class TreeclassPlugin(Plugin):
         return _pytree_dataclass if fullname == DECORATOR else None
 
 
+def _field_specifier_of_dataclasses() -> None:
+    """Make ``tc.field`` a field specifier of ``@dataclasses.dataclass`` classes.
+
+    mypy's dataclasses plugin knows ``dataclasses.field`` by name, from one spec object that it
+    also tells stdlib dataclasses by (identity); the name is added to that object, so that
+    ``x: int = tc.field(static=True)`` is a field without a default in a plain dataclass, as
+    at run time, and nothing else changes. (pyright has no plugins: docs/typing.md.)
+    """
+    spec = getattr(dataclasses_plugin, "_TRANSFORM_SPEC_FOR_DATACLASSES", None)
+    names = getattr(spec, "field_specifiers", None)
+    if isinstance(names, tuple) and FIELD not in names:
+        spec.field_specifiers = (*names, FIELD)  # type: ignore[union-attr]
+
+
 def plugin(version: str) -> type[Plugin]:
     """Mypy's entry point: the plugin class (``version`` is mypy's; any 1.x or later)."""
     del version
+    _field_specifier_of_dataclasses()
     return TreeclassPlugin

@@ -242,6 +242,8 @@ def _register(
     names_given(aliases, "aliases=", cls.__qualname__)
     names_given(static, "static=", cls.__qualname__)
     _check_return_none_fields(return_none_fields)
+    if is_attrs_class(cls):
+        _check_attrs_defaults(cls)
     origin = registration_origin(cls)
     if is_namedtuple_class(cls):
         node = node_type_for(cls)
@@ -258,6 +260,25 @@ def _register(
     if not pickle_by_name:
         node.pickle_by_name = False
     register(node, origin, name=name, aliases=tuple(aliases), override=override)
+
+
+def _check_attrs_defaults(cls: type) -> None:
+    """Refuse an attrs field whose default is a ``tc.field()`` / ``dataclasses.field()``.
+
+    attrs does not read dataclasses' field specifiers: it takes the ``Field`` object for the
+    default value, so ``x: int = tc.field(static=True)`` is neither static nor required.
+
+    Raises:
+        RegistrationError: naming the field and the attrs spelling.
+    """
+    for a in getattr(cls, "__attrs_attrs__"):  # noqa: B009
+        if isinstance(a.default, dataclasses.Field):
+            raise RegistrationError(
+                f"{cls.__qualname__}.{a.name} has a dataclasses Field (tc.field() or "
+                "dataclasses.field()) as its default, which attrs takes for the value; in an "
+                'attrs class write attrs.field(metadata={"static": True}) (with default= if it '
+                "has one)."
+            )
 
 
 class _SignatureDoc:
@@ -296,10 +317,12 @@ def _check_frozen_bases(cls: type, frozen: bool) -> None:
     bases = [b for b in cls.__mro__[-1:0:-1] if "__dataclass_fields__" in vars(b)]
     if not bases:
         return
-    frozen_base = next(
-        (b for b in reversed(bases) if getattr(b, "__dataclass_params__").frozen),
-        None,  # noqa: B009
-    )
+    frozen_base: type | None = None
+    for base in reversed(bases):
+        params: Any = getattr(base, "__dataclass_params__")  # noqa: B009 (set by dataclasses)
+        if params.frozen:
+            frozen_base = base
+            break
     name = cls.__qualname__
     if frozen_base is not None and not frozen:
         if issubclass(cls, PytreeNode):
