@@ -175,8 +175,29 @@ def _pytree_dataclass(ctx: ClassDefContext) -> bool:
         return complete  # inherited (typed per call) or the class's own base's (kept)
     if owner is info and not _is_treeclass_replace(info):
         return complete  # the class defines replace itself
-    # replace(self: _S, /, **changes: Any) -> _S, _S bound to the class: a call on a Self or
-    # TypeVar receiver (which mypy gives no method hook) returns the receiver's type.
+    _add_replace(ctx)
+    return complete
+
+
+def _node_subclass(ctx: ClassDefContext) -> None:
+    """A direct subclass of ``PytreeNode``: the ``replace`` of :func:`_add_replace`.
+
+    ``PytreeNode.replace`` is typed, for a Python 3.13+ target, by the class's
+    ``__replace__``, which mypy declares to return the class, not ``Self``; this one returns
+    the receiver's type for a ``Self`` or TypeVar receiver too (other calls are typed by
+    :func:`_method_replace` either way).
+    """
+    if "replace" not in ctx.cls.info.names:
+        _add_replace(ctx)
+
+
+def _add_replace(ctx: ClassDefContext) -> None:
+    """Declare ``replace(self: _S, /, **changes: Any) -> _S`` (``_S`` bound to the class).
+
+    A call on a ``Self`` or TypeVar receiver, which mypy gives no method hook, returns the
+    receiver's type; :func:`_method_replace` types every other call by the fields.
+    """
+    info = ctx.cls.info
     bound = fill_typevars(info)
     any_type = AnyType(TypeOfAny.from_omitted_generics)
     fullname = f"{info.fullname}.{_SELF_TVAR}"
@@ -202,7 +223,6 @@ def _pytree_dataclass(ctx: ClassDefContext) -> bool:
         tvar_def=self_type,
     )
     info.metadata.setdefault("treeclass", {})["replace"] = True
-    return complete
 
 
 class TreeclassPlugin(Plugin):
@@ -223,6 +243,10 @@ class TreeclassPlugin(Plugin):
         ``replace`` gets the hook, which leaves alone those treeclass does not define.
         """
         return _method_replace if fullname.endswith(".replace") else None
+
+    def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        """Direct subclasses of ``PytreeNode``."""
+        return _node_subclass if fullname == NODE else None
 
     def get_class_decorator_hook_2(self, fullname: str) -> Callable[[ClassDefContext], bool] | None:
         """``@tc.pytree_dataclass``, bare or with options."""
