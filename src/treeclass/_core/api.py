@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Collection, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar, overload
 
 from .._errors import (
     NotAPytreeClassError,
@@ -83,6 +83,18 @@ _DATACLASS_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
+class Names(Protocol):
+    """A collection of names, not one ``str`` (whose ``__contains__`` takes only a str).
+
+    The type of ``aliases=``, ``removed_fields=`` and ``static=``, so that type checkers refuse
+    ``aliases="old"`` (a str is a collection of one-letter strs), as the run time does.
+    """
+
+    def __iter__(self) -> Iterator[str]: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, value: object, /) -> bool: ...
+
+
 @overload
 def field(
     *,
@@ -94,7 +106,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> T: ...
 @overload
 def field(
@@ -107,7 +119,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> T: ...
 @overload
 def field(
@@ -119,7 +131,7 @@ def field(
     compare: bool = True,
     kw_only: bool = ...,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> Any: ...
 def field(
     *,
@@ -132,7 +144,7 @@ def field(
     compare: bool = True,
     kw_only: Any = MISSING,
     metadata: Mapping[Any, Any] | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
 ) -> Any:
     """A dataclass field specifier that can mark the field static, or give its earlier names.
 
@@ -231,6 +243,8 @@ def _register(
     names_given(aliases, "aliases=", cls.__qualname__)
     names_given(static, "static=", cls.__qualname__)
     _check_return_none_fields(return_none_fields)
+    if is_attrs_class(cls):
+        _check_attrs_defaults(cls)
     origin = registration_origin(cls)
     if is_namedtuple_class(cls):
         node = node_type_for(cls)
@@ -247,6 +261,25 @@ def _register(
     if not pickle_by_name:
         node.pickle_by_name = False
     register(node, origin, name=name, aliases=tuple(aliases), override=override)
+
+
+def _check_attrs_defaults(cls: type) -> None:
+    """Refuse an attrs field whose default is a ``tc.field()`` / ``dataclasses.field()``.
+
+    attrs does not read dataclasses' field specifiers: it takes the ``Field`` object for the
+    default value, so ``x: int = tc.field(static=True)`` is neither static nor required.
+
+    Raises:
+        RegistrationError: naming the field and the attrs spelling.
+    """
+    for a in getattr(cls, "__attrs_attrs__"):  # noqa: B009
+        if isinstance(a.default, dataclasses.Field):
+            raise RegistrationError(
+                f"{cls.__qualname__}.{a.name} has a dataclasses Field (tc.field() or "
+                "dataclasses.field()) as its default, which attrs takes for the value; in an "
+                'attrs class write attrs.field(metadata={"static": True}) (with default= if it '
+                "has one)."
+            )
 
 
 class _SignatureDoc:
@@ -272,6 +305,43 @@ class _SignatureDoc:
         return doc
 
 
+def _check_frozen_bases(cls: type, frozen: bool) -> None:
+    """Refuse what :func:`dataclasses.dataclass` refuses, naming the class and the fix.
+
+    A dataclass deriving from a frozen dataclass must be frozen, and one deriving from a
+    non-frozen dataclass must not be (the keyword is not inherited: type checkers read it from
+    the class statement alone, so the class says it).
+
+    Raises:
+        RegistrationTypeError: ``frozen`` differs from the dataclass bases'.
+    """
+    bases = [b for b in cls.__mro__[-1:0:-1] if "__dataclass_fields__" in vars(b)]
+    if not bases:
+        return
+    frozen_base: type | None = None
+    for base in reversed(bases):
+        params: Any = getattr(base, "__dataclass_params__")  # noqa: B009 (set by dataclasses)
+        if params.frozen:
+            frozen_base = base
+            break
+    name = cls.__qualname__
+    if frozen_base is not None and not frozen:
+        if issubclass(cls, PytreeNode):
+            given = ", ".join(b.__name__ for b in cls.__bases__)
+            fix = f"class {cls.__name__}({given}, frozen=True)"
+        else:
+            fix = "@pytree_dataclass(frozen=True)"
+        raise RegistrationTypeError(
+            f"{name} derives from the frozen dataclass {frozen_base.__qualname__}, so it must "
+            f"be frozen too (frozen is not inherited, as with dataclasses); write {fix}."
+        )
+    if frozen_base is None and frozen:
+        raise RegistrationTypeError(
+            f"{name} is frozen but derives from the non-frozen dataclass "
+            f"{bases[-1].__qualname__}; make both frozen, or neither."
+        )
+
+
 _SIGNATURE_DOC: Final = _SignatureDoc()
 #: Stands for the docstring while dataclasses makes the class (so that it writes none).
 _DOC_PENDING: Final = "(the signature, once read)"
@@ -286,8 +356,8 @@ def pytree_dataclass(
     /,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
-    removed_fields: Collection[str] = (),
+    aliases: Names = (),
+    removed_fields: Names = (),
     migrate: Migrate | None = None,
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
@@ -308,8 +378,8 @@ def pytree_dataclass(
     /,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
-    removed_fields: Collection[str] = (),
+    aliases: Names = (),
+    removed_fields: Names = (),
     migrate: Migrate | None = None,
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
@@ -439,6 +509,7 @@ def pytree_dataclass(
             doc = getattr(klass, "__doc__")  # noqa: B009 (what dataclasses reads)
             if not doc:
                 klass.__doc__ = _DOC_PENDING
+            _check_frozen_bases(klass, frozen)
             try:
                 made = dataclasses.dataclass(klass, **given)  # pyright: ignore[reportUnknownVariableType]
             except BaseException:
@@ -461,18 +532,18 @@ def pytree_dataclass(
 
 @overload
 def register_namedtuple(
-    cls: _NT, /, *, name: str, aliases: Collection[str] = (), pickle_by_name: bool = True
+    cls: _NT, /, *, name: str, aliases: Names = (), pickle_by_name: bool = True
 ) -> _NT: ...
 @overload
 def register_namedtuple(
-    *, name: str, aliases: Collection[str] = (), pickle_by_name: bool = True
+    *, name: str, aliases: Names = (), pickle_by_name: bool = True
 ) -> Callable[[_NT], _NT]: ...
 def register_namedtuple(
     cls: _NT | None = None,
     /,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
+    aliases: Names = (),
     pickle_by_name: bool = True,
 ) -> _NT | Callable[[_NT], _NT]:
     """Give a namedtuple class a stable serialized name.
@@ -529,10 +600,10 @@ def register_dataclass(
     cls: _C,
     *,
     name: str | None = None,
-    aliases: Collection[str] = (),
-    removed_fields: Collection[str] = (),
+    aliases: Names = (),
+    removed_fields: Names = (),
     migrate: Migrate | None = None,
-    static: Collection[str] = (),
+    static: Names = (),
     return_none_fields: bool = False,
     unflatten_calls_init: bool = False,
     override: bool = False,
@@ -609,8 +680,10 @@ class PytreeNode:
     keywords of :func:`pytree_dataclass` (all but ``slots``), as ``flax.struct.PyTreeNode`` is
     to ``flax.struct.dataclass``. Type checkers then know :meth:`replace` too (they cannot see a
     method a decorator adds; for decorated classes, use :func:`treeclass.replace`). A subclass
-    of a subclass is a pytree dataclass of its own (give it its own ``name=``); it is frozen
-    when its base is, unless it says ``frozen=`` itself.
+    of a subclass is a pytree dataclass of its own (give it its own ``name=``). As with
+    :func:`dataclasses.dataclass`, ``frozen`` is not inherited: a subclass of a frozen class
+    says ``frozen=True`` too (without it, a :class:`~treeclass.RegistrationTypeError` says so),
+    as mypy and pyright read it from the class statement alone.
 
     Example:
         >>> import treeclass as tc
@@ -628,8 +701,8 @@ class PytreeNode:
         cls,
         *,
         name: str | None = None,
-        aliases: Collection[str] = (),
-        removed_fields: Collection[str] = (),
+        aliases: Names = (),
+        removed_fields: Names = (),
         migrate: Migrate | None = None,
         return_none_fields: bool = False,
         unflatten_calls_init: bool = False,
@@ -640,7 +713,7 @@ class PytreeNode:
         eq: bool = True,
         order: bool = False,
         unsafe_hash: bool = False,
-        frozen: bool | None = None,
+        frozen: bool = False,
         match_args: bool = True,
         kw_only: bool = False,
         **kwargs: Never,  # another base's class keywords, at run time; checkers flag a typo
@@ -656,11 +729,6 @@ class PytreeNode:
                 ) from None
         else:
             super().__init_subclass__()
-        if frozen is None:  # as the base is (a frozen base cannot have a non-frozen subclass)
-            frozen = any(
-                getattr(vars(base).get("__dataclass_params__"), "frozen", False)
-                for base in cls.__mro__[1:]
-            )
         options = {k: v for k, v in locals().items() if k in _NODE_KEYWORDS}
         pytree_dataclass(None, **options)(cls)
 
