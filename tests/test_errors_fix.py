@@ -280,7 +280,7 @@ class FrozenNode(tc.PytreeNode, name="tests.errors_fix.FrozenNode", frozen=True)
     mode: str = tc.field(static=True, default="a")
 
 
-class FrozenChild(FrozenNode, name="tests.errors_fix.FrozenChild"):
+class FrozenChild(FrozenNode, name="tests.errors_fix.FrozenChild", frozen=True):
     y: float = 0.0
 
 
@@ -296,7 +296,7 @@ tc.register_dataclass(PlainDataclass, name="tests.errors_fix.PlainDataclass")
 @attrs.frozen
 class AttrsClass:
     x: float
-    mode: str = tc.field(static=True, default="a")
+    mode: str = attrs.field(default="a", metadata={"static": True})
 
 
 tc.register_dataclass(AttrsClass, name="tests.errors_fix.AttrsClass")
