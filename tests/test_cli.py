@@ -407,6 +407,64 @@ def test_check_lists_classes_and_flags_problems(tmp_path: Path) -> None:
     assert cli("check", "no_such_module", cwd=tmp_path).returncode == 2
 
 
+LIBRARY = """
+import dataclasses, typing
+import treeclass as tc
+
+@dataclasses.dataclass
+class Output:  # a library's class, registered by the user's module
+    logits: typing.Any
+
+@tc.pytree_dataclass(name="tests.cli.lib.Own")
+class Own:  # registered by the library itself
+    x: typing.Any
+"""
+
+USER = """
+import typing
+import optax  # its state classes get names from treeclass's optax adapter
+import treeclass as tc
+import cli_library
+
+tc.register_dataclass(cli_library.Output, name="tests.cli.user.Output")
+
+@tc.pytree_dataclass(name="tests.cli.user.Model")
+class Model:
+    w: typing.Any
+"""
+
+
+def test_check_lists_the_classes_the_modules_register(tmp_path: Path) -> None:
+    pytest.importorskip("optax")
+    (tmp_path / "cli_library.py").write_text(LIBRARY)
+    (tmp_path / "cli_user").mkdir()
+    (tmp_path / "cli_user" / "__init__.py").write_text("from . import models\n")
+    (tmp_path / "cli_user" / "models.py").write_text(USER)
+    mine = cli("check", "cli_user", "--json", cwd=tmp_path)
+    assert mine.returncode == 0, mine.stderr
+    listed = [(r["name"], r["class"]) for r in json.loads(mine.stdout)["classes"]]
+    assert listed == [
+        ("tests.cli.user.Output", "cli_library.Output"),  # registered by the module's code
+        ("tests.cli.user.Model", "cli_user.models.Model"),
+    ]
+    text = cli("check", "cli_user.models", cwd=tmp_path)
+    assert text.stdout.startswith("2 class(es) registered by cli_user.models\n"), text.stdout
+    assert "treeclass.demo" not in text.stdout and "optax." not in text.stdout
+    everything = cli("check", "cli_user", "--all", "--json", cwd=tmp_path)
+    names = {r["name"] for r in json.loads(everything.stdout)["classes"]}
+    assert {"tests.cli.lib.Own", "tests.cli.user.Model", "optax.ScaleByAdamState"} <= names
+    assert any(n.startswith("treeclass.demo.") for n in names)
+    library = cli("check", "cli_library", "--json", cwd=tmp_path)
+    rows = json.loads(library.stdout)["classes"]
+    assert [r["name"] for r in rows] == ["tests.cli.lib.Own"]  # (Output: by cli_user only)
+    (tmp_path / "empty_module.py").write_text("import treeclass\n")
+    empty = cli("check", "empty_module", cwd=tmp_path)
+    assert empty.returncode == 0 and empty.stdout == "0 class(es) registered by empty_module\n"
+    assert "empty_module register(s) no class (--all lists every registered class)" in (
+        empty.stderr
+    )
+
+
 def bad_models_module(tmp_path: Path) -> Any:
     """``all_models`` (the classes ``check`` was run on) imported here."""
     import importlib

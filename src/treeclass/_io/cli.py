@@ -317,6 +317,8 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     for node in registered_nodes():
         if node.info is None:  # pragma: no cover - registered classes are described
             continue
+        if not args.all and not _registered_by(node, args.modules):
+            continue
         flags: list[str] = []
         if node.name is None:
             flags.append(
@@ -360,7 +362,10 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.json:
         out.write(json.dumps({"classes": rows, "problems": problems}, indent=1) + "\n")
     else:
-        out.write(f"{len(rows)} registered class(es)\n")
+        if args.all:
+            out.write(f"{len(rows)} registered class(es)\n")
+        else:
+            out.write(f"{len(rows)} class(es) registered by {', '.join(args.modules)}\n")
         for row in rows:
             name = s.bold(row["name"]) if row["name"] else s.red("(no name)")
             out.write(f"\n{name}  {row['class']} ({row['kind']})\n")
@@ -373,10 +378,35 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             out.write(f"  aliases: {', '.join(row['aliases']) or '-'}\n")
             for flag in row["problems"]:
                 out.write(f"  {s.red('!')} {flag}\n")
+    if not rows and not args.all:
+        err.write(
+            f"treeclass: {', '.join(args.modules)} register(s) no class (--all lists every "
+            "registered class).\n"
+        )
     if problems:
         err.write(f"treeclass: {problems} problem(s) found.\n")
         return MISSING
     return OK
+
+
+def _within(module: object, modules: Sequence[str]) -> bool:
+    """Whether ``module`` (a module's name) is one of ``modules`` or inside one of them."""
+    return isinstance(module, str) and any(
+        module == m or module.startswith(f"{m}.") for m in modules
+    )
+
+
+def _registered_by(node: NodeType, modules: Sequence[str]) -> bool:
+    """Whether the given modules register ``node``'s class (what ``check`` lists).
+
+    The registration call was made by code in one of the modules or their submodules (a
+    class defined elsewhere, such as a library's, registered with ``register_dataclass``
+    counts), or the class is defined in one of them. Classes registered by other code the
+    modules import -- treeclass's optax adapter naming optax's states, another library --
+    are left out (``--all`` lists them).
+    """
+    caller = None if node.origin is None else node.origin.caller
+    return _within(caller, modules) or _within(getattr(node.type, "__module__", None), modules)
 
 
 # --- entry point ------------------------------------------------------------------------------
@@ -416,15 +446,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     chk = sub.add_parser(
         "check",
-        help="import modules and list every registered class",
+        help="import modules and list the classes they register",
         description=(
-            "Import the modules and list every class registered with treeclass: name, data "
-            "and static fields, aliases. Flags classes without a name and static defaults that "
-            "cannot be serialized (exit status 1)."
+            "Import the modules and list the classes they register with treeclass: name, "
+            "data and static fields, aliases. A class counts when the registration call was "
+            "made by code in one of the modules (or a submodule) -- a library's class "
+            "registered there included -- or when the class is defined in one; classes "
+            "registered by other code they import (treeclass's optax adapter, other "
+            "libraries) are left out unless --all is given. Flags classes without a name and "
+            "static defaults that cannot be serialized (exit status 1; 2 when a module cannot "
+            "be imported)."
         ),
     )
     chk.add_argument("modules", nargs="+", metavar="MODULE")
     chk.add_argument("--json", action="store_true", help="write JSON instead of text")
+    chk.add_argument(
+        "--all",
+        action="store_true",
+        help="list every class registered in the process, whoever registered it",
+    )
     sub.add_parser("demo", help="a short demonstration in a fresh interpreter")
     sub.add_parser("version", help="treeclass's version and the frameworks installed")
     return p
