@@ -371,11 +371,13 @@ def test_text_output_escapes_what_comes_from_the_file(tmp_path: Path, name: str)
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e\ud800-\udfff]", text), text
     lines = outcome.stdout.splitlines()
     named = [line for line in lines if "evil" in line or "lone" in line]
-    assert len(named) == 2, outcome.stdout  # the node and the names-needed line, one line each
+    # the node, the names-needed line and why it does not load: one line each
+    assert len(named) == 3, outcome.stdout
     assert named[1].endswith("MISSING (class: no registration in this process)"), named[1]
+    assert named[2].startswith("does not load (treeclass.treespec_loads): this treespec uses")
     assert not any(line.lstrip().startswith("tests.x") for line in lines)
     expected = "\\x1b[2K\\r" if name == SPOOF else "lone\\ud800surrogate"
-    assert expected in named[1]
+    assert expected in named[1] and expected in named[2]
     assert "['k\\x1b']" in outcome.stdout
     assert "not registered: " in outcome.stderr and ("\\ud800" in outcome.stderr)
 

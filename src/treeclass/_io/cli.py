@@ -31,7 +31,7 @@ from .._core.state import encode_for
 from .._core.statics import static_for_name
 from .._errors import TreeclassError, UnserializableStaticError, qualname
 from .._version import __version__
-from .artifacts import Artifact, needed_names, read_artifact
+from .artifacts import Artifact, load_problem, needed_names, read_artifact
 from .demo import run as run_demo
 
 if TYPE_CHECKING:
@@ -51,6 +51,7 @@ ERROR: Final = 2
 
 _DEPTH_SHOWN: Final = 32  # deeper nodes are indented no further
 _PATH_LIMIT: Final = 1000  # longest key path written in --json output
+_WHY_LIMIT: Final = 2000  # longest reason for "does not load" shown in text
 
 
 def _terminal(stream: IO[str]) -> bool:
@@ -185,7 +186,9 @@ def _shown(text: str, limit: int) -> str:
 _Needed: TypeAlias = "tuple[str, str, bool, str, str | None]"
 
 
-def _render_text(art: Artifact, path: str, limit: int, names: list[_Needed], out: IO[str]) -> None:
+def _render_text(
+    art: Artifact, path: str, limit: int, names: list[_Needed], problem: str | None, out: IO[str]
+) -> None:
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
     if art.notes:
@@ -219,11 +222,15 @@ def _render_text(art: Artifact, path: str, limit: int, names: list[_Needed], out
         out.write(f"\n{s.bold('metadata')}:\n")
         for k, v in art.metadata.items():
             out.write(f"  {_safe(k)} = {_shown(v, 200)}\n")
+    if problem is None:
+        out.write(f"\n{s.green('loads')} ({art.loader}, with the classes registered here)\n")
+    else:
+        why = _shown(problem, _WHY_LIMIT)
+        out.write(f"\n{s.red('does not load')} ({art.loader}): {why}\n")
 
 
-def _render_json(art: Artifact, path: str, names: list[_Needed], out: IO[str]) -> None:
-    import json
-
+def _document(art: Artifact, path: str, names: list[_Needed], problem: str | None) -> Any:
+    """The ``--json`` document of one artifact."""
     trees: list[dict[str, Any]] = []
     for tree in art.trees:
         nodes: list[dict[str, Any]] = []
@@ -257,33 +264,52 @@ def _render_json(art: Artifact, path: str, names: list[_Needed], out: IO[str]) -
         ],
         "missing": [n for _, n, ok, _, _ in names if not ok],
         "metadata": art.metadata,
+        "loader": art.loader,
+        "loads": problem is None,
+        "load_error": problem,
     }
-    out.write(json.dumps(doc, indent=1) + "\n")
+    return doc
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    import json
+
     if not _import_modules(args.modules, err):
         return ERROR
-    try:
-        with _progress(f"reading {args.path}"):
-            art = read_artifact(args.path)
-    except (TreeclassError, OSError) as e:
-        err.write(f"treeclass: {_safe(str(e))}\n")
-        return ERROR
-    names = [(kind, name, *_resolve(kind, name)) for kind, name in needed_names(art)]
-    if args.json:
-        _render_json(art, args.path, names, out)
-    else:
-        _render_text(art, args.path, args.limit, names, out)
-    missing = [name for _, name, ok, _, _ in names if not ok]
-    if missing:
-        shown = _safe(", ".join(missing))
-        err.write(
-            f"treeclass: {len(missing)} name(s) not registered: {shown}; import the module(s) "
-            "that register them (--import MODULE).\n"
-        )
-        return MISSING
-    return OK
+    status = OK
+    docs: list[Any] = []
+    failed: list[str] = []
+    for i, path in enumerate(args.paths):
+        try:
+            with _progress(f"reading {path}"):
+                art = read_artifact(path)
+        except (TreeclassError, OSError) as e:
+            err.write(f"treeclass: {_safe(str(e))}\n")
+            status = ERROR
+            continue
+        names = [(kind, name, *_resolve(kind, name)) for kind, name in needed_names(art)]
+        with _progress(f"loading the structure of {path}"):
+            problem = load_problem(art)
+        if args.json:
+            docs.append(_document(art, path, names, problem))
+        else:
+            if i:
+                out.write("\n")
+            _render_text(art, path, args.limit, names, problem, out)
+        missing = [name for _, name, ok, _, _ in names if not ok]
+        if missing:
+            shown = _safe(", ".join(missing))
+            err.write(
+                f"treeclass: {len(missing)} name(s) not registered: {shown}; import the "
+                "module(s) that register them (--import MODULE).\n"
+            )
+        if problem is not None or missing:
+            failed.append(path)
+    if args.json and docs:
+        out.write(json.dumps(docs[0] if len(args.paths) == 1 else docs, indent=1) + "\n")
+    if failed:
+        err.write(f"treeclass: does not load: {_safe(', '.join(failed))}\n")
+    return status if status != OK or not failed else MISSING
 
 
 def _default_problem(node: NodeType, field: str, value: Any) -> str | None:
@@ -425,13 +451,21 @@ def _parser() -> argparse.ArgumentParser:
         "inspect",
         help="show the structure of a saved file and the class names it needs",
         description=(
-            "Show the structure of a file from treeclass.save, a safetensors file, a "
-            "torch.export .pt2 archive, a jax.export blob or a treespec JSON document, and "
-            "check that every class name it needs is registered. Nothing in the file is "
-            "executed. Exit status: 0 all registered, 1 a name is missing, 2 unreadable."
+            "Show the structure of each file -- from treeclass.save, a safetensors file, a "
+            "torch.export .pt2 archive, a jax.export blob or a treespec JSON document -- the "
+            "class names it needs, and whether it loads with the classes registered here: its "
+            "structure goes through the loader's own code (treeclass.load, "
+            "treeclass.treespec_loads, torch.export.load's treespec loading, "
+            "jax.export.deserialize's per-node callbacks), so a renamed field without "
+            "aliases=, a removed one without removed_fields=, a new one without a default "
+            "is reported as 'does not load' with the loader's reason. Nothing in the file is "
+            "executed or imported; a .pt2 archive or a jax.export blob holding classes has "
+            "its framework imported. Exit status: 0 every file loads, 1 one does not (or "
+            "names a class that is not registered), 2 one cannot be read. With --json and "
+            "several files, a list of documents."
         ),
     )
-    ins.add_argument("path")
+    ins.add_argument("paths", nargs="+", metavar="PATH")
     ins.add_argument(
         "--import",
         dest="modules",
