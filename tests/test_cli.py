@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from _mutate import write_case
-from _subproc import Outcome, report_in, run_module
+from _subproc import Outcome, report_in, run_module, write_modules
 
 import treeclass as tc
 from treeclass._io.artifacts import read_artifact
@@ -560,3 +560,155 @@ def test_fuzz_the_artifact_readers(
         )
     record_property("fuzz_cases_artifacts", cases)
     assert not failures, "\n".join(failures[:5])
+
+
+# --- inspect: whether it loads, as each loader says -------------------------------------------
+
+#: The classes an artifact was written with; each change below is today's version.
+EVOLVING = """
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.cli.evolve.Batch"{removed})
+class Batch:
+    x: typing.Any
+    {mask}
+    {added}
+
+@tc.register_namedtuple(name="tests.cli.evolve.Pair")
+class Pair(typing.NamedTuple):
+    a: typing.Any
+    b: typing.Any
+    {pair}
+"""
+
+KEEP = {"removed": "", "mask": "mask: typing.Any = None", "added": "", "pair": ""}
+CHANGES = {
+    "unchanged": {},
+    "renamed": {"mask": "valid: typing.Any = None"},
+    "renamed with aliases": {"mask": 'valid: typing.Any = tc.field(default=None, aliases=("mask",))'},
+    "removed": {"mask": "", "removed": ', removed_fields=("mask",)'},
+    "removed, not listed": {"mask": ""},
+    "added with None": {"added": "extra: typing.Any = None"},
+    "added with 1.0": {"added": "extra: typing.Any = 1.0"},
+    "added without default": {"added": "extra: typing.Any"},
+    "namedtuple field added with None": {"pair": "c: typing.Any = None"},
+    "namedtuple field added with 0.0": {"pair": "c: typing.Any = 0.0"},
+    "namedtuple field renamed": {"pair": "", "mask": "mask: typing.Any = None"},
+}  # fmt: skip
+
+WRITE = """
+import json, numpy as np, jax, jax.numpy as jnp, torch, treeclass as tc
+from evolving import Batch, Pair
+
+tc.save("f.safetensors", {"b": Batch(np.ones(2), mask=np.zeros(2)), "p": Pair(np.ones(1), 2.0)})
+f = jax.jit(lambda b, p: Batch(b.x + p.a, mask=b.mask))
+ex = jax.export.export(f)(Batch(jnp.ones(2), mask=jnp.zeros(2)), Pair(jnp.ones(2), jnp.ones(())))
+open("f.bin", "wb").write(ex.serialize())
+
+class M(torch.nn.Module):
+    def forward(self, b, p):
+        return Batch(b.x + p.a, mask=b.mask)
+
+ep = torch.export.export(M(), (Batch(torch.ones(2), mask=torch.zeros(2)), Pair(torch.ones(2), torch.ones(()))))
+torch.export.save(ep, "m.pt2")
+print(json.dumps("written"))
+"""
+
+#: What each loader does with the artifacts, with the classes as they are now.
+LOAD = """
+import json, jax, torch, treeclass as tc
+import evolving
+
+out = {}
+def attempt(key, fn):
+    try:
+        fn()
+    except Exception as e:
+        out[key] = f"{type(e).__name__}: {e}"
+    else:
+        out[key] = None
+
+attempt("f.safetensors", lambda: tc.load("f.safetensors"))
+
+def jax_load():
+    ex = jax.export.deserialize(bytearray(open("f.bin", "rb").read()))
+    assert ex.in_tree.num_leaves == len(ex.in_avals), "the inputs do not line up"
+    assert ex.out_tree.num_leaves == len(ex.out_avals), "the outputs do not line up"
+
+attempt("f.bin", jax_load)
+attempt("m.pt2", lambda: torch.export.load("m.pt2"))
+print(json.dumps(out))
+"""
+
+
+def _evolving(change: str) -> str:
+    return EVOLVING.format(**{**KEEP, **CHANGES[change]})
+
+
+@pytest.mark.slow
+def test_inspect_says_what_each_loader_does_after_a_change(tmp_path: Path) -> None:
+    """Every change: inspect's verdict for each artifact kind is what the loader does."""
+    for kind in ("jax", "torch", "safetensors"):
+        pytest.importorskip(kind)
+    written = report_in(tmp_path, WRITE, modules={"evolving": _evolving("unchanged")})
+    assert written == "written"
+    artifacts = ["f.safetensors", "f.bin", "m.pt2"]
+    verdicts: dict[str, dict[str, bool]] = {}
+    for change in CHANGES:
+        truth = report_in(tmp_path, LOAD, modules={"evolving": _evolving(change)})
+        shown = cli("inspect", *artifacts, "--import", "evolving", "--json", cwd=tmp_path)
+        docs = json.loads(shown.stdout)
+        assert [d["path"] for d in docs] == artifacts
+        for doc in docs:
+            error = truth[doc["path"]]
+            assert doc["loads"] == (error is None), (change, doc["path"], error, doc["load_error"])
+        loads = all(d["loads"] for d in docs)
+        assert shown.returncode == (0 if loads else 1), (change, shown.stderr)
+        verdicts[change] = {d["path"]: d["loads"] for d in docs}
+    # The matrix as the loaders have it (checked above against them, pinned here).
+    assert verdicts["unchanged"] == {"f.safetensors": True, "f.bin": True, "m.pt2": True}
+    assert verdicts["renamed"] == {"f.safetensors": False, "f.bin": False, "m.pt2": False}
+    assert verdicts["renamed with aliases"] == verdicts["unchanged"]
+    assert verdicts["removed"] == {"f.safetensors": True, "f.bin": False, "m.pt2": False}
+    assert verdicts["added with 1.0"] == {"f.safetensors": True, "f.bin": False, "m.pt2": False}
+    assert verdicts["added with None"] == verdicts["unchanged"]
+    assert verdicts["namedtuple field added with 0.0"]["f.bin"] is False
+
+
+def test_inspect_names_a_missing_alias(tmp_path: Path) -> None:
+    """The trial's case: a file tc.load refuses is "does not load", with tc.load's reason."""
+    script = """
+        import json, numpy as np, treeclass as tc
+        from evolving import Batch
+        tc.save("f.safetensors", [Batch(np.zeros(3), mask=np.ones(3))])
+        print(json.dumps("saved"))
+    """
+    assert report_in(tmp_path, script, modules={"evolving": _evolving("unchanged")}) == "saved"
+    write_modules(tmp_path, {"evolving": _evolving("renamed")})
+    text = cli("inspect", "f.safetensors", "--import", "evolving", cwd=tmp_path)
+    assert text.returncode == 1, text.stderr
+    assert "tests.cli.evolve.Batch  registered (evolving.Batch)" in text.stdout
+    assert (
+        "does not load (treeclass.load): node 1 ('tests.cli.evolve.Batch'): the saved auxdata of "
+        "evolving.Batch names the field 'mask', which the class no longer has"
+    ) in text.stdout
+    assert "give the field aliases=(<old name>,)" in text.stdout
+    assert "treeclass: does not load: f.safetensors" in text.stderr
+    loader = report_in(
+        tmp_path,
+        """
+        import json, treeclass as tc, evolving
+        try:
+            tc.load("f.safetensors")
+        except tc.FileLoadError as e:
+            print(json.dumps(str(e)))
+        """,
+    )
+    reason = json.loads(cli("inspect", "f.safetensors", "--import", "evolving", "--json",
+                            cwd=tmp_path).stdout)["load_error"]  # fmt: skip
+    assert loader.endswith(f"its structure ('treeclass.treespec') does not load: {reason}")
+    write_modules(tmp_path, {"evolving": _evolving("renamed with aliases")})
+    fixed = cli("inspect", "f.safetensors", "--import", "evolving", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.endswith("\nloads (treeclass.load, with the classes registered here)\n")
