@@ -571,6 +571,7 @@ import treeclass as tc
 
 @tc.pytree_dataclass(name="tests.cli.evolve.Batch"{removed})
 class Batch:
+    {first}
     x: typing.Any
     {mask}
     {added}
@@ -578,11 +579,18 @@ class Batch:
 @tc.register_namedtuple(name="tests.cli.evolve.Pair")
 class Pair(typing.NamedTuple):
     a: typing.Any
-    b: typing.Any
+    {b}
     {pair}
 """
 
-KEEP = {"removed": "", "mask": "mask: typing.Any = None", "added": "", "pair": ""}
+KEEP = {
+    "removed": "",
+    "first": "",
+    "mask": "mask: typing.Any = None",
+    "added": "",
+    "b": "b: typing.Any",
+    "pair": "",
+}
 CHANGES = {
     "unchanged": {},
     "renamed": {"mask": "valid: typing.Any = None"},
@@ -591,10 +599,10 @@ CHANGES = {
     "removed, not listed": {"mask": ""},
     "added with None": {"added": "extra: typing.Any = None"},
     "added with 1.0": {"added": "extra: typing.Any = 1.0"},
-    "added without default": {"added": "extra: typing.Any"},
+    "added without default": {"first": "extra: typing.Any"},
     "namedtuple field added with None": {"pair": "c: typing.Any = None"},
     "namedtuple field added with 0.0": {"pair": "c: typing.Any = 0.0"},
-    "namedtuple field renamed": {"pair": "", "mask": "mask: typing.Any = None"},
+    "namedtuple field renamed": {"b": "c: typing.Any"},
 }  # fmt: skip
 
 WRITE = """
@@ -662,6 +670,11 @@ def test_inspect_says_what_each_loader_does_after_a_change(tmp_path: Path) -> No
         assert [d["path"] for d in docs] == artifacts
         for doc in docs:
             error = truth[doc["path"]]
+            if (change, doc["path"]) == ("namedtuple field renamed", "m.pt2"):
+                # The one cell inspect cannot see: torch's spec holds no namedtuple fields (it
+                # loads), the archive's pickled example inputs do, and inspect never unpickles.
+                assert doc["loads"] and "the pickled object registered as" in error, error
+                continue
             assert doc["loads"] == (error is None), (change, doc["path"], error, doc["load_error"])
         loads = all(d["loads"] for d in docs)
         assert shown.returncode == (0 if loads else 1), (change, shown.stderr)
@@ -673,7 +686,9 @@ def test_inspect_says_what_each_loader_does_after_a_change(tmp_path: Path) -> No
     assert verdicts["removed"] == {"f.safetensors": True, "f.bin": False, "m.pt2": False}
     assert verdicts["added with 1.0"] == {"f.safetensors": True, "f.bin": False, "m.pt2": False}
     assert verdicts["added with None"] == verdicts["unchanged"]
+    assert verdicts["added without default"] == verdicts["renamed"]
     assert verdicts["namedtuple field added with 0.0"]["f.bin"] is False
+    assert verdicts["namedtuple field renamed"]["f.safetensors"] is False
 
 
 def test_inspect_names_a_missing_alias(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ import re
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from _subproc import run_script
@@ -467,6 +467,31 @@ def test_paths_of_a_jax_export_blob(tmp_path: Path, capsys: pytest.CaptureFixtur
     (tmp_path / "f.bin").write_bytes(exp.serialize())
     _check_paths(tmp_path / "f.bin", "inputs", ((TREE,), {}), capsys)
     _check_paths(tmp_path / "f.bin", "outputs", TREE, capsys)
+
+
+class Moments(NamedTuple):
+    count: Any
+    mu: Any
+
+
+tc.register_namedtuple(Moments, name="tests.inspect_hostile.Moments")
+
+
+def test_namedtuple_fields_are_the_same_key_paths_in_a_blob_and_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jax.export writes a namedtuple's fields in its auxdata: ``.count``, not ``[0]``."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    np = pytest.importorskip("numpy")
+    tree = {"opt": Moments(1.0, [2.0, 3.0])}
+    exp = jax.export.export(jax.jit(lambda t: t))(_as_arrays(tree, jnp))
+    (tmp_path / "f.bin").write_bytes(exp.serialize())
+    tc.save(tmp_path / "t.safetensors", _as_arrays(tree, np))
+    expected = ["['opt'].count", "['opt'].mu[0]", "['opt'].mu[1]"]
+    assert [tc.keystr(p) for p, _ in tc.tree_flatten_with_path(tree)[0]] == expected
+    _check_paths(tmp_path / "f.bin", "outputs", tree, capsys)
+    _check_paths(tmp_path / "t.safetensors", "structure", tree, capsys)
 
 
 def test_paths_of_a_pt2_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
