@@ -122,6 +122,30 @@ def test_inspect_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     ]
 
 
+def test_inspect_several_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tc.save(tmp_path / "a.safetensors", {"b": Batch(np.ones(2, np.float32))})
+    doc = tc.treespec_dumps(tc.tree_structure(Batch(1.0)))
+    (tmp_path / "gone.json").write_text(doc.replace("tests.cli.Batch", "tests.cli.Gone"))
+    paths = [str(tmp_path / "a.safetensors"), str(tmp_path / "gone.json")]
+    code, out, err = run(["inspect", *paths, "--json"], capsys)
+    assert code == 1
+    first, second = json.loads(out)
+    assert (first["loads"], first["load_error"], first["loader"]) == (True, None, "treeclass.load")
+    assert second["loads"] is False and second["loader"] == "treeclass.treespec_loads"
+    assert second["load_error"].startswith(
+        "this treespec uses the serialized name 'tests.cli.Gone'"
+    )
+    assert err.endswith(f"treeclass: does not load: {paths[1]}\n")
+    code, out, _ = run(["inspect", paths[0]], capsys)
+    assert code == 0 and out.endswith(
+        "\nloads (treeclass.load, with the classes registered here)\n"
+    )
+    (tmp_path / "junk.bin").write_bytes(b"\x07" * 40)
+    code, out, err = run(["inspect", paths[0], str(tmp_path / "junk.bin"), "--json"], capsys)
+    assert code == 2 and "is not a treeclass file" in err
+    assert [d["path"] for d in json.loads(out)] == [paths[0]]  # (the readable one)
+
+
 def test_inspect_a_plain_safetensors_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -583,6 +607,7 @@ class Pair(typing.NamedTuple):
     {pair}
 """
 
+ALIASED = 'tc.field(default=None, aliases=("mask",))'
 KEEP = {
     "removed": "",
     "first": "",
@@ -594,7 +619,7 @@ KEEP = {
 CHANGES = {
     "unchanged": {},
     "renamed": {"mask": "valid: typing.Any = None"},
-    "renamed with aliases": {"mask": 'valid: typing.Any = tc.field(default=None, aliases=("mask",))'},
+    "renamed with aliases": {"mask": f"valid: typing.Any = {ALIASED}"},
     "removed": {"mask": "", "removed": ', removed_fields=("mask",)'},
     "removed, not listed": {"mask": ""},
     "added with None": {"added": "extra: typing.Any = None"},
@@ -618,7 +643,8 @@ class M(torch.nn.Module):
     def forward(self, b, p):
         return Batch(b.x + p.a, mask=b.mask)
 
-ep = torch.export.export(M(), (Batch(torch.ones(2), mask=torch.zeros(2)), Pair(torch.ones(2), torch.ones(()))))
+inputs = (Batch(torch.ones(2), mask=torch.zeros(2)), Pair(torch.ones(2), torch.ones(())))
+ep = torch.export.export(M(), inputs)
 torch.export.save(ep, "m.pt2")
 print(json.dumps("written"))
 """

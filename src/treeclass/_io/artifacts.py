@@ -803,13 +803,13 @@ def load_problem(art: Artifact) -> str | None:
 
 
 def _framework(module: str, loader: str) -> str | None:
-    """Import ``module`` (a framework); ``None``, or why ``loader`` cannot run here."""
+    """Import ``module`` (of a framework); ``None``, or why ``loader`` cannot run here."""
     import importlib
 
     try:
         importlib.import_module(module)
     except ImportError as e:
-        return f"{loader} needs {module.split('.')[0]}, which cannot be imported here ({e})"
+        return f"{loader} needs {module}, which cannot be imported here ({e})"
     return None
 
 

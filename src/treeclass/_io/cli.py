@@ -1,16 +1,20 @@
 """The ``treeclass`` command line: ``inspect``, ``check``, ``demo`` and ``version``.
 
-``treeclass inspect PATH [--import MODULE ...] [--json]`` shows the structure of a file from
-:func:`treeclass.save`, a safetensors file, a ``torch.export`` archive (``.pt2``), a
-``jax.export`` blob or a treespec document -- key paths, shapes, dtypes -- and every class
-name it needs, registered or not after importing the given modules (and whether it is
-registered as an alias, an earlier name of a class); it exits with status 1 naming any that
-is missing. It never executes anything from the artifact
-(:mod:`treeclass._io.artifacts`).
+``treeclass inspect PATH ... [--import MODULE ...] [--json]`` shows the structure of each file
+from :func:`treeclass.save`, a safetensors file, a ``torch.export`` archive (``.pt2``), a
+``jax.export`` blob or a treespec document -- key paths, shapes, dtypes -- every class name it
+needs, registered or not after importing the given modules (and whether it is registered as
+an alias, an earlier name of a class), and whether it **loads** with the classes registered
+here: its structure goes through the loader's own code
+(:func:`treeclass._io.artifacts.load_problem`), which applies each class's evolution rule, so
+"does not load" comes with the loader's reason. It exits with status 1 when a file does not
+load or names a class that is not registered, 2 when one cannot be read. It never executes
+anything from the artifact (:mod:`treeclass._io.artifacts`).
 
-``treeclass check MODULE ...`` imports the modules and lists every registered class: its
-name, data and static fields, aliases; it flags classes without a name and static defaults
-that cannot be serialized (status 1).
+``treeclass check MODULE ...`` imports the modules and lists the classes they register (the
+registration call made by code in one of them or a submodule, or the class defined in one;
+``--all``: every registered class): its name, data and static fields, aliases; it flags
+classes without a name and static defaults that cannot be serialized (status 1).
 
 Colour and the progress line appear only on a terminal (and never with ``NO_COLOR`` set).
 Text output escapes every character of the file's that is not printable (control characters,
