@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .._core.json import loads_strict
 from .._core.keys import attr_entry, index_entry
 from .._core.names import BUILTIN_NAMES
+from .._core.registry import node_for_name
 from .._errors import FileLoadError, TreeclassError, TreespecLoadError, qualname
 from .._treespec.format import loads_nodes, loads_spec
 from .._treespec.treedoc import child_entries, leaf_paths, walk
@@ -784,7 +785,9 @@ def load_problem(art: Artifact) -> str | None:
     - a ``jax.export`` blob: each custom node goes through the ``deserialize_auxdata`` and
       ``from_children`` that ``jax.export.deserialize`` looks up by its name, and the node
       built must have the leaves the compiled program takes (a field added with a default
-      that is not ``None`` is a new input).
+      that is not ``None`` is a new input). Only for names treeclass registered: a class
+      another library registered with ``jax.export`` is not checked (its code might
+      unpickle the auxdata; nothing from the artifact is run).
 
     A torch archive or a jax blob that holds registered classes needs its framework: it is
     imported here (which registers the classes with it, as in any process), and a missing
@@ -858,6 +861,9 @@ def _jax_problem(nodes: list[tuple[str, str, bytes, int]]) -> str | None:
                 "the module that registers it (--import MODULE)"
             )
         cls, deserialize_auxdata, from_children = entry
+        known = node_for_name(name)
+        if known is None or known.type is not cls:
+            continue  # registered with jax.export by other code: inspect runs none of it
         inputs = [_Input() for _ in range(k)]
         try:
             built = from_children(deserialize_auxdata(aux), inputs)
