@@ -480,7 +480,8 @@ tc.register_namedtuple(Moments, name="tests.inspect_hostile.Moments")
 def test_namedtuple_fields_are_the_same_key_paths_in_a_blob_and_a_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """jax.export writes a namedtuple's fields in its auxdata: ``.count``, not ``[0]``."""
+    """jax.export writes a namedtuple's fields in its auxdata: ``.count``, not ``[0]``; a .pt2
+    archive's are the fields of the class registered under its name."""
     jax = pytest.importorskip("jax")
     jnp = pytest.importorskip("jax.numpy")
     np = pytest.importorskip("numpy")
@@ -492,6 +493,15 @@ def test_namedtuple_fields_are_the_same_key_paths_in_a_blob_and_a_file(
     assert [tc.keystr(p) for p, _ in tc.tree_flatten_with_path(tree)[0]] == expected
     _check_paths(tmp_path / "f.bin", "outputs", tree, capsys)
     _check_paths(tmp_path / "t.safetensors", "structure", tree, capsys)
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, t: Any) -> Any:
+            return tc.tree_map(lambda x: x + 1, t)
+
+    torch.export.save(torch.export.export(M(), (_as_arrays(tree, torch),)), tmp_path / "m.pt2")
+    # torch's spec keeps no fields: the paths are those of the class registered here
+    _check_paths(tmp_path / "m.pt2", "model outputs", tree, capsys)
 
 
 def test_paths_of_a_pt2_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

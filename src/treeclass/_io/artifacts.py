@@ -7,25 +7,28 @@ artifact are recognised by their content:
 - a **torch.export archive** (``.pt2``, a zip): the JSON of ``*/models/*.json`` only --
   ``graph_module.module_call_graph[0].signature.in_spec`` / ``out_spec`` (torch's treespec
   JSON text) and the tensor metadata of the graph's inputs and outputs (checked with torch
-  2.13.0). The archive's pickles (example inputs, constants) are never opened. Those members
-  are decompressed here, never by :mod:`zipfile` (which decompresses a bzip2 chunk whole):
-  entries that overlap are refused, and a member is refused before it is decompressed when
-  its size, the members' total or its compression ratio is past :data:`MAX_READ_BYTES`,
-  :data:`MAX_ZIP_TOTAL` or :data:`MAX_ZIP_RATIO`; decompression stops one byte past the size
-  the archive declares;
+  2.13.0); a namedtuple's key paths are the fields of the class registered under its name
+  (torch's spec keeps none). The archive's pickles (example inputs, constants) are never
+  opened. Those members are decompressed here, never by :mod:`zipfile` (which decompresses
+  a bzip2 chunk whole): entries that overlap are refused, and a member is refused before it
+  is decompressed when its size, the members' total or its compression ratio is past
+  :data:`MAX_READ_BYTES`, :data:`MAX_ZIP_TOTAL` or :data:`MAX_ZIP_RATIO`; decompression
+  stops one byte past the size the archive declares;
 - a **jax.export blob** (``Exported.serialize()``, a flatbuffer): read by a small bounded
-  reader of the few fields needed -- ``in_tree`` / ``out_tree`` (``PyTreeDef`` tables) and
-  ``in_avals`` / ``out_avals`` (shapes, dtypes) -- following jax 0.10.2's schema
-  (``jax/_src/export/serialization.fbs``). jax's own generated reader (through the
-  ``flatbuffers`` package) checks no offset, so a hostile blob sends it out of bounds or, with
-  a shared or cyclic child, into exponential or endless recursion; and it imports jax. This
-  reader checks every offset and walks iteratively; it reaches each table, vector and string
-  of the trees once (one reached twice is refused: jax's serializer shares none; only
-  vtables, and avals through the index of a unique one, are shared), so its time and what it
-  prints are linear in the blob's size;
+  reader of the few fields needed -- ``in_tree`` / ``out_tree`` (``PyTreeDef`` tables; a
+  namedtuple's fields are in its auxdata) and ``in_avals`` / ``out_avals`` (shapes, dtypes)
+  -- following jax 0.10.2's schema (``jax/_src/export/serialization.fbs``). jax's own
+  generated reader (through the ``flatbuffers`` package) checks no offset, so a hostile blob
+  sends it out of bounds or, with a shared or cyclic child, into exponential or endless
+  recursion; and it imports jax. This reader checks every offset and walks iteratively; it
+  reaches each table, vector and string of the trees once (one reached twice is refused:
+  jax's serializer shares none; only vtables, and avals through the index of a unique one,
+  are shared), so its time and what it prints are linear in the blob's size;
 - a **treespec document** (:func:`treeclass.treespec_dumps`).
 
 Nothing is imported or called by name; every problem is a :class:`~treeclass.FileLoadError`.
+:func:`load_problem` then says whether the structure loads with the classes registered here,
+through the loaders' own code.
 """
 
 from __future__ import annotations
@@ -295,6 +298,10 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
         elif name == "collections.namedtuple":
             needed = context
             shown = f"namedtuple {needed}"
+            # torch keeps no fields: its key paths are those of the class it loads (if any)
+            nt = node_for_name(needed) if needed.__class__ is str else None
+            if nt is not None and nt.kind == "namedtuple" and len(nt.data_fields) == k:
+                keys = [attr_entry(f) for f in nt.data_fields]
         elif name not in torchspec.CONTAINERS and context.__class__ is str:
             with contextlib.suppress(ValueError):
                 context = loads_strict(context)
