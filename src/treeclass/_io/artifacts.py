@@ -299,7 +299,7 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
             needed = context
             shown = f"namedtuple {needed}"
             # torch keeps no fields: its key paths are those of the class it loads (if any)
-            nt = node_for_name(needed) if needed.__class__ is str else None
+            nt = node_for_name(needed) if isinstance(needed, str) else None
             if nt is not None and nt.kind == "namedtuple" and len(nt.data_fields) == k:
                 keys = [attr_entry(f) for f in nt.data_fields]
         elif name not in torchspec.CONTAINERS and context.__class__ is str:
