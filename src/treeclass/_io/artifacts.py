@@ -38,6 +38,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._backends.activation import adapter, framework_named
 from .._core.json import loads_strict
 from .._core.keys import attr_entry, index_entry
 from .._core.names import BUILTIN_NAMES
@@ -51,6 +52,7 @@ from .safetensors import read_header
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from types import ModuleType
     from typing import Any, Final
 
 __all__ = ["Artifact", "Node", "Tree", "load_problem", "read_artifact"]
@@ -812,15 +814,20 @@ def load_problem(art: Artifact) -> str | None:
     return None
 
 
-def _framework(module: str, loader: str) -> str | None:
-    """Import ``module`` (of a framework); ``None``, or why ``loader`` cannot run here."""
-    import importlib
+def _adapter(name: str, loader: str) -> ModuleType | str:
+    """The framework's treeclass adapter, imported and active, or why ``loader`` cannot run.
 
+    As in any process that imports the framework, every class registered so far is then
+    registered with it.
+    """
+    framework = framework_named(name)
+    assert framework is not None  # (one of FRAMEWORKS)
     try:
-        importlib.import_module(module)
+        return adapter(framework)
     except ImportError as e:
-        return f"{loader} needs {module}, which cannot be imported here ({e})"
-    return None
+        return f"{loader} needs {name}, which cannot be imported here ({e})"
+    except TreeclassError as e:
+        return f"{loader} cannot run here: {e}"
 
 
 def _raised(e: Exception) -> str:
@@ -831,11 +838,13 @@ def _raised(e: Exception) -> str:
 
 
 def _torch_problem(specs: list[tuple[str, str]]) -> str | None:
-    missing = _framework("torch", "torch.export.load")
-    if missing is not None:
-        return missing
-    from ..torch import treespec_loads
+    import importlib
 
+    active = _adapter("torch", "torch.export.load")
+    if isinstance(active, str):
+        return active
+    # The public module (above this one): what torch.export.load does with a spec's nodes.
+    treespec_loads = importlib.import_module("treeclass.torch").treespec_loads
     for label, text in specs:
         try:
             treespec_loads(text)
@@ -851,14 +860,12 @@ class _Input:
 
 
 def _jax_problem(nodes: list[tuple[str, str, bytes, int]]) -> str | None:
-    missing = _framework("jax.export", "jax.export.deserialize")
-    if missing is not None:
-        return missing
+    active = _adapter("jax", "jax.export.deserialize")
+    if isinstance(active, str):
+        return active
     import jax.tree_util
 
-    from .._backends.jax import _export_registries
-
-    by_name = _export_registries()[1]
+    by_name: dict[str, Any] = active._export_registries()[1]
     for label, name, aux, k in nodes:
         entry = by_name.get(name)
         where = f"the {label}: the node {_short(name, 200)!r}"
