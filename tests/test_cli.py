@@ -283,6 +283,36 @@ def test_inspect_a_jax_export_blob_agrees_with_jax(
     assert ".x  bfloat16[2, 3]" in out and "['k']  float32[]" in out
 
 
+def test_inspect_runs_no_jax_export_callback_another_library_registered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the callbacks of names treeclass registered run: another library's
+    ``deserialize_auxdata`` might unpickle what the blob holds."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    called: list[bytes] = []
+
+    class Foreign:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    jax.tree_util.register_pytree_node(Foreign, lambda f: ((f.v,), None), lambda _, c: Foreign(*c))
+    jax.export.register_pytree_node_serialization(
+        Foreign,
+        serialized_name="tests.cli.other.Foreign",
+        serialize_auxdata=lambda _: b"\x80pickle",
+        deserialize_auxdata=lambda b: called.append(b),
+    )
+    exp = jax.export.export(jax.jit(lambda f, b: (f.v + 1, b)))(
+        Foreign(jnp.ones(2)), Batch(jnp.ones(2))
+    )
+    (tmp_path / "f.bin").write_bytes(exp.serialize())
+    code, out, _ = run(["inspect", str(tmp_path / "f.bin"), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["loads"] and called == []
+    assert jax.export.deserialize(exp.serialize()) and called == [b"\x80pickle"]  # (jax does)
+
+
 def test_hostile_jax_blobs_are_errors(tmp_path: Path) -> None:
     (tmp_path / "shared.bin").write_bytes(shared_child_blob())
     with pytest.raises(tc.FileLoadError, match="reached twice"):
