@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from _mutate import write_case
-from _subproc import Outcome, report_in, run_module
+from _subproc import Outcome, report_in, run_module, write_modules
 
 import treeclass as tc
 from treeclass._io.artifacts import read_artifact
@@ -120,6 +120,30 @@ def test_inspect_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert leaves == [
         {"depth": 2, "key": ".x", "leaf": True, "path": "['b'].x", "detail": "float16[2] (numpy)"}
     ]
+
+
+def test_inspect_several_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tc.save(tmp_path / "a.safetensors", {"b": Batch(np.ones(2, np.float32))})
+    doc = tc.treespec_dumps(tc.tree_structure(Batch(1.0)))
+    (tmp_path / "gone.json").write_text(doc.replace("tests.cli.Batch", "tests.cli.Gone"))
+    paths = [str(tmp_path / "a.safetensors"), str(tmp_path / "gone.json")]
+    code, out, err = run(["inspect", *paths, "--json"], capsys)
+    assert code == 1
+    first, second = json.loads(out)
+    assert (first["loads"], first["load_error"], first["loader"]) == (True, None, "treeclass.load")
+    assert second["loads"] is False and second["loader"] == "treeclass.treespec_loads"
+    assert second["load_error"].startswith(
+        "this treespec uses the serialized name 'tests.cli.Gone'"
+    )
+    assert err.endswith(f"treeclass: does not load: {paths[1]}\n")
+    code, out, _ = run(["inspect", paths[0]], capsys)
+    assert code == 0 and out.endswith(
+        "\nloads (treeclass.load, with the classes registered here)\n"
+    )
+    (tmp_path / "junk.bin").write_bytes(b"\x07" * 40)
+    code, out, err = run(["inspect", paths[0], str(tmp_path / "junk.bin"), "--json"], capsys)
+    assert code == 2 and "is not a treeclass file" in err
+    assert [d["path"] for d in json.loads(out)] == [paths[0]]  # (the readable one)
 
 
 def test_inspect_a_plain_safetensors_file(
@@ -257,6 +281,36 @@ def test_inspect_a_jax_export_blob_agrees_with_jax(
     assert "[0]  tests.cli.Batch  scale=2.0" in out
     assert ".mask  None" in out
     assert ".x  bfloat16[2, 3]" in out and "['k']  float32[]" in out
+
+
+def test_inspect_runs_no_jax_export_callback_another_library_registered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the callbacks of names treeclass registered run: another library's
+    ``deserialize_auxdata`` might unpickle what the blob holds."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    called: list[bytes] = []
+
+    class Foreign:
+        def __init__(self, v: Any) -> None:
+            self.v = v
+
+    jax.tree_util.register_pytree_node(Foreign, lambda f: ((f.v,), None), lambda _, c: Foreign(*c))
+    jax.export.register_pytree_node_serialization(
+        Foreign,
+        serialized_name="tests.cli.other.Foreign",
+        serialize_auxdata=lambda _: b"\x80pickle",
+        deserialize_auxdata=lambda b: called.append(b),
+    )
+    exp = jax.export.export(jax.jit(lambda f, b: (f.v + 1, b)))(
+        Foreign(jnp.ones(2)), Batch(jnp.ones(2))
+    )
+    (tmp_path / "f.bin").write_bytes(exp.serialize())
+    code, out, _ = run(["inspect", str(tmp_path / "f.bin"), "--json"], capsys)
+    doc = json.loads(out)
+    assert code == 0 and doc["loads"] and called == []
+    assert jax.export.deserialize(exp.serialize()) and called == [b"\x80pickle"]  # (jax does)
 
 
 def test_hostile_jax_blobs_are_errors(tmp_path: Path) -> None:
@@ -407,6 +461,64 @@ def test_check_lists_classes_and_flags_problems(tmp_path: Path) -> None:
     assert cli("check", "no_such_module", cwd=tmp_path).returncode == 2
 
 
+LIBRARY = """
+import dataclasses, typing
+import treeclass as tc
+
+@dataclasses.dataclass
+class Output:  # a library's class, registered by the user's module
+    logits: typing.Any
+
+@tc.pytree_dataclass(name="tests.cli.lib.Own")
+class Own:  # registered by the library itself
+    x: typing.Any
+"""
+
+USER = """
+import typing
+import optax  # its state classes get names from treeclass's optax adapter
+import treeclass as tc
+import cli_library
+
+tc.register_dataclass(cli_library.Output, name="tests.cli.user.Output")
+
+@tc.pytree_dataclass(name="tests.cli.user.Model")
+class Model:
+    w: typing.Any
+"""
+
+
+def test_check_lists_the_classes_the_modules_register(tmp_path: Path) -> None:
+    pytest.importorskip("optax")
+    (tmp_path / "cli_library.py").write_text(LIBRARY)
+    (tmp_path / "cli_user").mkdir()
+    (tmp_path / "cli_user" / "__init__.py").write_text("from . import models\n")
+    (tmp_path / "cli_user" / "models.py").write_text(USER)
+    mine = cli("check", "cli_user", "--json", cwd=tmp_path)
+    assert mine.returncode == 0, mine.stderr
+    listed = [(r["name"], r["class"]) for r in json.loads(mine.stdout)["classes"]]
+    assert listed == [
+        ("tests.cli.user.Output", "cli_library.Output"),  # registered by the module's code
+        ("tests.cli.user.Model", "cli_user.models.Model"),
+    ]
+    text = cli("check", "cli_user.models", cwd=tmp_path)
+    assert text.stdout.startswith("2 class(es) registered by cli_user.models\n"), text.stdout
+    assert "treeclass.demo" not in text.stdout and "optax." not in text.stdout
+    everything = cli("check", "cli_user", "--all", "--json", cwd=tmp_path)
+    names = {r["name"] for r in json.loads(everything.stdout)["classes"]}
+    assert {"tests.cli.lib.Own", "tests.cli.user.Model", "optax.ScaleByAdamState"} <= names
+    assert any(n.startswith("treeclass.demo.") for n in names)
+    library = cli("check", "cli_library", "--json", cwd=tmp_path)
+    rows = json.loads(library.stdout)["classes"]
+    assert [r["name"] for r in rows] == ["tests.cli.lib.Own"]  # (Output: by cli_user only)
+    (tmp_path / "empty_module.py").write_text("import treeclass\n")
+    empty = cli("check", "empty_module", cwd=tmp_path)
+    assert empty.returncode == 0 and empty.stdout == "0 class(es) registered by empty_module\n"
+    assert "empty_module register(s) no class (--all lists every registered class)" in (
+        empty.stderr
+    )
+
+
 def bad_models_module(tmp_path: Path) -> Any:
     """``all_models`` (the classes ``check`` was run on) imported here."""
     import importlib
@@ -502,3 +614,177 @@ def test_fuzz_the_artifact_readers(
         )
     record_property("fuzz_cases_artifacts", cases)
     assert not failures, "\n".join(failures[:5])
+
+
+# --- inspect: whether it loads, as each loader says -------------------------------------------
+
+#: The classes an artifact was written with; each change below is today's version.
+EVOLVING = """
+import typing
+import treeclass as tc
+
+@tc.pytree_dataclass(name="tests.cli.evolve.Batch"{removed})
+class Batch:
+    {first}
+    x: typing.Any
+    {mask}
+    {added}
+
+@tc.register_namedtuple(name="tests.cli.evolve.Pair")
+class Pair(typing.NamedTuple):
+    a: typing.Any
+    {b}
+    {pair}
+"""
+
+ALIASED = 'tc.field(default=None, aliases=("mask",))'
+KEEP = {
+    "removed": "",
+    "first": "",
+    "mask": "mask: typing.Any = None",
+    "added": "",
+    "b": "b: typing.Any",
+    "pair": "",
+}
+CHANGES = {
+    "unchanged": {},
+    "renamed": {"mask": "valid: typing.Any = None"},
+    "renamed with aliases": {"mask": f"valid: typing.Any = {ALIASED}"},
+    "removed": {"mask": "", "removed": ', removed_fields=("mask",)'},
+    "removed, not listed": {"mask": ""},
+    "added with None": {"added": "extra: typing.Any = None"},
+    "added with 1.0": {"added": "extra: typing.Any = 1.0"},
+    "added without default": {"first": "extra: typing.Any"},
+    "namedtuple field added with None": {"pair": "c: typing.Any = None"},
+    "namedtuple field added with 0.0": {"pair": "c: typing.Any = 0.0"},
+    "namedtuple field renamed": {"b": "c: typing.Any"},
+}  # fmt: skip
+
+WRITE = """
+import json, numpy as np, jax, jax.numpy as jnp, torch, treeclass as tc
+from evolving import Batch, Pair
+
+tc.save("f.safetensors", {"b": Batch(np.ones(2), mask=np.zeros(2)), "p": Pair(np.ones(1), 2.0)})
+f = jax.jit(lambda b, p: Batch(b.x + p.a, mask=b.mask))
+ex = jax.export.export(f)(Batch(jnp.ones(2), mask=jnp.zeros(2)), Pair(jnp.ones(2), jnp.ones(())))
+open("f.bin", "wb").write(ex.serialize())
+
+class M(torch.nn.Module):
+    def forward(self, b, p):
+        return Batch(b.x + p.a, mask=b.mask)
+
+inputs = (Batch(torch.ones(2), mask=torch.zeros(2)), Pair(torch.ones(2), torch.ones(())))
+ep = torch.export.export(M(), inputs)
+torch.export.save(ep, "m.pt2")
+print(json.dumps("written"))
+"""
+
+#: What inspect says of the artifacts (first), then what each loader does with them, with
+#: the classes as they are now.
+LOAD = """
+import contextlib, io, json, sys
+from treeclass._io.cli import main
+
+shown = io.StringIO()
+with contextlib.redirect_stdout(shown):
+    code = main(["inspect", *sys.argv[1:], "--import", "evolving", "--json"])
+
+import jax, torch, treeclass as tc
+out = {"inspect": json.loads(shown.getvalue()), "code": code}
+def attempt(key, fn):
+    try:
+        fn()
+    except Exception as e:
+        out[key] = f"{type(e).__name__}: {e}"
+    else:
+        out[key] = None
+
+attempt("f.safetensors", lambda: tc.load("f.safetensors"))
+
+def jax_load():
+    ex = jax.export.deserialize(bytearray(open("f.bin", "rb").read()))
+    assert ex.in_tree.num_leaves == len(ex.in_avals), "the inputs do not line up"
+    assert ex.out_tree.num_leaves == len(ex.out_avals), "the outputs do not line up"
+
+attempt("f.bin", jax_load)
+attempt("m.pt2", lambda: torch.export.load("m.pt2"))
+print(json.dumps(out))
+"""
+
+
+def _evolving(change: str) -> str:
+    return EVOLVING.format(**{**KEEP, **CHANGES[change]})
+
+
+@pytest.mark.slow
+def test_inspect_says_what_each_loader_does_after_a_change(tmp_path: Path) -> None:
+    """Every change: inspect's verdict for each artifact kind is what the loader does."""
+    for kind in ("jax", "torch", "safetensors"):
+        pytest.importorskip(kind)
+    written = report_in(tmp_path, WRITE, modules={"evolving": _evolving("unchanged")})
+    assert written == "written"
+    artifacts = ["f.safetensors", "f.bin", "m.pt2"]
+    verdicts: dict[str, dict[str, bool]] = {}
+    for change in CHANGES:
+        truth = report_in(tmp_path, LOAD, *artifacts, modules={"evolving": _evolving(change)})
+        docs = truth["inspect"]
+        assert [d["path"] for d in docs] == artifacts
+        for doc in docs:
+            error = truth[doc["path"]]
+            if (change, doc["path"]) == ("namedtuple field renamed", "m.pt2"):
+                # The one cell inspect cannot see: torch's spec holds no namedtuple fields (it
+                # loads), the archive's pickled example inputs do, and inspect never unpickles.
+                assert doc["loads"] and "the pickled object registered as" in error, error
+                continue
+            assert doc["loads"] == (error is None), (change, doc["path"], error, doc["load_error"])
+        loads = all(d["loads"] for d in docs)
+        assert truth["code"] == (0 if loads else 1), change
+        verdicts[change] = {d["path"]: d["loads"] for d in docs}
+    # The matrix as the loaders have it (checked above against them, pinned here).
+    assert verdicts["unchanged"] == {"f.safetensors": True, "f.bin": True, "m.pt2": True}
+    assert verdicts["renamed"] == {"f.safetensors": False, "f.bin": False, "m.pt2": False}
+    assert verdicts["renamed with aliases"] == verdicts["unchanged"]
+    assert verdicts["removed"] == {"f.safetensors": True, "f.bin": False, "m.pt2": False}
+    assert verdicts["added with 1.0"] == {"f.safetensors": True, "f.bin": False, "m.pt2": False}
+    assert verdicts["added with None"] == verdicts["unchanged"]
+    assert verdicts["added without default"] == verdicts["renamed"]
+    assert verdicts["namedtuple field added with 0.0"]["f.bin"] is False
+    assert verdicts["namedtuple field renamed"]["f.safetensors"] is False
+
+
+def test_inspect_names_a_missing_alias(tmp_path: Path) -> None:
+    """The trial's case: a file tc.load refuses is "does not load", with tc.load's reason."""
+    script = """
+        import json, numpy as np, treeclass as tc
+        from evolving import Batch
+        tc.save("f.safetensors", [Batch(np.zeros(3), mask=np.ones(3))])
+        print(json.dumps("saved"))
+    """
+    assert report_in(tmp_path, script, modules={"evolving": _evolving("unchanged")}) == "saved"
+    write_modules(tmp_path, {"evolving": _evolving("renamed")})
+    text = cli("inspect", "f.safetensors", "--import", "evolving", cwd=tmp_path)
+    assert text.returncode == 1, text.stderr
+    assert "tests.cli.evolve.Batch  registered (evolving.Batch)" in text.stdout
+    assert (
+        "does not load (treeclass.load): node 1 ('tests.cli.evolve.Batch'): the saved auxdata of "
+        "evolving.Batch names the field 'mask', which the class no longer has"
+    ) in text.stdout
+    assert "give the field aliases=(<old name>,)" in text.stdout
+    assert "treeclass: does not load: f.safetensors" in text.stderr
+    loader = report_in(
+        tmp_path,
+        """
+        import json, treeclass as tc, evolving
+        try:
+            tc.load("f.safetensors")
+        except tc.FileLoadError as e:
+            print(json.dumps(str(e)))
+        """,
+    )
+    reason = json.loads(cli("inspect", "f.safetensors", "--import", "evolving", "--json",
+                            cwd=tmp_path).stdout)["load_error"]  # fmt: skip
+    assert loader.endswith(f"its structure ('treeclass.treespec') does not load: {reason}")
+    write_modules(tmp_path, {"evolving": _evolving("renamed with aliases")})
+    fixed = cli("inspect", "f.safetensors", "--import", "evolving", cwd=tmp_path)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.endswith("\nloads (treeclass.load, with the classes registered here)\n")

@@ -130,6 +130,7 @@ def test_the_imports_inside_functions_are_the_documented_ones() -> None:
         ("__init__.py", "importlib.import_module('treeclass._core.api')"),
         ("__init__.py", "importlib.import_module(f'{__name__}.{name}')"),
         ("_backends/optree.py", "importlib.import_module('treeclass._backends.torch')"),
+        ("_io/artifacts.py", "importlib.import_module('treeclass.torch')"),
         ("torch/__init__.py", "from .._backends.torch import allow_pickled_instances"),
     }
 

@@ -24,7 +24,7 @@ import re
 import struct
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from _subproc import run_script
@@ -371,11 +371,13 @@ def test_text_output_escapes_what_comes_from_the_file(tmp_path: Path, name: str)
         assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202e\ud800-\udfff]", text), text
     lines = outcome.stdout.splitlines()
     named = [line for line in lines if "evil" in line or "lone" in line]
-    assert len(named) == 2, outcome.stdout  # the node and the names-needed line, one line each
+    # the node, the names-needed line and why it does not load: one line each
+    assert len(named) == 3, outcome.stdout
     assert named[1].endswith("MISSING (class: no registration in this process)"), named[1]
+    assert named[2].startswith("does not load (treeclass.treespec_loads): this treespec uses")
     assert not any(line.lstrip().startswith("tests.x") for line in lines)
     expected = "\\x1b[2K\\r" if name == SPOOF else "lone\\ud800surrogate"
-    assert expected in named[1]
+    assert expected in named[1] and expected in named[2]
     assert "['k\\x1b']" in outcome.stdout
     assert "not registered: " in outcome.stderr and ("\\ud800" in outcome.stderr)
 
@@ -465,6 +467,41 @@ def test_paths_of_a_jax_export_blob(tmp_path: Path, capsys: pytest.CaptureFixtur
     (tmp_path / "f.bin").write_bytes(exp.serialize())
     _check_paths(tmp_path / "f.bin", "inputs", ((TREE,), {}), capsys)
     _check_paths(tmp_path / "f.bin", "outputs", TREE, capsys)
+
+
+class Moments(NamedTuple):
+    count: Any
+    mu: Any
+
+
+tc.register_namedtuple(Moments, name="tests.inspect_hostile.Moments")
+
+
+def test_namedtuple_fields_are_the_same_key_paths_in_a_blob_and_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """jax.export writes a namedtuple's fields in its auxdata: ``.count``, not ``[0]``; a .pt2
+    archive's are the fields of the class registered under its name."""
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    np = pytest.importorskip("numpy")
+    tree = {"opt": Moments(1.0, [2.0, 3.0])}
+    exp = jax.export.export(jax.jit(lambda t: t))(_as_arrays(tree, jnp))
+    (tmp_path / "f.bin").write_bytes(exp.serialize())
+    tc.save(tmp_path / "t.safetensors", _as_arrays(tree, np))
+    expected = ["['opt'].count", "['opt'].mu[0]", "['opt'].mu[1]"]
+    assert [tc.keystr(p) for p, _ in tc.tree_flatten_with_path(tree)[0]] == expected
+    _check_paths(tmp_path / "f.bin", "outputs", tree, capsys)
+    _check_paths(tmp_path / "t.safetensors", "structure", tree, capsys)
+    torch = pytest.importorskip("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, t: Any) -> Any:
+            return tc.tree_map(lambda x: x + 1, t)
+
+    torch.export.save(torch.export.export(M(), (_as_arrays(tree, torch),)), tmp_path / "m.pt2")
+    # torch's spec keeps no fields: the paths are those of the class registered here
+    _check_paths(tmp_path / "m.pt2", "model outputs", tree, capsys)
 
 
 def test_paths_of_a_pt2_archive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,25 +7,28 @@ artifact are recognised by their content:
 - a **torch.export archive** (``.pt2``, a zip): the JSON of ``*/models/*.json`` only --
   ``graph_module.module_call_graph[0].signature.in_spec`` / ``out_spec`` (torch's treespec
   JSON text) and the tensor metadata of the graph's inputs and outputs (checked with torch
-  2.13.0). The archive's pickles (example inputs, constants) are never opened. Those members
-  are decompressed here, never by :mod:`zipfile` (which decompresses a bzip2 chunk whole):
-  entries that overlap are refused, and a member is refused before it is decompressed when
-  its size, the members' total or its compression ratio is past :data:`MAX_READ_BYTES`,
-  :data:`MAX_ZIP_TOTAL` or :data:`MAX_ZIP_RATIO`; decompression stops one byte past the size
-  the archive declares;
+  2.13.0); a namedtuple's key paths are the fields of the class registered under its name
+  (torch's spec keeps none). The archive's pickles (example inputs, constants) are never
+  opened. Those members are decompressed here, never by :mod:`zipfile` (which decompresses
+  a bzip2 chunk whole): entries that overlap are refused, and a member is refused before it
+  is decompressed when its size, the members' total or its compression ratio is past
+  :data:`MAX_READ_BYTES`, :data:`MAX_ZIP_TOTAL` or :data:`MAX_ZIP_RATIO`; decompression
+  stops one byte past the size the archive declares;
 - a **jax.export blob** (``Exported.serialize()``, a flatbuffer): read by a small bounded
-  reader of the few fields needed -- ``in_tree`` / ``out_tree`` (``PyTreeDef`` tables) and
-  ``in_avals`` / ``out_avals`` (shapes, dtypes) -- following jax 0.10.2's schema
-  (``jax/_src/export/serialization.fbs``). jax's own generated reader (through the
-  ``flatbuffers`` package) checks no offset, so a hostile blob sends it out of bounds or, with
-  a shared or cyclic child, into exponential or endless recursion; and it imports jax. This
-  reader checks every offset and walks iteratively; it reaches each table, vector and string
-  of the trees once (one reached twice is refused: jax's serializer shares none; only
-  vtables, and avals through the index of a unique one, are shared), so its time and what it
-  prints are linear in the blob's size;
+  reader of the few fields needed -- ``in_tree`` / ``out_tree`` (``PyTreeDef`` tables; a
+  namedtuple's fields are in its auxdata) and ``in_avals`` / ``out_avals`` (shapes, dtypes)
+  -- following jax 0.10.2's schema (``jax/_src/export/serialization.fbs``). jax's own
+  generated reader (through the ``flatbuffers`` package) checks no offset, so a hostile blob
+  sends it out of bounds or, with a shared or cyclic child, into exponential or endless
+  recursion; and it imports jax. This reader checks every offset and walks iteratively; it
+  reaches each table, vector and string of the trees once (one reached twice is refused:
+  jax's serializer shares none; only vtables, and avals through the index of a unique one,
+  are shared), so its time and what it prints are linear in the blob's size;
 - a **treespec document** (:func:`treeclass.treespec_dumps`).
 
 Nothing is imported or called by name; every problem is a :class:`~treeclass.FileLoadError`.
+:func:`load_problem` then says whether the structure loads with the classes registered here,
+through the loaders' own code.
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._backends.activation import adapter, framework_named
 from .._core.json import loads_strict
 from .._core.keys import attr_entry, index_entry
 from .._core.names import BUILTIN_NAMES
-from .._errors import FileLoadError, TreeclassError, TreespecLoadError
-from .._treespec.format import loads_nodes
+from .._core.registry import node_for_name
+from .._errors import FileLoadError, TreeclassError, TreespecLoadError, qualname
+from .._treespec.format import loads_nodes, loads_spec
 from .._treespec.treedoc import child_entries, leaf_paths, walk
 from . import files, torchspec
 from .dtypes import SAFETENSORS_NAMES
@@ -47,9 +52,10 @@ from .safetensors import read_header
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from types import ModuleType
     from typing import Any, Final
 
-__all__ = ["Artifact", "Node", "Tree", "read_artifact"]
+__all__ = ["Artifact", "Node", "Tree", "load_problem", "read_artifact"]
 
 #: Largest JSON member read from a .pt2 archive, and largest JSON / blob file read whole.
 MAX_READ_BYTES: Final = 256 * 1024 * 1024
@@ -108,10 +114,23 @@ class Tree(NamedTuple):
 class Artifact:
     """What ``treeclass inspect`` found in a file."""
 
-    __slots__ = ("kind", "metadata", "names", "notes", "static_names", "trees")
+    __slots__ = (
+        "documents",
+        "jax_nodes",
+        "kind",
+        "loader",
+        "metadata",
+        "names",
+        "notes",
+        "static_names",
+        "torch_specs",
+        "trees",
+    )
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, loader: str) -> None:
         self.kind = kind
+        #: The function that loads such a file (named in what :func:`load_problem` says).
+        self.loader = loader
         self.trees: list[Tree] = []
         #: Class names the artifact needs (node types).
         self.names: set[str] = set()
@@ -119,6 +138,12 @@ class Artifact:
         self.static_names: set[str] = set()
         self.metadata: dict[str, str] = {}
         self.notes: list[str] = []
+        #: What :func:`load_problem` hands to the loaders' own code: the treespec documents
+        #: (of a treeclass file or a document), the torch treespec texts of a .pt2 archive,
+        #: and ``(tree label, name, auxdata, children)`` of a jax.export blob's custom nodes.
+        self.documents: list[str | bytes] = []
+        self.torch_specs: list[tuple[str, str]] = []
+        self.jax_nodes: list[tuple[str, str, bytes, int]] = []
 
 
 def _bad(source: str, what: str, message: str) -> FileLoadError:
@@ -220,7 +245,7 @@ def _safetensors(path: str, source: str) -> Artifact:
     with open(path, "rb") as f:
         header = read_header(f, source)
     ours = files.is_ours(header.metadata)
-    art = Artifact("treeclass file (safetensors)" if ours else "safetensors file")
+    art = Artifact("treeclass file (safetensors)" if ours else "safetensors file", "treeclass.load")
     art.metadata = files.user_metadata(header.metadata)
 
     def describe(name: str) -> str:
@@ -238,6 +263,7 @@ def _safetensors(path: str, source: str) -> Artifact:
             art.trees.append(_document_tree(spec, "structure", art, details))
         except TreespecLoadError as e:
             raise _bad(source, "treeclass file", str(e)) from None
+        art.documents.append(spec)
         return art
     nodes = [Node(0, "", False, "dict", None, "")]
     for n in sorted(header.tensors):
@@ -274,6 +300,10 @@ def _torch_tree(text: Any, label: str, art: Artifact, leaf_detail: list[str]) ->
         elif name == "collections.namedtuple":
             needed = context
             shown = f"namedtuple {needed}"
+            # torch keeps no fields: its key paths are those of the class it loads (if any)
+            nt = node_for_name(needed) if isinstance(needed, str) else None
+            if nt is not None and nt.kind == "namedtuple" and len(nt.data_fields) == k:
+                keys = [attr_entry(f) for f in nt.data_fields]
         elif name not in torchspec.CONTAINERS and context.__class__ is str:
             with contextlib.suppress(ValueError):
                 context = loads_strict(context)
@@ -326,7 +356,7 @@ def _arg_detail(arg: Any, tensors: Any) -> str:
 def _pt2(path: str, source: str) -> Artifact:
     import zipfile
 
-    art = Artifact("torch.export archive (.pt2)")
+    art = Artifact("torch.export archive (.pt2)", "torch.export.load")
     try:
         for name, raw in _pt2_members(path, source):
             _pt2_model(name, raw, art)
@@ -476,7 +506,10 @@ def _pt2_model(member: str, raw: bytes, art: Artifact) -> None:
             if s.__class__ is dict and f"user_{side}" in s
         ]
         details = [_arg_detail(a, tensors) for a in args]
-        art.trees.append(_torch_tree(spec, f"{label} {side}s", art, details))
+        tree = _torch_tree(spec, f"{label} {side}s", art, details)
+        art.trees.append(tree)
+        if any(node.name is not None for node in tree.nodes):  # (only classes can fail)
+            art.torch_specs.append((tree.label, spec))
     version = model.get("torch_version")
     if version.__class__ is str:
         art.notes.append(f"saved by torch {_short(version, 40)}")
@@ -649,18 +682,26 @@ def _jax_tree(fb: _Flat, pos: int, label: str, art: Artifact, avals: list[str]) 
             needed = fb.string(name_at) if name_at else "?"
             shown = needed
             aux_items = fb.vector(t, 4, 1)
-            if aux_items:
-                aux = fb.data[aux_items.start : aux_items.stop]
+            aux = fb.data[aux_items.start : aux_items.stop] if aux_items else b""
+            if aux:
                 state: Any = None
                 with contextlib.suppress(ValueError, RecursionError):
                     state = loads_strict(aux.decode("utf-8"))
+                fields: Any = None
                 if state.__class__ is dict:
                     _registered_statics(state, art.static_names)
-                    data = state.get("data", state.get("fields"))
-                    if data.__class__ is list and len(data) == len(children):
-                        keys = list(map(attr_entry, data))
+                    fields = state.get("data", state.get("fields"))
                     detail = _state_summary(state)
+                elif state.__class__ is list:  # a namedtuple: jax.export writes its fields
+                    fields = state
+                if (
+                    fields.__class__ is list
+                    and len(fields) == len(children)
+                    and all(f.__class__ is str for f in fields)
+                ):
+                    keys = list(map(attr_entry, fields))
             art.names.add(needed)
+            art.jax_nodes.append((label, needed, aux, len(children)))
         out.append(Node(depth, key, False, shown, needed, detail))
         for j in range(len(children) - 1, -1, -1):
             k = keys[j] if keys is not None else index_entry(j)
@@ -674,7 +715,7 @@ def _jax_blob(data: bytes, source: str) -> Artifact:
     in_at, out_at = fb.field(root, 2), fb.field(root, 4)
     if not in_at or not out_at:
         raise fb.fail("it has no in_tree / out_tree.")
-    art = Artifact("jax.export blob")
+    art = Artifact("jax.export blob", "jax.export.deserialize")
     name_at = fb.field(root, 1)
     if name_at:
         art.notes.append(f"function {_short(fb.string(name_at), 80)}")
@@ -711,11 +752,12 @@ def read_artifact(path: str) -> Artifact:
     with open(path, "rb") as f:
         data = f.read()
     if data.lstrip()[:1] == b"{":
-        art = Artifact("treespec document")
+        art = Artifact("treespec document", "treeclass.treespec_loads")
         try:
             art.trees.append(_document_tree(data, "structure", art, None))
         except TreespecLoadError as e:
             raise FileLoadError(f"{source} is not a readable treespec document: {e}") from None
+        art.documents.append(data)
         return art
     try:
         return _jax_blob(data, source)
@@ -732,3 +774,122 @@ def needed_names(art: Artifact) -> Iterator[tuple[str, str]]:
         yield "class", name
     for name in sorted(art.static_names):
         yield "static", name
+
+
+# --- whether it loads -------------------------------------------------------------------------
+
+
+def load_problem(art: Artifact) -> str | None:
+    """Why ``art`` does not load with the classes registered here, or ``None`` when it does.
+
+    Not a second copy of any rule: the structure goes through the loaders' own code, which
+    applies each class's evolution (``aliases``, ``removed_fields``, ``migrate``, defaults):
+
+    - a treeclass file's structure and a treespec document: the reader of
+      :func:`treeclass.load` and :func:`treeclass.treespec_loads`
+      (:func:`~treeclass._treespec.format.loads_spec`);
+    - a ``torch.export`` archive's input and output specs: :func:`treeclass.torch.treespec_loads`,
+      which calls, node by node, what ``torch.export.load`` calls (the contexts'
+      ``from_dumpable_context``, torch's namedtuple lookup);
+    - a ``jax.export`` blob: each custom node goes through the ``deserialize_auxdata`` and
+      ``from_children`` that ``jax.export.deserialize`` looks up by its name, and the node
+      built must have the leaves the compiled program takes (a field added with a default
+      that is not ``None`` is a new input). Only for names treeclass registered: a class
+      another library registered with ``jax.export`` is not checked (its code might
+      unpickle the auxdata; nothing from the artifact is run).
+
+    A torch archive or a jax blob that holds registered classes needs its framework: it is
+    imported here (which registers the classes with it, as in any process), and a missing
+    one is the problem. The tensors of a treeclass file are not read.
+    """
+    for document in art.documents:
+        try:
+            loads_spec(document)
+        except Exception as e:  # the user's classes' code runs too: report what it raised
+            return _raised(e)
+    if art.torch_specs:
+        return _torch_problem(art.torch_specs)
+    if art.jax_nodes:
+        return _jax_problem(art.jax_nodes)
+    return None
+
+
+def _adapter(name: str, loader: str) -> ModuleType | str:
+    """The framework's treeclass adapter, imported and active, or why ``loader`` cannot run.
+
+    As in any process that imports the framework, every class registered so far is then
+    registered with it.
+    """
+    framework = framework_named(name)
+    assert framework is not None  # (one of FRAMEWORKS)
+    try:
+        return adapter(framework)
+    except ImportError as e:
+        return f"{loader} needs {name}, which cannot be imported here ({e})"
+    except TreeclassError as e:
+        return f"{loader} cannot run here: {e}"
+
+
+def _raised(e: Exception) -> str:
+    """What an exception of a loader's says (a treeclass error's message is a sentence)."""
+    if isinstance(e, TreeclassError):
+        return str(e)
+    return f"{type(e).__name__}: {_short(str(e), 500)}"
+
+
+def _torch_problem(specs: list[tuple[str, str]]) -> str | None:
+    import importlib
+
+    active = _adapter("torch", "torch.export.load")
+    if isinstance(active, str):
+        return active
+    # The public module (above this one): what torch.export.load does with a spec's nodes.
+    treespec_loads = importlib.import_module("treeclass.torch").treespec_loads
+    for label, text in specs:
+        try:
+            treespec_loads(text)
+        except Exception as e:  # the user's classes' code runs too: report what it raised
+            return f"the {label}: {_raised(e)}"
+    return None
+
+
+class _Input:
+    """A placeholder leaf: one per child of a rebuilt jax.export node."""
+
+    __slots__ = ()
+
+
+def _jax_problem(nodes: list[tuple[str, str, bytes, int]]) -> str | None:
+    active = _adapter("jax", "jax.export.deserialize")
+    if isinstance(active, str):
+        return active
+    import jax.tree_util
+
+    by_name: dict[str, Any] = active._export_registries()[1]
+    for label, name, aux, k in nodes:
+        entry = by_name.get(name)
+        where = f"the {label}: the node {_short(name, 200)!r}"
+        if entry is None:
+            return (
+                f"{where} names no class registered with jax.export in this process; import "
+                "the module that registers it (--import MODULE)"
+            )
+        cls, deserialize_auxdata, from_children = entry
+        known = node_for_name(name)
+        if known is None or known.type is not cls:
+            continue  # registered with jax.export by other code: inspect runs none of it
+        inputs = [_Input() for _ in range(k)]
+        try:
+            built = from_children(deserialize_auxdata(aux), inputs)
+            leaves = jax.tree_util.tree_leaves(built)
+        except Exception as e:  # the user's classes' code runs too: report what it raised
+            return f"{where}: {_raised(e)}"
+        if len(leaves) != k or any(a is not b for a, b in zip(leaves, inputs)):
+            return (
+                f"{where} loads as {qualname(cls)} with {len(leaves)} "
+                f"leaves below it where the serialized function takes {k} (a field added to "
+                "the class since with a default other than None is a new input of the "
+                "compiled program); export it again with the class as it is now, or load it "
+                "with the class as it was"
+            )
+    return None

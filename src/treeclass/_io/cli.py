@@ -1,16 +1,20 @@
 """The ``treeclass`` command line: ``inspect``, ``check``, ``demo`` and ``version``.
 
-``treeclass inspect PATH [--import MODULE ...] [--json]`` shows the structure of a file from
-:func:`treeclass.save`, a safetensors file, a ``torch.export`` archive (``.pt2``), a
-``jax.export`` blob or a treespec document -- key paths, shapes, dtypes -- and every class
-name it needs, registered or not after importing the given modules (and whether it is
-registered as an alias, an earlier name of a class); it exits with status 1 naming any that
-is missing. It never executes anything from the artifact
-(:mod:`treeclass._io.artifacts`).
+``treeclass inspect PATH ... [--import MODULE ...] [--json]`` shows the structure of each file
+from :func:`treeclass.save`, a safetensors file, a ``torch.export`` archive (``.pt2``), a
+``jax.export`` blob or a treespec document -- key paths, shapes, dtypes -- every class name it
+needs, registered or not after importing the given modules (and whether it is registered as
+an alias, an earlier name of a class), and whether it **loads** with the classes registered
+here: its structure goes through the loader's own code
+(:func:`treeclass._io.artifacts.load_problem`), which applies each class's evolution rule, so
+"does not load" comes with the loader's reason. It exits with status 1 when a file does not
+load or names a class that is not registered, 2 when one cannot be read. It never executes
+anything from the artifact (:mod:`treeclass._io.artifacts`).
 
-``treeclass check MODULE ...`` imports the modules and lists every registered class: its
-name, data and static fields, aliases; it flags classes without a name and static defaults
-that cannot be serialized (status 1).
+``treeclass check MODULE ...`` imports the modules and lists the classes they register (the
+registration call made by code in one of them or a submodule, or the class defined in one;
+``--all``: every registered class): its name, data and static fields, aliases; it flags
+classes without a name and static defaults that cannot be serialized (status 1).
 
 Colour and the progress line appear only on a terminal (and never with ``NO_COLOR`` set).
 Text output escapes every character of the file's that is not printable (control characters,
@@ -31,7 +35,7 @@ from .._core.state import encode_for
 from .._core.statics import static_for_name
 from .._errors import TreeclassError, UnserializableStaticError, qualname
 from .._version import __version__
-from .artifacts import Artifact, needed_names, read_artifact
+from .artifacts import Artifact, load_problem, needed_names, read_artifact
 from .demo import run as run_demo
 
 if TYPE_CHECKING:
@@ -51,6 +55,7 @@ ERROR: Final = 2
 
 _DEPTH_SHOWN: Final = 32  # deeper nodes are indented no further
 _PATH_LIMIT: Final = 1000  # longest key path written in --json output
+_WHY_LIMIT: Final = 2000  # longest reason for "does not load" shown in text
 
 
 def _terminal(stream: IO[str]) -> bool:
@@ -185,7 +190,9 @@ def _shown(text: str, limit: int) -> str:
 _Needed: TypeAlias = "tuple[str, str, bool, str, str | None]"
 
 
-def _render_text(art: Artifact, path: str, limit: int, names: list[_Needed], out: IO[str]) -> None:
+def _render_text(
+    art: Artifact, path: str, limit: int, names: list[_Needed], problem: str | None, out: IO[str]
+) -> None:
     s = _Style(out)
     out.write(f"{s.bold(_safe(path))}: {art.kind}")
     if art.notes:
@@ -219,11 +226,15 @@ def _render_text(art: Artifact, path: str, limit: int, names: list[_Needed], out
         out.write(f"\n{s.bold('metadata')}:\n")
         for k, v in art.metadata.items():
             out.write(f"  {_safe(k)} = {_shown(v, 200)}\n")
+    if problem is None:
+        out.write(f"\n{s.green('loads')} ({art.loader}, with the classes registered here)\n")
+    else:
+        why = _shown(problem, _WHY_LIMIT)
+        out.write(f"\n{s.red('does not load')} ({art.loader}): {why}\n")
 
 
-def _render_json(art: Artifact, path: str, names: list[_Needed], out: IO[str]) -> None:
-    import json
-
+def _document(art: Artifact, path: str, names: list[_Needed], problem: str | None) -> Any:
+    """The ``--json`` document of one artifact."""
     trees: list[dict[str, Any]] = []
     for tree in art.trees:
         nodes: list[dict[str, Any]] = []
@@ -257,33 +268,52 @@ def _render_json(art: Artifact, path: str, names: list[_Needed], out: IO[str]) -
         ],
         "missing": [n for _, n, ok, _, _ in names if not ok],
         "metadata": art.metadata,
+        "loader": art.loader,
+        "loads": problem is None,
+        "load_error": problem,
     }
-    out.write(json.dumps(doc, indent=1) + "\n")
+    return doc
 
 
 def _inspect(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    import json
+
     if not _import_modules(args.modules, err):
         return ERROR
-    try:
-        with _progress(f"reading {args.path}"):
-            art = read_artifact(args.path)
-    except (TreeclassError, OSError) as e:
-        err.write(f"treeclass: {_safe(str(e))}\n")
-        return ERROR
-    names = [(kind, name, *_resolve(kind, name)) for kind, name in needed_names(art)]
-    if args.json:
-        _render_json(art, args.path, names, out)
-    else:
-        _render_text(art, args.path, args.limit, names, out)
-    missing = [name for _, name, ok, _, _ in names if not ok]
-    if missing:
-        shown = _safe(", ".join(missing))
-        err.write(
-            f"treeclass: {len(missing)} name(s) not registered: {shown}; import the module(s) "
-            "that register them (--import MODULE).\n"
-        )
-        return MISSING
-    return OK
+    status = OK
+    docs: list[Any] = []
+    failed: list[str] = []
+    for i, path in enumerate(args.paths):
+        try:
+            with _progress(f"reading {path}"):
+                art = read_artifact(path)
+        except (TreeclassError, OSError) as e:
+            err.write(f"treeclass: {_safe(str(e))}\n")
+            status = ERROR
+            continue
+        names = [(kind, name, *_resolve(kind, name)) for kind, name in needed_names(art)]
+        with _progress(f"loading the structure of {path}"):
+            problem = load_problem(art)
+        if args.json:
+            docs.append(_document(art, path, names, problem))
+        else:
+            if i:
+                out.write("\n")
+            _render_text(art, path, args.limit, names, problem, out)
+        missing = [name for _, name, ok, _, _ in names if not ok]
+        if missing:
+            shown = _safe(", ".join(missing))
+            err.write(
+                f"treeclass: {len(missing)} name(s) not registered: {shown}; import the "
+                "module(s) that register them (--import MODULE).\n"
+            )
+        if problem is not None or missing:
+            failed.append(path)
+    if args.json and docs:
+        out.write(json.dumps(docs[0] if len(args.paths) == 1 else docs, indent=1) + "\n")
+    if failed:
+        err.write(f"treeclass: does not load: {_safe(', '.join(failed))}\n")
+    return status if status != OK or not failed else MISSING
 
 
 def _default_problem(node: NodeType, field: str, value: Any) -> str | None:
@@ -316,6 +346,8 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     rows: list[dict[str, Any]] = []
     for node in registered_nodes():
         if node.info is None:  # pragma: no cover - registered classes are described
+            continue
+        if not args.all and not _registered_by(node, args.modules):
             continue
         flags: list[str] = []
         if node.name is None:
@@ -360,7 +392,10 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     if args.json:
         out.write(json.dumps({"classes": rows, "problems": problems}, indent=1) + "\n")
     else:
-        out.write(f"{len(rows)} registered class(es)\n")
+        if args.all:
+            out.write(f"{len(rows)} registered class(es)\n")
+        else:
+            out.write(f"{len(rows)} class(es) registered by {', '.join(args.modules)}\n")
         for row in rows:
             name = s.bold(row["name"]) if row["name"] else s.red("(no name)")
             out.write(f"\n{name}  {row['class']} ({row['kind']})\n")
@@ -373,10 +408,35 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
             out.write(f"  aliases: {', '.join(row['aliases']) or '-'}\n")
             for flag in row["problems"]:
                 out.write(f"  {s.red('!')} {flag}\n")
+    if not rows and not args.all:
+        err.write(
+            f"treeclass: {', '.join(args.modules)} register(s) no class (--all lists every "
+            "registered class).\n"
+        )
     if problems:
         err.write(f"treeclass: {problems} problem(s) found.\n")
         return MISSING
     return OK
+
+
+def _within(module: object, modules: Sequence[str]) -> bool:
+    """Whether ``module`` (a module's name) is one of ``modules`` or inside one of them."""
+    return isinstance(module, str) and any(
+        module == m or module.startswith(f"{m}.") for m in modules
+    )
+
+
+def _registered_by(node: NodeType, modules: Sequence[str]) -> bool:
+    """Whether the given modules register ``node``'s class (what ``check`` lists).
+
+    The registration call was made by code in one of the modules or their submodules (a
+    class defined elsewhere, such as a library's, registered with ``register_dataclass``
+    counts), or the class is defined in one of them. Classes registered by other code the
+    modules import -- treeclass's optax adapter naming optax's states, another library --
+    are left out (``--all`` lists them).
+    """
+    caller = None if node.origin is None else node.origin.caller
+    return _within(caller, modules) or _within(getattr(node.type, "__module__", None), modules)
 
 
 # --- entry point ------------------------------------------------------------------------------
@@ -395,13 +455,21 @@ def _parser() -> argparse.ArgumentParser:
         "inspect",
         help="show the structure of a saved file and the class names it needs",
         description=(
-            "Show the structure of a file from treeclass.save, a safetensors file, a "
-            "torch.export .pt2 archive, a jax.export blob or a treespec JSON document, and "
-            "check that every class name it needs is registered. Nothing in the file is "
-            "executed. Exit status: 0 all registered, 1 a name is missing, 2 unreadable."
+            "Show the structure of each file -- from treeclass.save, a safetensors file, a "
+            "torch.export .pt2 archive, a jax.export blob or a treespec JSON document -- the "
+            "class names it needs, and whether it loads with the classes registered here: its "
+            "structure goes through the loader's own code (treeclass.load, "
+            "treeclass.treespec_loads, torch.export.load's treespec loading, "
+            "jax.export.deserialize's per-node callbacks), so a renamed field without "
+            "aliases=, a removed one without removed_fields=, a new one without a default "
+            "is reported as 'does not load' with the loader's reason. Nothing in the file is "
+            "executed or imported; a .pt2 archive or a jax.export blob holding classes has "
+            "its framework imported. Exit status: 0 every file loads, 1 one does not (or "
+            "names a class that is not registered), 2 one cannot be read. With --json and "
+            "several files, a list of documents."
         ),
     )
-    ins.add_argument("path")
+    ins.add_argument("paths", nargs="+", metavar="PATH")
     ins.add_argument(
         "--import",
         dest="modules",
@@ -416,15 +484,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     chk = sub.add_parser(
         "check",
-        help="import modules and list every registered class",
+        help="import modules and list the classes they register",
         description=(
-            "Import the modules and list every class registered with treeclass: name, data "
-            "and static fields, aliases. Flags classes without a name and static defaults that "
-            "cannot be serialized (exit status 1)."
+            "Import the modules and list the classes they register with treeclass: name, "
+            "data and static fields, aliases. A class counts when the registration call was "
+            "made by code in one of the modules (or a submodule) -- a library's class "
+            "registered there included -- or when the class is defined in one; classes "
+            "registered by other code they import (treeclass's optax adapter, other "
+            "libraries) are left out unless --all is given. Flags classes without a name and "
+            "static defaults that cannot be serialized (exit status 1; 2 when a module cannot "
+            "be imported)."
         ),
     )
     chk.add_argument("modules", nargs="+", metavar="MODULE")
     chk.add_argument("--json", action="store_true", help="write JSON instead of text")
+    chk.add_argument(
+        "--all",
+        action="store_true",
+        help="list every class registered in the process, whoever registered it",
+    )
     sub.add_parser("demo", help="a short demonstration in a fresh interpreter")
     sub.add_parser("version", help="treeclass's version and the frameworks installed")
     return p
