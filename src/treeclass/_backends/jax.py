@@ -191,10 +191,35 @@ class _Callbacks:
         return _from_children(self.node, aux, children)
 
 
+def native_data_fields(node: NodeType) -> tuple[str, ...] | None:
+    """The data fields to register ``node``'s class with as JAX's C++ dataclass node, or ``None``.
+
+    JAX's C++ node (``jax.tree_util.register_dataclass``) flattens by reading the fields in C++
+    and unflattens with ``cls(**{field: child})``, calling no treeclass code. That is what
+    treeclass's own JAX unflatten does, with the same result, only for a class that
+
+    - rebuilds through ``__init__`` (``unflatten_calls_init=True``): any other class is rebuilt
+      without running ``__init__``, ``__post_init__`` or validators;
+    - has no static field: treeclass's unflatten checks that static values are hashable
+      (:class:`UnhashableStaticError`), and the C++ node would check nothing;
+    - has every field taken by ``__init__`` under its own name (no ``init=False`` field, no
+      attrs alias): the C++ node passes each field by its name and sets nothing afterwards.
+
+    Its key paths (``GetAttrKey``), leaves, ``None`` children and node data (the empty tuple
+    of static values) are the same either way; ``docs/jax.md`` has the measurements.
+    """
+    info = node.info
+    if info is None or info.rebuild != "init" or info.static_fields:
+        return None
+    if not all(f.init and f.alias == f.name for f in info.fields):
+        return None
+    return info.data_fields
+
+
 def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
     """What ``node``'s ``jax.tree_util`` callbacks depend on (a ``None`` field is a child)."""
     rebuild = None if node.info is None else node.info.rebuild
-    return (node.static_fields, rebuild)
+    return (node.static_fields, rebuild, native_data_fields(node))
 
 
 class _Padded:
@@ -300,19 +325,7 @@ class JaxBackend:
             _LEFT_TO_EQUINOX.add(cls)
             return nothing
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
-            functions = node.bind(
-                "jax",
-                jax.tree_util.GetAttrKey,
-                functions=("flatten_with_keys", "unflatten_hashed"),
-                _check_aux=_Callbacks(node).check_aux,
-            )
-            jax.tree_util.register_pytree_with_keys(
-                cls,
-                functions["flatten_with_keys"],
-                functions["unflatten_hashed"],
-                flatten_func=node.flatten,
-            )
-            _TREE_UTIL[cls] = node
+            _register_tree_util(node)
         if change.name is None and not change.drops:
             return nothing
         # All or nothing: else saved artifacts could load nowhere.
@@ -332,6 +345,29 @@ class JaxBackend:
 
     def __repr__(self) -> str:
         return "<treeclass JAX backend>"
+
+
+def _register_tree_util(node: NodeType) -> None:
+    """Register ``node``'s class with ``jax.tree_util``: as JAX's C++ dataclass node where that
+    is the same (:func:`native_data_fields`), else with treeclass's generated callbacks."""
+    cls = node.type
+    data_fields = native_data_fields(node)
+    if data_fields is not None:
+        jax.tree_util.register_dataclass(cls, data_fields=list(data_fields), meta_fields=[])
+    else:
+        functions = node.bind(
+            "jax",
+            jax.tree_util.GetAttrKey,
+            functions=("flatten_with_keys", "unflatten_hashed"),
+            _check_aux=_Callbacks(node).check_aux,
+        )
+        jax.tree_util.register_pytree_with_keys(
+            cls,
+            functions["flatten_with_keys"],
+            functions["unflatten_hashed"],
+            flatten_func=node.flatten,
+        )
+    _TREE_UTIL[cls] = node
 
 
 def _add_names(change: Change, name: str) -> None:
