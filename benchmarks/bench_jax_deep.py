@@ -7,17 +7,24 @@ Three workloads, each built from fresh classes per side, all through ``jax.tree_
   (``eps`` static) plus an ``embed`` array: 97 leaves, 49 class nodes;
 - **chain**: ``Link(value, next)`` nested 100 deep: 100 leaves, 100 class nodes;
 - **flat**: the shared workload (``_workload.py``), a list of 100 instances with 8 leaves and 2
-  static fields (``s0: str``, ``s1: int``).
+  static fields (``s0: str``, ``s1: int``);
+- **flat, no statics**: the same list with the two statics made data fields (10 leaves each).
+
+A last part times the two paths for ``unflatten_calls_init=True`` classes by their number of
+fields (a list of 100 instances): where the C++ node stops being faster, which sets
+``treeclass._backends.jax.NATIVE_MAX_FIELDS``.
 
 Sides (each a fresh set of classes of the same shape):
 
 - ``tc``: ``tc.register_dataclass`` (the default: unflatten stores the fields, never running
   ``__init__``), registered with JAX through treeclass's generated Python callbacks;
-- ``tc init``: ``unflatten_calls_init=True``. Where the class has no static field (and every
-  field is an ``__init__`` keyword of its own name) treeclass registers it as JAX's C++
-  dataclass node; elsewhere (``Norm``, the flat class) it keeps the Python callbacks;
+- ``tc init``: ``unflatten_calls_init=True``. Where the class has no static field and at most
+  three fields (each an ``__init__`` keyword of its own name), treeclass registers it as
+  JAX's C++ dataclass node (``Link``, ``Layer``); elsewhere (``Norm``, the flat classes) it
+  keeps the generated callbacks;
 - ``tc init, callbacks``: the same classes registered with JAX the way treeclass did before
-  issue 32 (its generated callbacks), for the A/B of the two paths;
+  issue 32 (its generated callbacks). ``jax / tc init, callbacks`` is then the A/B of the two
+  paths for any class: on the C++ path no treeclass code runs, so it costs what ``jax`` does;
 - ``jax``: ``jax.tree_util.register_dataclass`` (C++), ``flax``: ``flax.struct.dataclass``
   (which calls it), ``equinox``: ``equinox.Module``, ``chex``: ``chex.dataclass`` (no static
   fields: only on the chain).
@@ -55,6 +62,7 @@ SIDES = ("tc", "tc init", "tc init, callbacks", "jax", "flax", "equinox", "chex"
 #: The ratios printed per row: (numerator side, denominator side).
 RATIOS = (
     ("tc init", "tc init, callbacks"),
+    ("jax", "tc init, callbacks"),
     ("tc", "jax"),
     ("tc init", "jax"),
     ("tc", "flax"),
@@ -96,7 +104,10 @@ def _callbacks_register(cls: type) -> type:
         _check_aux=_Callbacks(node).check_aux,
     )
     jax.tree_util.register_pytree_with_keys(
-        cls, functions["flatten_with_keys"], functions["unflatten_hashed"], flatten_func=node.flatten
+        cls,
+        functions["flatten_with_keys"],
+        functions["unflatten_hashed"],
+        flatten_func=node.flatten,
     )
     return cls
 
@@ -193,7 +204,20 @@ def flat(side: str) -> Any:
     ]
 
 
-WORKLOADS: dict[str, Callable[[str], Any]] = {"params": params, "chain": chain, "flat": flat}
+def wide(side: str) -> Any:
+    names = [*LEAF_NAMES, "a8", "a9"]
+    (cls,) = make_classes(side, [("Wide", [(n, False) for n in names])])
+    return [
+        cls(**{n: np.float32(i * 10 + j) for j, n in enumerate(names)}) for i in range(N_INSTANCES)
+    ]
+
+
+WORKLOADS: dict[str, Callable[[str], Any]] = {
+    "params": params,
+    "chain": chain,
+    "flat": flat,
+    "flat, no statics": wide,
+}
 
 
 # --- timing -------------------------------------------------------------------------------
@@ -289,14 +313,38 @@ def main() -> None:
             times = interleaved(
                 {side: ops[side][op] for side in trees}, number=number, rounds=rounds
             )
-            medians = "  ".join(
-                f"{side} {statistics.median(t):.1f}" for side, t in times.items()
-            )
+            medians = "  ".join(f"{side} {statistics.median(t):.1f}" for side, t in times.items())
             print(f"  {op}: us per call: {medians}")
             for a, b in RATIOS:
                 r = ratio(times, a, b)
                 if r is not None:
                     print(f"    {a} / {b}: {r[0]:.2f}x (p10-p90 {r[1]:.2f}-{r[2]:.2f})")
+
+    by_field_count(rounds, number)
+
+
+def by_field_count(rounds: int, number: int) -> None:
+    """The C++ node (``jax``) against the callbacks of an ``unflatten_calls_init`` class."""
+    print(
+        "\nunflatten_calls_init=True, list of 100 instances with n fields: "
+        "C++ node / generated callbacks"
+    )
+    for n in (1, 2, 3, 4, 6, 8):
+        fields = [(f"f{i}", False) for i in range(n)]
+        trees = {}
+        for side in ("jax", "tc init, callbacks"):
+            (cls,) = make_classes(side, [(f"Fields{n}", fields)])
+            trees[side] = [cls(**{f: np.float32(i) for f, _ in fields}) for i in range(N_INSTANCES)]
+        ops = {side: operations(tree) for side, tree in trees.items()}
+        shown = []
+        for op in ("flatten", "flatten+unflatten", "jit dispatch, tree in"):
+            times = interleaved(
+                {side: ops[side][op] for side in trees}, number=number, rounds=rounds
+            )
+            r = ratio(times, "jax", "tc init, callbacks")
+            assert r is not None
+            shown.append(f"{op} {r[0]:.2f}x ({r[1]:.2f}-{r[2]:.2f})")
+        print(f"  n={n}: " + ", ".join(shown))
 
 
 if __name__ == "__main__":

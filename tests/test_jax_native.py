@@ -1,9 +1,10 @@
 """Classes registered as JAX's C++ dataclass node (issue 32): which ones, and that nothing changes.
 
-A class declared ``unflatten_calls_init=True`` with no static field, whose fields are all
-``__init__`` keywords of their own names, is registered with ``jax.tree_util.register_dataclass``
-(``treeclass._backends.jax.native_data_fields``); every other class keeps treeclass's generated
-callbacks. Everything JAX users see is compared between the two paths here.
+A class declared ``unflatten_calls_init=True`` with no static field and at most three fields,
+all ``__init__`` keywords of their own names, is registered with
+``jax.tree_util.register_dataclass`` (``treeclass._backends.jax.native_data_fields``); every
+other class keeps treeclass's generated callbacks. Everything JAX users see is compared between
+the two paths here.
 """
 
 from __future__ import annotations
@@ -99,6 +100,15 @@ def test_which_classes_are_cpp_dataclass_nodes(uname: str) -> None:
     class AttrsPlain:
         x: Any
 
+    @tc.pytree_dataclass(unflatten_calls_init=True)
+    class Wide:  # more fields than the C++ node is faster for
+        a: Any
+        b: Any
+        c: Any
+        d: Any
+
+    assert backend.NATIVE_MAX_FIELDS == 3
+    assert _native(Wide) is None
     assert _native(WithStatic) is None
     assert _native(WithInitFalse) is None
     assert _native(Aliased) is None
@@ -207,5 +217,5 @@ def test_init_errors_reach_the_caller_unchanged(uname: str) -> None:
 
     treedef = jax.tree_util.tree_structure(Positive(1.0))
     assert _native(Positive) == ("x",)
-    with pytest.raises(ValueError, match="x must be positive, got -1.0"):
+    with pytest.raises(ValueError, match=r"x must be positive, got -1\.0"):
         jax.tree_util.tree_unflatten(treedef, [-1.0])

@@ -2,7 +2,8 @@
 
 Classes are registered with ``register_pytree_with_keys`` (``GetAttrKey`` paths, an unflatten
 that never runs ``__init__`` and starts with ``hash(aux)``, naming an unhashable static field:
-``docs/jax.md``); named classes and namedtuples also with ``jax.export``, the auxdata as the
+``docs/jax.md``), or, where JAX's C++ node does the same (:func:`native_data_fields`), with
+``register_dataclass``; named classes and namedtuples also with ``jax.export``, the auxdata as the
 canonical JSON of their state. The registry decides every name; ``jax.export`` has no public
 lookup, unregister or alias, hence the private accessors below (``docs/contributing.md``). An
 unnamed class has no jax.export registration: JAX's ``Exported.serialize()`` raises its own
@@ -34,7 +35,15 @@ from .._errors import (
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
 
-__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
+__all__ = [
+    "BACKEND",
+    "CHECKED_JAX_VERSION",
+    "NATIVE_MAX_FIELDS",
+    "JaxBackend",
+    "native_data_fields",
+    "nodes_from_spec",
+    "spec_from_spec",
+]
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
@@ -53,6 +62,11 @@ _UNHASHABLE_STATIC: Final = (
     "tuple or frozenset instead of a list or set, a tuple of pairs instead of a dict, or make "
     "{field!r} a data field (a child) if it holds arrays."
 )
+
+#: The most fields a class registered as JAX's C++ dataclass node has (see
+#: :func:`native_data_fields`): with more, flatten + unflatten is slower that way than through
+#: the generated callbacks (measured with jax 0.10.2, ``benchmarks/bench_jax_deep.py``).
+NATIVE_MAX_FIELDS: Final = 3
 
 #: Classes this module registered with jax.tree_util: JAX cannot unregister, so a later
 #: attempt after a rollback reuses them (with the same options).
@@ -206,10 +220,14 @@ def native_data_fields(node: NodeType) -> tuple[str, ...] | None:
       attrs alias): the C++ node passes each field by its name and sets nothing afterwards.
 
     Its key paths (``GetAttrKey``), leaves, ``None`` children and node data (the empty tuple
-    of static values) are the same either way; ``docs/jax.md`` has the measurements.
+    of static values) are the same either way. It is taken only where it is faster: for at
+    most :data:`NATIVE_MAX_FIELDS` fields (JAX's C++ ``cls(**kwargs)`` costs more per field
+    than the generated unflatten's call; ``docs/jax.md`` has the measurements).
     """
     info = node.info
     if info is None or info.rebuild != "init" or info.static_fields:
+        return None
+    if len(info.fields) > NATIVE_MAX_FIELDS:
         return None
     if not all(f.init and f.alias == f.name for f in info.fields):
         return None
@@ -348,8 +366,11 @@ class JaxBackend:
 
 
 def _register_tree_util(node: NodeType) -> None:
-    """Register ``node``'s class with ``jax.tree_util``: as JAX's C++ dataclass node where that
-    is the same (:func:`native_data_fields`), else with treeclass's generated callbacks."""
+    """Register ``node``'s class with ``jax.tree_util``.
+
+    As JAX's C++ dataclass node where that does the same (:func:`native_data_fields`), else
+    with treeclass's generated callbacks.
+    """
     cls = node.type
     data_fields = native_data_fields(node)
     if data_fields is not None:
