@@ -10,9 +10,11 @@ Three workloads, each built from fresh classes per side, all through ``jax.tree_
   static fields (``s0: str``, ``s1: int``);
 - **flat, no statics**: the same list with the two statics made data fields (10 leaves each).
 
-A last part times the two paths for ``unflatten_calls_init=True`` classes by their number of
+A part times the two paths for ``unflatten_calls_init=True`` classes by their number of
 fields (a list of 100 instances): where the C++ node stops being faster, which sets
-``treeclass._backends.jax.NATIVE_MAX_FIELDS``.
+``treeclass._backends.jax.NATIVE_MAX_FIELDS``. The last compares a default class's flatten of
+the chain with the smallest hand-written Python callback: what is left is the callback's own
+cost, the floor for any class JAX calls back.
 
 Sides (each a fresh set of classes of the same shape):
 
@@ -321,6 +323,7 @@ def main() -> None:
                     print(f"    {a} / {b}: {r[0]:.2f}x (p10-p90 {r[1]:.2f}-{r[2]:.2f})")
 
     by_field_count(rounds, number)
+    callback_floor(rounds, number)
 
 
 def by_field_count(rounds: int, number: int) -> None:
@@ -345,6 +348,51 @@ def by_field_count(rounds: int, number: int) -> None:
             assert r is not None
             shown.append(f"{op} {r[0]:.2f}x ({r[1]:.2f}-{r[2]:.2f})")
         print(f"  n={n}: " + ", ".join(shown))
+
+
+@dataclasses.dataclass
+class _ByHand:
+    value: Any
+    next: Any
+
+
+def _by_hand_flatten(obj: _ByHand) -> tuple[tuple[Any, Any], tuple[()]]:
+    return (obj.value, obj.next), ()
+
+
+def _by_hand_unflatten(aux: tuple[()], children: Any) -> _ByHand:
+    obj = object.__new__(_ByHand)
+    obj.value, obj.next = children
+    return obj
+
+
+def callback_floor(rounds: int, number: int) -> None:
+    """What is left of a default class's flatten: the cost of any Python callback."""
+    import jax
+
+    jax.tree_util.register_pytree_node(_ByHand, _by_hand_flatten, _by_hand_unflatten)
+    by_hand = None
+    for i in range(CHAIN):
+        by_hand = _ByHand(np.float32(i), by_hand)
+    trees = {"tc": chain("tc"), "by hand": by_hand, "jax": chain("jax")}
+    flatten = jax.tree_util.tree_flatten
+    times = interleaved(
+        {side: (lambda t=t: flatten(t)) for side, t in trees.items()},
+        number=number,
+        rounds=rounds,
+    )
+    print(
+        "\nchain flatten: a default class, the smallest hand-written Python callback "
+        "(register_pytree_node, `lambda o: ((o.value, o.next), ())`) and JAX's C++ node"
+    )
+    for side in ("tc", "by hand"):
+        r = ratio(times, side, "jax")
+        assert r is not None
+        per_node = (statistics.median(times[side]) - statistics.median(times["jax"])) / CHAIN
+        print(
+            f"  {side} / jax: {r[0]:.2f}x (p10-p90 {r[1]:.2f}-{r[2]:.2f}), "
+            f"{per_node * 1000:.0f} ns more per node"
+        )
 
 
 if __name__ == "__main__":
