@@ -2,7 +2,8 @@
 
 Classes are registered with ``register_pytree_with_keys`` (``GetAttrKey`` paths, an unflatten
 that never runs ``__init__`` and starts with ``hash(aux)``, naming an unhashable static field:
-``docs/jax.md``); named classes and namedtuples also with ``jax.export``, the auxdata as the
+``docs/jax.md``), or, where JAX's C++ node does the same (:func:`native_data_fields`), with
+``register_dataclass``; named classes and namedtuples also with ``jax.export``, the auxdata as the
 canonical JSON of their state. The registry decides every name; ``jax.export`` has no public
 lookup, unregister or alias, hence the private accessors below (``docs/contributing.md``). An
 unnamed class has no jax.export registration: JAX's ``Exported.serialize()`` raises its own
@@ -34,7 +35,15 @@ from .._errors import (
 from .._treespec.convert import leaf_count_error, nodes_of, skeleton
 from .._treespec.format import Node, aux_to_bytes, state_from_bytes
 
-__all__ = ["BACKEND", "CHECKED_JAX_VERSION", "JaxBackend", "nodes_from_spec", "spec_from_spec"]
+__all__ = [
+    "BACKEND",
+    "CHECKED_JAX_VERSION",
+    "NATIVE_MAX_FIELDS",
+    "JaxBackend",
+    "native_data_fields",
+    "nodes_from_spec",
+    "spec_from_spec",
+]
 
 #: The jax version the private-module helpers of this module were checked against.
 CHECKED_JAX_VERSION: Final = "0.10.2"
@@ -49,6 +58,11 @@ _REGISTERED_BY_OLDER_TREECLASS: Final = (
 )
 #: What hashes static values in JAX (for :func:`~treeclass._errors.unhashable_static`).
 _JAX_HASHES: Final = "JAX keeps static values in the treedefs it caches compiled code under"
+
+#: The most fields a class registered as JAX's C++ dataclass node has (see
+#: :func:`native_data_fields`): with more, flatten + unflatten is slower that way than through
+#: the generated callbacks (measured with jax 0.10.2, ``benchmarks/bench_jax_deep.py``).
+NATIVE_MAX_FIELDS: Final = 3
 
 #: Classes this module registered with jax.tree_util: JAX cannot unregister, so a later
 #: attempt after a rollback reuses them (with the same options).
@@ -177,10 +191,39 @@ class _Callbacks:
         return _from_children(self.node, aux, children)
 
 
+def native_data_fields(node: NodeType) -> tuple[str, ...] | None:
+    """The data fields to register ``node``'s class with as JAX's C++ dataclass node, or ``None``.
+
+    JAX's C++ node (``jax.tree_util.register_dataclass``) flattens by reading the fields in C++
+    and unflattens with ``cls(**{field: child})``, calling no treeclass code. That is what
+    treeclass's own JAX unflatten does, with the same result, only for a class that
+
+    - rebuilds through ``__init__`` (``unflatten_calls_init=True``): any other class is rebuilt
+      without running ``__init__``, ``__post_init__`` or validators;
+    - has no static field: treeclass's unflatten checks that static values are hashable
+      (:class:`UnhashableStaticError`), and the C++ node would check nothing;
+    - has every field taken by ``__init__`` under its own name (no ``init=False`` field, no
+      attrs alias): the C++ node passes each field by its name and sets nothing afterwards.
+
+    Its key paths (``GetAttrKey``), leaves, ``None`` children and node data (the empty tuple
+    of static values) are the same either way. It is taken only where it is faster: for at
+    most :data:`NATIVE_MAX_FIELDS` fields (JAX's C++ ``cls(**kwargs)`` costs more per field
+    than the generated unflatten's call; ``docs/jax.md`` has the measurements).
+    """
+    info = node.info
+    if info is None or info.rebuild != "init" or info.static_fields:
+        return None
+    if len(info.fields) > NATIVE_MAX_FIELDS:
+        return None
+    if not all(f.init and f.alias == f.name for f in info.fields):
+        return None
+    return info.data_fields
+
+
 def _tree_util_options(node: NodeType) -> tuple[Any, ...]:
     """What ``node``'s ``jax.tree_util`` callbacks depend on (a ``None`` field is a child)."""
     rebuild = None if node.info is None else node.info.rebuild
-    return (node.static_fields, rebuild)
+    return (node.static_fields, rebuild, native_data_fields(node))
 
 
 class _Padded:
@@ -286,19 +329,7 @@ class JaxBackend:
             _LEFT_TO_EQUINOX.add(cls)
             return nothing
         if node.kind != "namedtuple" and cls not in _TREE_UTIL:
-            functions = node.bind(
-                "jax",
-                jax.tree_util.GetAttrKey,
-                functions=("flatten_with_keys", "unflatten_hashed"),
-                _check_aux=_Callbacks(node).check_aux,
-            )
-            jax.tree_util.register_pytree_with_keys(
-                cls,
-                functions["flatten_with_keys"],
-                functions["unflatten_hashed"],
-                flatten_func=node.flatten,
-            )
-            _TREE_UTIL[cls] = node
+            _register_tree_util(node)
         if change.name is None and not change.drops:
             return nothing
         # All or nothing: else saved artifacts could load nowhere.
@@ -318,6 +349,32 @@ class JaxBackend:
 
     def __repr__(self) -> str:
         return "<treeclass JAX backend>"
+
+
+def _register_tree_util(node: NodeType) -> None:
+    """Register ``node``'s class with ``jax.tree_util``.
+
+    As JAX's C++ dataclass node where that does the same (:func:`native_data_fields`), else
+    with treeclass's generated callbacks.
+    """
+    cls = node.type
+    data_fields = native_data_fields(node)
+    if data_fields is not None:
+        jax.tree_util.register_dataclass(cls, data_fields=list(data_fields), meta_fields=[])
+    else:
+        functions = node.bind(
+            "jax",
+            jax.tree_util.GetAttrKey,
+            functions=("flatten_with_keys", "unflatten_hashed"),
+            _check_aux=_Callbacks(node).check_aux,
+        )
+        jax.tree_util.register_pytree_with_keys(
+            cls,
+            functions["flatten_with_keys"],
+            functions["unflatten_hashed"],
+            flatten_func=node.flatten,
+        )
+    _TREE_UTIL[cls] = node
 
 
 def _add_names(change: Change, name: str) -> None:
