@@ -822,3 +822,46 @@ def check(lock: dict[str, Any], modules: Sequence[str], mode: str = "backward") 
     for name in sorted(set(now["classes"]) - seen - set(lock["classes"])):
         rows.append(Row(name, ["new class"], dict.fromkeys(FAMILIES, _LOADS), []))
     return Report(mode, rows, len(lock["classes"]))
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+
+def dump_command(modules: Sequence[str], output: str | None, out: typing.IO[str]) -> int:
+    """``treeclass schema dump``: write the lock to ``output`` (``None``: to ``out``)."""
+    text = dumps_lock(lock_of(modules))
+    if output is None:
+        out.write(text)
+    else:
+        with open(output, "w", encoding="ascii", newline="\n") as f:
+            f.write(text)
+    return 0
+
+
+def read_lock_file(path: str) -> dict[str, Any]:
+    """:func:`read_lock` of a file.
+
+    Raises:
+        SchemaLockError: the file cannot be read, or is not a lock.
+    """
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except OSError as e:
+        raise SchemaLockError(
+            f"cannot read the lock {path!r}: {e.strerror or e}; pass the path of a file "
+            "written by `treeclass schema dump`."
+        ) from None
+    return read_lock(text)
+
+
+def check_command(
+    lock: dict[str, Any], modules: Sequence[str], mode: str, as_json: bool, out: typing.IO[str]
+) -> int:
+    """``treeclass schema check``: 0 compatible, 1 not."""
+    report = check(lock, modules, mode)
+    if as_json:
+        out.write(json.dumps(report.as_json(), indent=2, sort_keys=True) + "\n")
+    else:
+        out.write(report.text())
+    return 0 if report.compatible else 1
