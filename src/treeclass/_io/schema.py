@@ -493,7 +493,7 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
 
         leaf = {"type": None, "context": None, "children_spec": []}
         if namedtuple_kind:
-            node = {"type": "collections.namedtuple", "context": json.dumps(name)}
+            node = {"type": "collections.namedtuple", "context": name}
         else:
             node = {"type": name, "context": dumps_canonical(state)}
         spec = pytree.treespec_loads(json.dumps([1, {**node, "children_spec": [leaf] * k}]))
