@@ -201,10 +201,11 @@ def assert_schema_compatible(
     Example:
         >>> import subprocess, sys
         >>> from treeclass.testing import assert_schema_compatible
+        >>> lock = tmp / "treeclass.lock.json"  # (in a repository: its root)
         >>> _ = subprocess.run(
         ...     [sys.executable, "-m", "treeclass", "schema", "dump", "treeclass._io.demo",
-        ...      "-o", "treeclass.lock.json"], check=True)
-        >>> assert_schema_compatible("treeclass.lock.json", modules=["treeclass._io.demo"])
+        ...      "-o", str(lock)], check=True)
+        >>> assert_schema_compatible(lock, modules=["treeclass._io.demo"])
     """
     from ._io import schema
 
