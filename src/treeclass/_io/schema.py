@@ -37,6 +37,8 @@ from .._core.fields import (
     ALIASES_KEY,
     ClassInfo,
     FieldInfo,
+    Kind,
+    RebuildPlan,
     describe,
     is_attrs_class,
     is_dataclass_class,
@@ -352,15 +354,29 @@ def _annotation(holds: dict[str, Any], types: dict[str, Any]) -> Any:
     return _UNION[tuple(parts)] if len(parts) > 1 else parts[0]
 
 
-def _stand_in(entry: dict[str, Any], types: dict[str, Any] | None) -> ClassInfo:
-    """A class shaped as the locked one (``types``: annotate statics as they were)."""
+class _Locked:
+    """The class of a locked class's stand-in that only writes (it is never instantiated)."""
+
+
+#: The rebuild plan of a stand-in that only writes (no loader rebuilds it).
+_NO_PLAN: Final = RebuildPlan("init", object.__new__, (), {}, False, ())
+
+
+def _writer(entry: dict[str, Any]) -> ClassInfo:
+    """What the locked class writes: its data fields (its static values are the samples')."""
+    kind: Kind = "namedtuple" if entry["kind"] == "namedtuple" else "dataclass"
+    fields = tuple(FieldInfo(f["name"], False, f["name"]) for f in entry["data"])
+    return ClassInfo(_Locked, kind, fields, _NO_PLAN)
+
+
+def _stand_in(entry: dict[str, Any], types: dict[str, Any]) -> ClassInfo:
+    """A class shaped as the locked one, its statics annotated as the lock says they were."""
     if entry["kind"] == "namedtuple":
         return describe(namedtuple("Locked", [f["name"] for f in entry["data"]]))  # noqa: PYI024
     other = _Other()
     spec: list[tuple[str, Any, Any]] = []
     static: list[str] = []
     for f in (*entry["data"], *entry.get("static", ())):
-        is_static = "holds" in f
         kwargs: dict[str, Any] = {"metadata": {ALIASES_KEY: tuple(f["aliases"])}, "kw_only": True}
         if f["default"] == "None":
             kwargs["default"] = None
@@ -369,13 +385,12 @@ def _stand_in(entry: dict[str, Any], types: dict[str, Any] | None) -> ClassInfo:
                 kwargs["default"] = decode_static(f["default_value"])
             except (KeyError, BadStatic, RecursionError):
                 kwargs["default"] = other
-        annotation = Any
-        if is_static:
+        annotation: Any = Any
+        if "holds" in f:
             static.append(f["name"])
-            if types is not None:
-                annotation = _annotation(f["holds"], types)
+            annotation = _annotation(f["holds"], types)
         spec.append((f["name"], annotation, dataclasses.field(**kwargs)))
-    cls = dataclasses.make_dataclass("Locked", spec, frozen=types is not None)
+    cls = dataclasses.make_dataclass("Locked", spec, frozen=True)
     return describe(cls, static=static, removed_fields=entry["removed_fields"])
 
 
@@ -452,14 +467,14 @@ def _first_failure(verdicts: Iterable[Verdict]) -> Verdict:
 
 def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[str, Verdict]:
     """What today's loaders do with what the locked class wrote."""
-    info = _stand_in(entry, None)
-    codec = make_state_codec(info)
+    info = _writer(entry)
+    base = make_state_codec(info).getstate(())
     namedtuple_kind = entry["kind"] == "namedtuple"
-    base = codec.getstate(tuple(None for _ in info.static_fields))
+    statics = tuple(f["name"] for f in entry.get("static", ()))
     if namedtuple_kind:
         states = [base]
     else:
-        combos = _combinations(info.static_fields, _samples(entry, types))
+        combos = _combinations(statics, _samples(entry, types))
         states = [{**base, "static": combo} for combo in combos]
     data = info.data_fields
     k = len(data)
@@ -472,12 +487,12 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
 
     def pickled(state: Any) -> None:
         fields = dict.fromkeys(data, _LEAF)
-        statics = None
-        if not namedtuple_kind and info.static_fields:
-            statics = info.static_fields
+        written = None
+        if statics:
+            written = statics
             static = state["static"]
             fields |= {s: decode_for(name, f"static field {s!r}", static[s]) for s in statics}
-        rebuild_registered(name, "", "", fields, statics)
+        rebuild_registered(name, "", "", fields, written)
 
     def jax_export(state: Any) -> None:
         entry_ = jax._export_registries()[1].get(name)
