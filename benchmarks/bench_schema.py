@@ -78,7 +78,9 @@ def _changed(source: str) -> str:
 
 def _shown(times: list[float]) -> str:
     q = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else times * 2
-    return f"{statistics.median(times) * 1e3:7.1f} ms CPU (p10-p90 {q[0] * 1e3:.1f}-{q[-1] * 1e3:.1f})"
+    return (
+        f"{statistics.median(times) * 1e3:7.1f} ms CPU (p10-p90 {q[0] * 1e3:.1f}-{q[-1] * 1e3:.1f})"
+    )
 
 
 def main() -> None:

@@ -302,7 +302,9 @@ def test_forward_and_full_modes(tmp_path: Path) -> None:
     write_modules(tmp_path, {"models": V2_STATIC})
     statuses = {}
     for mode in ("backward", "forward", "full"):
-        run = cli("schema", "check", "models", "--against", "lock.json", "--mode", mode, cwd=tmp_path)
+        run = cli(
+            "schema", "check", "models", "--against", "lock.json", "--mode", mode, cwd=tmp_path
+        )
         statuses[mode] = run.returncode
         if mode != "backward":
             assert "names the field 'mode', which the class no longer has" in run.stdout

@@ -118,8 +118,10 @@ class Cell:
         name = prefix + "C"
         module = self.module(version)
         if c.startswith("nt_"):
-            fields = ["a", "b"] if not later else (["a", "c"] if c == "nt_renamed" else ["a", "b", "c"])
-            nt = namedtuple("NT", fields, defaults=[None] * len(fields), module=module)  # noqa: PYI024
+            fields = (
+                ["a", "b"] if not later else (["a", "c"] if c == "nt_renamed" else ["a", "b", "c"])
+            )
+            nt = namedtuple("NT", fields, defaults=[None] * len(fields), module=module)
             return tc.register_namedtuple(nt, name=name)
         annotations: dict[str, Any] = {"a": Any}
         ns: dict[str, Any] = {"__module__": module}
@@ -196,7 +198,9 @@ class Cell:
         w["orbax"] = folder
         jnp = pytest.importorskip("jax.numpy")
         as_jax = jax.tree_util.tree_map(jnp.asarray, obj)
-        w["jax.export"] = self.now(bytes(jax.export.export(jax.jit(lambda o: o))(as_jax).serialize()))
+        w["jax.export"] = self.now(
+            bytes(jax.export.export(jax.jit(lambda o: o))(as_jax).serialize())
+        )
         as_torch = pt.tree_map(lambda v: torch.tensor(float(v)), obj)
         buffer = io.BytesIO()
         torch.save(as_torch, buffer)

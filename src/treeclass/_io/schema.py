@@ -23,8 +23,10 @@ program takes only a state whose children are one per data field
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
+import functools
 import json
 import typing
 from collections import namedtuple
@@ -72,8 +74,8 @@ __all__ = ["FAMILIES", "LOCK_FORMAT", "LOCK_VERSION", "Report", "check", "dumps_
 LOCK_FORMAT: Final = "treeclass.schema-lock"
 LOCK_VERSION: Final = 1
 #: The loader families a verdict is given for.
-FAMILIES: Final = ("objects", "pickle", "jax.export", "torch.export")
-MODES: Final = ("backward", "forward", "full")
+FAMILIES: Final[tuple[str, ...]] = ("objects", "pickle", "jax.export", "torch.export")
+MODES: Final[tuple[str, ...]] = ("backward", "forward", "full")
 
 #: One value of each JSON kind a static field may hold (what a stand-in writes).
 _KINDS: Final[dict[str, tuple[type, Any]]] = {
@@ -177,10 +179,9 @@ def _class_entry(node: NodeType) -> dict[str, Any]:
             "holds": {"kinds": kinds, "types": types, "values": values},
         }
         if f.has_default:
-            try:
+            # (a default with no JSON form: no artifact holds it, the writers refuse it)
+            with contextlib.suppress(Unencodable, RecursionError):
                 item["default_value"] = encode_static(f.make_default())
-            except (Unencodable, RecursionError):
-                pass  # no artifact holds it (the writers refuse it)
         static.append(item)
     entry["static"] = static
     entry["return_none_fields"] = node.return_none_fields
@@ -192,7 +193,7 @@ def _static_type_entry(st: StaticType) -> dict[str, Any]:
     cls = st.cls
     if isinstance(cls, enum.EnumMeta):
         members: dict[str, Any] = {}
-        for m in cls:
+        for m in typing.cast("type[enum.Enum]", cls):
             try:
                 members[m.name] = encode_static(m)
             except (Unencodable, RecursionError):
@@ -230,15 +231,16 @@ def lock_of(modules: Sequence[str]) -> dict[str, Any]:
 
 
 def _lines(value: Any, depth: int, pad: str) -> str:
-    if depth >= 4 or not isinstance(value, (dict, list)) or not value:
+    if depth >= 4 or value.__class__ not in (dict, list) or not value:
         return json.dumps(value, sort_keys=True, ensure_ascii=True, separators=(", ", ": "))
     inner = pad + "  "
-    if isinstance(value, list):
+    if value.__class__ is list:
         items = [inner + _lines(v, depth + 1, inner) for v in value]
         return "[\n" + ",\n".join(items) + f"\n{pad}]"
+    obj = typing.cast("dict[str, Any]", value)
     items = [
-        f"{inner}{json.dumps(k, ensure_ascii=True)}: {_lines(value[k], depth + 1, inner)}"
-        for k in sorted(value)
+        f"{inner}{json.dumps(k, ensure_ascii=True)}: {_lines(obj[k], depth + 1, inner)}"
+        for k in sorted(obj)
     ]
     return "{\n" + ",\n".join(items) + f"\n{pad}}}"
 
@@ -260,21 +262,23 @@ def _bad(where: str, problem: str) -> SchemaLockError:
 
 def _shaped(value: Any, shape: Any, where: str) -> None:
     """Check ``value`` against ``shape``: a type, ``[item shape]`` or ``{key: shape}``."""
-    if isinstance(shape, list):
+    if shape.__class__ is list:
         if value.__class__ is not list:
             raise _bad(where, f"expected a list, got {brief(value, 60)}")
         for i, v in enumerate(value):
             _shaped(v, shape[0], f"{where}[{i}]")
-    elif isinstance(shape, dict):
+    elif shape.__class__ is dict:
         if value.__class__ is not dict:
             raise _bad(where, f"expected an object, got {brief(value, 60)}")
-        missing = sorted(k for k in shape if not k.endswith("?") and k not in value)
+        keys = typing.cast("dict[str, Any]", shape)
+        obj = typing.cast("dict[str, Any]", value)
+        missing = sorted(k for k in keys if not k.endswith("?") and k not in obj)
         if missing:
             raise _bad(where, f"it lacks {missing!r}")
-        for k, s in shape.items():
-            k = k.rstrip("?")
-            if k in value:
-                _shaped(value[k], s, f"{where}.{k}")
+        for key, s in keys.items():
+            k = key.rstrip("?")
+            if k in obj:
+                _shaped(obj[k], s, f"{where}.{k}")
     elif shape is not object and value.__class__ is not shape:
         raise _bad(where, f"expected a {shape.__name__}, got {brief(value, 60)}")
 
@@ -285,7 +289,11 @@ _CLASS: Final = {
     "kind": str,
     "data": [_FIELD],
     "static?": [
-        {**_FIELD, "holds": {"kinds": [str], "types": [str], "values": list}, "default_value?": object}
+        {
+            **_FIELD,
+            "holds": {"kinds": [str], "types": [str], "values": list},
+            "default_value?": object,
+        }
     ],
     "removed_fields": [str],
     "return_none_fields?": bool,
@@ -318,7 +326,7 @@ def read_lock(text: str | bytes) -> dict[str, Any]:
     return typing.cast("dict[str, Any]", lock)
 
 
-# --- stand-ins of locked classes -------------------------------------------------------------------
+# --- stand-ins of locked classes ------------------------------------------------------------------
 
 
 class _Other:
@@ -344,7 +352,8 @@ def _annotation(holds: dict[str, Any], types: dict[str, Any]) -> Any:
             continue
         if isinstance(st.cls, enum.EnumMeta) and locked.get("kind") == "enum":
             known = [dumps_canonical(v) for v in locked.get("members", {}).values()]
-            literal += [m for m in st.cls if dumps_canonical(encode_static(m)) in known]
+            members = typing.cast("type[enum.Enum]", st.cls)
+            literal += [m for m in members if dumps_canonical(encode_static(m)) in known]
         else:
             parts.append(st.cls)
     if literal:
@@ -372,7 +381,8 @@ def _writer(entry: dict[str, Any]) -> ClassInfo:
 def _stand_in(entry: dict[str, Any], types: dict[str, Any]) -> ClassInfo:
     """A class shaped as the locked one, its statics annotated as the lock says they were."""
     if entry["kind"] == "namedtuple":
-        return describe(namedtuple("Locked", [f["name"] for f in entry["data"]]))  # noqa: PYI024
+        make: Any = namedtuple  # (its fields are the lock's, known at run time only)
+        return describe(make("Locked", [f["name"] for f in entry["data"]]))
     other = _Other()
     spec: list[tuple[str, Any, Any]] = []
     static: list[str] = []
@@ -437,13 +447,15 @@ class Verdict(NamedTuple):
 _LOADS: Final = Verdict(True)
 
 
-def _outcome(run: Callable[[], Any]) -> Verdict:
-    try:
-        run()
-    except TreeclassError as e:
-        return Verdict(False, str(e))
-    except Exception as e:  # a framework's own refusal (jax, torch)
-        return Verdict(False, f"{type(e).__name__}: {brief(str(e), 300)}")
+def _judge(load: Callable[[Any], Any], states: Iterable[Any]) -> Verdict:
+    """What ``load`` does with each state: the first refusal, or that it loads them all."""
+    for state in states:
+        try:
+            load(state)
+        except TreeclassError as e:
+            return Verdict(False, str(e))
+        except Exception as e:  # a framework's own refusal (jax, torch)
+            return Verdict(False, f"{type(e).__name__}: {brief(str(e), 300)}")
     return _LOADS
 
 
@@ -453,16 +465,6 @@ def _framework(name: str) -> Any | None:
     if framework is None or not framework.installed():
         return None
     return adapter(framework)
-
-
-def _first_failure(verdicts: Iterable[Verdict]) -> Verdict:
-    out = _LOADS
-    for v in verdicts:
-        if v.loads is False:
-            return v
-        if v.loads is None:
-            out = v
-    return out
 
 
 def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[str, Verdict]:
@@ -495,7 +497,7 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
         rebuild_registered(name, "", "", fields, written)
 
     def jax_export(state: Any) -> None:
-        entry_ = jax._export_registries()[1].get(name)
+        entry_ = jax._export_registries()[1].get(name) if jax is not None else None
         if entry_ is None:
             raise ValueError(f"jax.export has no class registered under the name {name!r}")
         aux_bytes = json.dumps(list(data)) if namedtuple_kind else dumps_canonical(state)
@@ -504,9 +506,8 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
             entry_[2](aux, leaves)
 
     def torch_export(state: Any) -> None:
-        import torch.utils._pytree as pytree
-
-        leaf = {"type": None, "context": None, "children_spec": []}
+        pytree: Any = getattr(torch, "pytree", None)
+        leaf: dict[str, Any] = {"type": None, "context": None, "children_spec": []}
         if namedtuple_kind:
             node = {"type": "collections.namedtuple", "context": name}
         else:
@@ -516,9 +517,9 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
             pytree.tree_unflatten(leaves, spec)
 
     out = {
-        "objects": _first_failure(_outcome(lambda s=s: objects(s)) for s in states),
+        "objects": _judge(objects, states),
         "pickle": (
-            _first_failure(_outcome(lambda s=s: pickled(s)) for s in states)
+            _judge(pickled, states)
             if entry["pickle_by_name"]
             else Verdict(None, "pickled by module path (pickle_by_name=False): not checked")
         ),
@@ -530,7 +531,7 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
         if fw is None:
             out[family] = Verdict(None, f"{family.split('.')[0]} is not installed here")
         else:
-            out[family] = _first_failure(_outcome(lambda s=s, r=run: r(s)) for s in states)
+            out[family] = _judge(run, states)
     return out
 
 
@@ -554,7 +555,7 @@ def _forward(
             except (TreeclassError, BadStatic):
                 continue
 
-    def objects(state: Any, fixed: bool) -> None:
+    def objects(state: Any, fixed: bool = False) -> None:
         _, plan = reader.load(state)
         if fixed and isinstance(plan, Layout):
             what = "an artifact written by today's class"
@@ -568,11 +569,11 @@ def _forward(
         fields |= {s: decode_static(state["static"][s]) for s in node.static_fields}
         reader.from_fields(fields, node.static_fields or None)
 
-    fixed = _first_failure(_outcome(lambda s=s: objects(s, True)) for s in states)
+    fixed = _judge(functools.partial(objects, fixed=True), states)
     return {
-        "objects": _first_failure(_outcome(lambda s=s: objects(s, False)) for s in states),
+        "objects": _judge(objects, states),
         "pickle": (
-            _first_failure(_outcome(lambda s=s: pickled(s)) for s in states)
+            _judge(pickled, states)
             if node.pickle_by_name
             else Verdict(None, "pickled by module path (pickle_by_name=False): not checked")
         ),
@@ -581,7 +582,7 @@ def _forward(
     }
 
 
-# --- what changed (for people: the verdicts above decide) ------------------------------------------
+# --- what changed (for people: the verdicts above decide) -----------------------------------------
 
 
 def _by_name(fields: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -818,10 +819,11 @@ def check(lock: dict[str, Any], modules: Sequence[str], mode: str = "backward") 
         changes += [text for t, text in type_changes.items() if t in named]
         if not changes and not entry["migrate"]:
             continue
-        verdicts = dict.fromkeys(FAMILIES, _LOADS)
+        verdicts: dict[str, Verdict] = dict.fromkeys(FAMILIES, _LOADS)
         if mode != "forward":
             verdicts = _backward(name, entry, locked_types)
         if mode != "backward" and node is not None and today is not None:
+            forward: dict[str, Verdict]
             if today_name == name or today_name in entry["aliases"]:
                 forward = _forward(entry, node, today, locked_types)
             else:
