@@ -570,6 +570,16 @@ def _forward(
         reader.from_fields(fields, node.static_fields or None)
 
     fixed = _judge(functools.partial(objects, fixed=True), states)
+    torch_export = fixed
+    if node.kind == "namedtuple":  # torch rebuilds a namedtuple by position: its own rule
+        torch = _framework("torch")
+        if torch is None:
+            torch_export = Verdict(None, "torch is not installed here")
+        else:
+            pytree: Any = getattr(torch, "pytree", None)
+            k = len(node.data_fields)
+            spec = pytree.TreeSpec(namedtuple, info.cls, [pytree.treespec_leaf()] * k)
+            torch_export = _judge(lambda _: pytree.tree_unflatten([_LEAF] * k, spec), [None])
     return {
         "objects": _judge(objects, states),
         "pickle": (
@@ -578,7 +588,7 @@ def _forward(
             else Verdict(None, "pickled by module path (pickle_by_name=False): not checked")
         ),
         "jax.export": fixed,
-        "torch.export": fixed,
+        "torch.export": torch_export,
     }
 
 
@@ -822,9 +832,15 @@ def check(lock: dict[str, Any], modules: Sequence[str], mode: str = "backward") 
         verdicts: dict[str, Verdict] = dict.fromkeys(FAMILIES, _LOADS)
         if mode != "forward":
             verdicts = _backward(name, entry, locked_types)
-        if mode != "backward" and node is not None and today is not None:
+        if mode != "backward":
             forward: dict[str, Verdict]
-            if today_name == name or today_name in entry["aliases"]:
+            if node is None or today is None:
+                why = (
+                    f"no class of today's writes the name {name!r}: if the class was renamed, "
+                    "the locked classes do not know the name it writes now"
+                )
+                forward = dict.fromkeys(FAMILIES, Verdict(False, why))
+            elif today_name == name or today_name in entry["aliases"]:
                 forward = _forward(entry, node, today, locked_types)
             else:
                 why = f"the locked classes know no class named {today_name!r}"
