@@ -18,7 +18,10 @@ do is the verdict. ``forward`` turns it round: today's classes write, and the st
 locked class (its fields, defaults, aliases and removed fields; not its ``migrate`` hook, of
 which the lock knows only that it exists) reads with treeclass's state codec; a compiled
 program takes only a state whose children are one per data field
-(:func:`~treeclass._core.state.fixed_children_error`).
+(:func:`~treeclass._core.state.fixed_children_error`), and torch rebuilds a namedtuple by
+position (its own unflatten, given the stand-in). What the locked jax.export deserializer of a
+namedtuple does (by keyword) is not run: its verdict is the state codec's, which is stricter
+only for fields that kept their names but changed order.
 """
 
 from __future__ import annotations
