@@ -31,6 +31,7 @@ from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.api import field, pytree_dataclass
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError
+from ._io import schema
 from ._io.files import load, save
 
 __all__ = ["assert_roundtrip", "assert_schema_compatible", "pytree_classes", "trees"]
@@ -207,8 +208,6 @@ def assert_schema_compatible(
         ...      "-o", str(lock)], check=True)
         >>> assert_schema_compatible(lock, modules=["treeclass._io.demo"])
     """
-    from ._io import schema
-
     locked = schema.read_lock_file(os.fspath(lock))
     for module in modules:
         importlib.import_module(module)

@@ -31,6 +31,7 @@ from .._core.state import encode_for
 from .._core.statics import static_for_name
 from .._errors import TreeclassError, UnserializableStaticError, qualname
 from .._version import __version__
+from . import schema
 from .artifacts import Artifact, needed_names, read_artifact
 from .demo import run as run_demo
 
@@ -383,8 +384,6 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
 
 
 def _schema(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
-    from . import schema
-
     lock = None
     if args.schema_command == "check":
         try:

@@ -820,7 +820,9 @@ def check(lock: dict[str, Any], modules: Sequence[str], mode: str = "backward") 
     for name, entry in sorted(lock["classes"].items()):
         node = nodes.get(name) or by_alias.get(name)
         today_name = None if node is None else node.name
-        today = None if today_name is None else now["classes"].get(today_name)
+        today = None
+        if node is not None and today_name is not None:  # (maybe moved to another module)
+            today = now["classes"].get(today_name) or _class_entry(node)
         if today_name is not None:
             seen.add(today_name)
         if node is None or today is None:
