@@ -10,6 +10,12 @@ version 1 writes real artifacts through every writer, the names in the bytes are
 (pickles, flatbuffers and file headers stay valid), and version 2 loads them with every loader.
 A family loads when each of its loaders does. The lock of version 1 (its names replaced the
 same way) is then checked against version 2, and its verdict must be the same, family by family.
+The forward test turns it round: version 2 writes, version 1 reads.
+
+The families' loaders: ``treespec_loads``, ``tc.load`` and ``treeclass.orbax.restore``
+(objects); ``pickle.loads`` and ``torch.load(weights_only=True)`` (pickle); a ``jax.export``
+blob; torch's treespec text, which a ``torch.export`` archive holds as its input structure
+(``tests/test_evolution_matrix.py`` loads whole ``.pt2`` archives in a fresh process).
 """
 
 from __future__ import annotations
