@@ -22,6 +22,7 @@ __all__ = [
     "RebuildError",
     "RegistrationError",
     "RegistrationTypeError",
+    "SchemaLockError",
     "StructureMismatchError",
     "TreeclassError",
     "TreeclassTypeError",
@@ -143,6 +144,10 @@ class FileLoadError(TreespecLoadError):
 
 class FileSaveError(TreeclassError, ValueError):
     """A tree could not be written by :func:`treeclass.save` (a value the file cannot hold)."""
+
+
+class SchemaLockError(TreeclassError, ValueError):
+    """A schema lock (``treeclass schema dump``) could not be read, or was asked the wrong way."""
 
 
 class MissingDependencyError(TreeclassError, ImportError):

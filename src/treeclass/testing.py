@@ -21,19 +21,21 @@ import importlib
 import importlib.util
 import itertools
 import keyword
+import os
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from ._backends.serialize import treespec_dumps, treespec_loads
 from ._core.api import field, pytree_dataclass
 from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError, brief, qualname
+from ._io import schema
 from ._io.files import load, save
 from ._pickle import is_installed
 
-__all__ = ["assert_roundtrip", "pytree_classes", "trees"]
+__all__ = ["assert_roundtrip", "assert_schema_compatible", "pytree_classes", "trees"]
 
 
 def _importable(module: str) -> Any | None:
@@ -208,6 +210,45 @@ def _pickle_failure(obj: Any, spec: TreeSpec, leaves: list[Any], e: Exception) -
         'with a name (tc.pytree_dataclass(name="mypkg.Name"), pickle_by_name=True, the '
         "default) so that instances pickle by that name."
     )
+
+
+def assert_schema_compatible(
+    lock: str | os.PathLike[str],
+    *,
+    modules: Sequence[str],
+    mode: str = "backward",
+) -> None:
+    """Assert that the classes ``modules`` register are compatible with a schema lock.
+
+    What ``treeclass schema check MODULE ... --against LOCK --mode MODE`` checks, for
+    pytest: the modules are imported, and the assertion fails with the command's report
+    (each change, its verdict per loader family, and the fix of each breaking one).
+
+    Args:
+        lock: the lock file (written by ``treeclass schema dump MODULE ... -o PATH``).
+        modules: the modules whose classes the lock holds.
+        mode: ``"backward"`` (today's classes load what the locked ones wrote),
+            ``"forward"`` (the locked classes load what today's write) or ``"full"`` (both).
+
+    Raises:
+        AssertionError: a change breaks loading in ``mode``; the message is the report.
+        SchemaLockError: the lock cannot be read, or ``mode`` is not one of the three.
+
+    Example:
+        >>> import subprocess, sys
+        >>> from treeclass.testing import assert_schema_compatible
+        >>> lock = tmp / "treeclass.lock.json"  # (in a repository: its root)
+        >>> _ = subprocess.run(
+        ...     [sys.executable, "-m", "treeclass", "schema", "dump", "treeclass._io.demo",
+        ...      "-o", str(lock)], check=True)
+        >>> assert_schema_compatible(lock, modules=["treeclass._io.demo"])
+    """
+    locked = schema.read_lock_file(os.fspath(lock))
+    for module in modules:
+        importlib.import_module(module)
+    report = schema.check(locked, modules, mode)
+    if not report.compatible:
+        raise AssertionError(report.text())
 
 
 def _jax_array_leaf(x: Any, jax: Any) -> bool:

@@ -35,6 +35,7 @@ from .._core.state import encode_for
 from .._core.statics import static_for_name
 from .._errors import TreeclassError, UnserializableStaticError, qualname
 from .._version import __version__
+from . import schema
 from .artifacts import Artifact, load_problem, needed_names, read_artifact
 from .demo import run as run_demo
 
@@ -442,6 +443,21 @@ def _registered_by(node: NodeType, modules: Sequence[str]) -> bool:
 # --- entry point ------------------------------------------------------------------------------
 
 
+def _schema(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
+    lock = None
+    if args.schema_command == "check":
+        try:
+            lock = schema.read_lock_file(args.against)
+        except TreeclassError as e:
+            err.write(f"treeclass: {_safe(str(e))}\n")
+            return ERROR
+    if not _import_modules(args.modules, err):
+        return ERROR
+    if lock is None:
+        return schema.dump_command(args.modules, args.output, out)
+    return schema.check_command(lock, args.modules, args.mode, args.json, out)
+
+
 def _parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -503,6 +519,25 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="list every class registered in the process, whoever registered it",
     )
+    sch = sub.add_parser(
+        "schema",
+        help="write a schema lock of the classes of modules, or check them against one",
+        description=(
+            "dump: write a lock (JSON) of every class the modules register. check: whether "
+            "artifacts written by the locked classes still load (backward), whether the "
+            "locked classes load what today's write (forward), or both (full), per loader "
+            "family. Exit status: 0 compatible, 1 not, 2 the lock cannot be read."
+        ),
+    )
+    schema_sub = sch.add_subparsers(dest="schema_command", metavar="SUBCOMMAND", required=True)
+    dump = schema_sub.add_parser("dump", help="write the lock of the classes of modules")
+    dump.add_argument("modules", nargs="+", metavar="MODULE")
+    dump.add_argument("-o", "--output", metavar="PATH", help="write to PATH (default: stdout)")
+    against = schema_sub.add_parser("check", help="check the classes of modules against a lock")
+    against.add_argument("modules", nargs="+", metavar="MODULE")
+    against.add_argument("--against", required=True, metavar="PATH", help="the lock file")
+    against.add_argument("--mode", choices=("backward", "forward", "full"), default="backward")
+    against.add_argument("--json", action="store_true", help="write JSON instead of text")
     sub.add_parser("demo", help="a short demonstration in a fresh interpreter")
     sub.add_parser("version", help="treeclass's version and the frameworks installed")
     return p
@@ -521,6 +556,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _inspect(args, out, err)
     if args.command == "check":
         return _check(args, out, err)
+    if args.command == "schema":
+        return _schema(args, out, err)
     if args.command == "demo":
         return run_demo()
     if args.command == "version":
