@@ -470,29 +470,66 @@ def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
     class's own fast path, or the positions a walk found nodes at, for one shaped to them.
     """
     local = [f"v{i}" for i in range(len(info.data_fields))]
+    # A node child in the last field whose node is of this class (a chain, a linked list) is
+    # walked by the loop (``tail``), not by a call: its subtree comes last in both lists.
+    tail = bool(nodes) and nodes[-1] == len(local) - 1
+    pad = _I if tail else ""
     lines = ["def flatten_into(obj, leaves, entries, depth):"]
-    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
+    if tail:
+        lines.append(f"{_I}while True:")
+    lines += [f"{pad}{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
     checks = ["depth"] if nodes else []
     checks += [f"_type({v}) in _leaf_types" for i, v in enumerate(local) if i not in nodes]
     checks += [f"(n{i} := _get(_type(v{i}))) is not None" for i in nodes]
-    lines.append(f"{_I}if {' and '.join(checks) or 'True'}:")
-    lines.append(f"{_I * 2}entries.append((_nt, {_statics(info)}, {len(local)}, {not nodes}))")
+    lines.append(f"{pad}{_I}if {' and '.join(checks) or 'True'}:")
+    body = len(lines)
+    # The node's entry, then a None entry per leaf child before its first node child, added
+    # at once; with no static values, that is one tuple made once per class and shape
+    # (``_entries``: see :func:`flatten_into_entries`), not per node.
+    head = nodes[0] if nodes else 0
+    pending: list[str] = []  # entries not added yet
+    if info.static_fields:
+        pending.append(f"(_nt, {_statics(info)}, {len(local)}, {not nodes})")
+    else:
+        lines.append(f"{_I * 2}entries += _entries")
     run: list[str] = []  # leaf values not added yet
     for i in range(len(local) + 1):
         if i < len(local) and i not in nodes:
             run.append(local[i])
             continue
         if run:
-            lines.append(f"{_I * 2}leaves += {_tuple(run)}")
-            if nodes:
-                lines.append(f"{_I * 2}entries += {_tuple(['None'] * len(run))}")
+            one = len(run) == 1
+            lines.append(f"{_I * 2}leaves{f'.append({run[0]})' if one else f' += {_tuple(run)}'}")
+            if nodes and (info.static_fields or i > head):
+                pending += ["None"] * len(run)
             run = []
+        if pending:
+            one = len(pending) == 1
+            more = f".append({pending[0]})" if one else f" += {_tuple(pending)}"
+            lines.append(f"{_I * 2}entries{more}")
+            pending = []
         if i < len(local):
+            if tail and i == nodes[-1]:
+                lines.append(f"{_I * 2}if n{i} is _nt:")
+                lines.append(f"{_I * 3}obj = v{i}")
+                lines.append(f"{_I * 3}continue")
             lines.append(f"{_I * 2}n{i}.flatten_into(v{i}, leaves, entries, depth - 1)")
     lines.append(f"{_I * 2}return None")
     statics = _statics(info)
     lines.append(f"{_I}return _mixed(_nt, {_tuple(local)}, {statics}, leaves, entries, depth)")
+    if tail:
+        lines[body:] = [f"{pad}{line}" for line in lines[body:]]
     return lines
+
+
+def flatten_into_entries(nt: Any, n_data: int, nodes: tuple[int, ...] = ()) -> tuple[Any, ...]:
+    """``_entries`` of :func:`_flatten_into` for a class with no static fields.
+
+    The entry of a node of ``nt`` (``n_data`` children; leafy unless ``nodes``), and a ``None``
+    entry for each leaf child before the first node child.
+    """
+    head = nodes[0] if nodes else 0
+    return ((nt, (), n_data, not nodes), *(None,) * head)
 
 
 def _store(how: str, name: str, value: str, slot_index: dict[str, int]) -> str:

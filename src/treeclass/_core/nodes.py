@@ -25,7 +25,7 @@ from .._errors import (
     qualname,
     superseded_class,
 )
-from .codegen import Family, Generated, generate
+from .codegen import Family, Generated, flatten_into_entries, generate
 from .fields import ClassInfo, describe
 from .keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
 from .names import DEFAULT_DICT, DICT, LIST, NONE, ORDERED_DICT, TUPLE, Origin
@@ -625,6 +625,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         functions=_EMBEDDED,
         in_class_globals=True,
         _nt=node,
+        _entries=flatten_into_entries(node, n_data),
         _leaf_types=LEAF_TYPES,
         _mixed=_mixed_loop,
     )

@@ -27,9 +27,9 @@ from .._errors import (
     UnhashableStaticError,
     brief,
 )
-from .codegen import _flatten_into, compile_function
+from .codegen import _flatten_into, compile_function, flatten_into_entries
 from .keys import KeyPath
-from .nodes import LEAF_TYPES, NodeType, set_mixed_loop
+from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
 
 __all__ = [
@@ -126,12 +126,24 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     source = "\n".join(_flatten_into(info, nodes)) + "\n"
     names: dict[str, Any] = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES}
     names.update(_get=get_node_type, _mixed=_walk)
+    names.update(_entries=flatten_into_entries(nt, len(children), nodes))
     nt.flatten_into = compile_function(
         nt.type, "flatten_into shaped", source, names, "flatten_into"
     )
 
 
 set_mixed_loop(_walk)
+
+#: The entry of a ``None`` node (no children): what every walker adds for it.
+NONE_ENTRY: Final = (BUILTIN_NODE_TYPES[type(None)], None, 0, True)
+
+
+def _none_into(node: None, leaves: list[Any], entries: list[Any], depth: int) -> None:
+    """``None``'s fast path (an optional field's usual value): its entry, nothing else."""
+    entries.append(NONE_ENTRY)
+
+
+BUILTIN_NODE_TYPES[type(None)].flatten_into = _none_into
 
 
 def _node_type(x: object, is_leaf: Callable[[Any], bool] | None) -> NodeType | None:

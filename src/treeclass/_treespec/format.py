@@ -29,7 +29,7 @@ from .._core.json import (
 from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
 from .._core.registry import node_for_name
 from .._core.state import Layout
-from .._core.tree import TreeSpec
+from .._core.tree import NONE_ENTRY, TreeSpec
 from .._core.unnamed import unnamed_error
 from .._errors import TreespecLoadError, UnnamedClassError, brief, unregistered_name
 
@@ -144,9 +144,6 @@ def _node_type(name: str) -> NodeType:
     return nt
 
 
-_NONE_ENTRY: Final = (BUILTIN_NODE_TYPES[type(None)], None, 0, True)
-
-
 def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     """Build the embedded registry's :class:`~treeclass.TreeSpec` from a node list.
 
@@ -177,7 +174,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             if not frame[2]:
                 frames.pop()
             elif not frame[0][frame[1]]:
-                append(_NONE_ENTRY)
+                append(NONE_ENTRY)
                 frame[1] += 1
                 frame[2] -= 1
             else:

@@ -1,0 +1,215 @@
+"""Deep and class-heavy trees in the embedded registry (issue 32), JAX's C++ side by side.
+
+1. ``tc.tree_flatten`` of a chain ``Link(value, next)`` 100 deep against JAX's C++
+   ``tree_flatten`` of the same chain registered with ``jax.tree_util.register_dataclass``.
+   Target: at most 2.5x.
+2. ``tc.tree_flatten_with_path`` against ``jax.tree_util.tree_flatten_with_path`` on the chain
+   (target at most 2.5x) and on the params tree (target at most 1.5x): a ``dict`` of 24
+   ``Layer(w, b, norm=Norm(scale, bias, eps static))`` plus an ``embed`` array, 97 leaves.
+3. ``tc.treespec_loads`` of the chain's document at depth 10, 30 and 100 against
+   ``pickle.loads`` of JAX's ``PyTreeDef`` of the same chain. Target: at most 1.5x.
+4. Unflatten cost per leaf from 1,000 to 100,000 leaves (a list of ``Pair(a, b)`` instances,
+   and the params shape repeated): ``spec.unflatten`` against JAX's ``tree_unflatten``, and the
+   growth of each side's cost per leaf from the smallest tree to the largest. Target: flat
+   (treeclass's growth at most JAX's, within noise).
+
+Timing: CPU time, the two sides in alternating runs, median of the per-run ratios with their
+10th-90th percentiles (``_workload.paired``).
+Run: ``python benchmarks/bench_deep.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+import sys
+from typing import Any
+
+import numpy as np
+from _workload import paired, show
+
+import treeclass as tc
+
+N_LAYERS = 24
+
+
+@dataclasses.dataclass
+class Link:
+    value: Any
+    next: Any
+
+
+@dataclasses.dataclass
+class JLink:
+    value: Any
+    next: Any
+
+
+@dataclasses.dataclass
+class Norm:
+    scale: Any
+    bias: Any
+    eps: float = dataclasses.field(default=1e-5, metadata={"static": True})
+
+
+@dataclasses.dataclass
+class JNorm:
+    scale: Any
+    bias: Any
+    eps: float = dataclasses.field(default=1e-5, metadata={"static": True})
+
+
+@dataclasses.dataclass
+class Layer:
+    w: Any
+    b: Any
+    norm: Any
+
+
+@dataclasses.dataclass
+class JLayer:
+    w: Any
+    b: Any
+    norm: Any
+
+
+@dataclasses.dataclass
+class Pair:
+    a: Any
+    b: Any
+
+
+@dataclasses.dataclass
+class JPair:
+    a: Any
+    b: Any
+
+
+def register() -> None:
+    import jax
+
+    for cls in (Link, Norm, Layer, Pair):
+        tc.register_dataclass(cls, name=f"bench.deep.{cls.__name__}")
+    jax.tree_util.register_dataclass(JLink, data_fields=["value", "next"], meta_fields=[])
+    jax.tree_util.register_dataclass(JNorm, data_fields=["scale", "bias"], meta_fields=["eps"])
+    jax.tree_util.register_dataclass(JLayer, data_fields=["w", "b", "norm"], meta_fields=[])
+    jax.tree_util.register_dataclass(JPair, data_fields=["a", "b"], meta_fields=[])
+
+
+def chain(link: type, depth: int) -> Any:
+    tree = None
+    for i in range(depth):
+        tree = link(float(i), tree)
+    return tree
+
+
+def params(layer: type, norm: type) -> dict[str, Any]:
+    rng = np.random.default_rng(0)
+
+    def arr(*shape: int) -> Any:
+        return rng.standard_normal(shape, dtype=np.float32)
+
+    tree: dict[str, Any] = {
+        f"layer_{i:02d}": layer(arr(4, 4), arr(4), norm(arr(4), arr(4))) for i in range(N_LAYERS)
+    }
+    tree["embed"] = arr(8, 4)
+    return tree
+
+
+def flatten_rows() -> None:
+    import jax
+
+    jtu = jax.tree_util
+    ours, theirs = chain(Link, 100), chain(JLink, 100)
+    assert tc.tree_leaves(ours) == jtu.tree_leaves(theirs)
+    print("chain Link(value, next), 100 deep (100 leaves, 101 nodes)")
+    timing = paired(lambda: tc.tree_flatten(ours), lambda: jtu.tree_flatten(theirs), number=50)
+    print(show("  tc.tree_flatten vs jax (C++)", timing, 2.5))
+    timing = paired(
+        lambda: tc.tree_flatten_with_path(ours),
+        lambda: jtu.tree_flatten_with_path(theirs),
+        number=50,
+    )
+    print(show("  tc.tree_flatten_with_path vs jax (C++)", timing, 2.5))
+
+    ours, theirs = params(Layer, Norm), params(JLayer, JNorm)
+    o_pairs = tc.tree_flatten_with_path(ours)[0]
+    t_pairs = jtu.tree_flatten_with_path(theirs)[0]
+    assert len(o_pairs) == len(t_pairs) == 4 * N_LAYERS + 1
+    assert [tc.keystr(p) for p, _ in o_pairs] == [jtu.keystr(p) for p, _ in t_pairs]
+    print(f"params: dict of {N_LAYERS} Layer(w, b, Norm(scale, bias, static eps)) + embed, 97 leaves")
+    timing = paired(lambda: tc.tree_flatten(ours), lambda: jtu.tree_flatten(theirs), number=50)
+    print(show("  tc.tree_flatten vs jax (C++)", timing))
+    timing = paired(
+        lambda: tc.tree_flatten_with_path(ours),
+        lambda: jtu.tree_flatten_with_path(theirs),
+        number=50,
+    )
+    print(show("  tc.tree_flatten_with_path vs jax (C++)", timing, 1.5))
+
+
+
+
+def loads_rows() -> None:
+    import jax
+
+    print("treespec_loads of a chain's document vs pickle.loads of JAX's PyTreeDef")
+    for depth in (10, 30, 100):
+        text = tc.treespec_dumps(tc.tree_structure(chain(Link, depth)))
+        data = pickle.dumps(jax.tree_util.tree_structure(chain(JLink, depth)))
+        assert tc.treespec_loads(text) == tc.tree_structure(chain(Link, depth))
+        assert pickle.loads(data) == jax.tree_util.tree_structure(chain(JLink, depth))
+        timing = paired(
+            lambda text=text: tc.treespec_loads(text),
+            lambda data=data: pickle.loads(data),
+            number=max(5, 2000 // depth),
+        )
+        print(show(f"  depth {depth:3d} ({len(text)} B vs {len(data)} B)", timing, 1.5))
+
+
+def unflatten_rows() -> None:
+    import jax
+
+    jtu = jax.tree_util
+    print("unflatten cost per leaf, 1k -> 100k leaves (ns per leaf: treeclass / jax)")
+    for label, ours_of, theirs_of, per in (
+        ("list of Pair(a, b)", lambda n: [Pair(i, i) for i in range(n // 2)],
+         lambda n: [JPair(i, i) for i in range(n // 2)], 1),
+        ("params trees", lambda n: [params(Layer, Norm) for _ in range(n // 97)],
+         lambda n: [params(JLayer, JNorm) for _ in range(n // 97)], 1),
+    ):
+        first: tuple[float, float] | None = None
+        for n in (1_000, 10_000, 100_000):
+            o_leaves, o_spec = tc.tree_flatten(ours_of(n))
+            t_leaves, t_def = jtu.tree_flatten(theirs_of(n))
+            count = len(o_leaves)
+            timing = paired(
+                lambda: o_spec.unflatten(o_leaves),
+                lambda: jtu.tree_unflatten(t_def, t_leaves),
+                number=max(1, 20_000 // count) * per,
+                repeat=11 if n == 100_000 else 21,
+            )
+            o_ns, t_ns = timing.ours * 1000 / count, timing.theirs * 1000 / count
+            if first is None:
+                first = (o_ns, t_ns)
+            growth = f"growth {o_ns / first[0]:.2f}x / {t_ns / first[1]:.2f}x"
+            print(
+                show(f"  {label}, {count} leaves: {o_ns:.0f} / {t_ns:.0f} ns, {growth}", timing)
+            )
+
+
+def main() -> None:
+    import jax
+
+    print(
+        f"Python {sys.version.split()[0]}, jax {jax.__version__}; CPU time, alternating runs, "
+        "median ratio (p10-p90)"
+    )
+    register()
+    flatten_rows()
+    loads_rows()
+    unflatten_rows()
+
+
+if __name__ == "__main__":
+    main()
