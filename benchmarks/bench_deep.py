@@ -137,7 +137,7 @@ def flatten_rows() -> None:
     t_pairs = jtu.tree_flatten_with_path(theirs)[0]
     assert len(o_pairs) == len(t_pairs) == 4 * N_LAYERS + 1
     assert [tc.keystr(p) for p, _ in o_pairs] == [jtu.keystr(p) for p, _ in t_pairs]
-    print(f"params: dict of {N_LAYERS} Layer(w, b, Norm(scale, bias, static eps)) + embed, 97 leaves")
+    print(f"params: dict of {N_LAYERS} Layer(w, b, Norm(scale, bias, static eps)) + embed")
     timing = paired(lambda: tc.tree_flatten(ours), lambda: jtu.tree_flatten(theirs), number=50)
     print(show("  tc.tree_flatten vs jax (C++)", timing))
     timing = paired(
@@ -146,8 +146,6 @@ def flatten_rows() -> None:
         number=50,
     )
     print(show("  tc.tree_flatten_with_path vs jax (C++)", timing, 1.5))
-
-
 
 
 def loads_rows() -> None:
@@ -173,10 +171,18 @@ def unflatten_rows() -> None:
     jtu = jax.tree_util
     print("unflatten cost per leaf, 1k -> 100k leaves (ns per leaf: treeclass / jax)")
     for label, ours_of, theirs_of, per in (
-        ("list of Pair(a, b)", lambda n: [Pair(i, i) for i in range(n // 2)],
-         lambda n: [JPair(i, i) for i in range(n // 2)], 1),
-        ("params trees", lambda n: [params(Layer, Norm) for _ in range(n // 97)],
-         lambda n: [params(JLayer, JNorm) for _ in range(n // 97)], 1),
+        (
+            "list of Pair(a, b)",
+            lambda n: [Pair(i, i) for i in range(n // 2)],
+            lambda n: [JPair(i, i) for i in range(n // 2)],
+            1,
+        ),
+        (
+            "params trees",
+            lambda n: [params(Layer, Norm) for _ in range(n // 97)],
+            lambda n: [params(JLayer, JNorm) for _ in range(n // 97)],
+            1,
+        ),
     ):
         first: tuple[float, float] | None = None
         for n in (1_000, 10_000, 100_000):
@@ -184,8 +190,8 @@ def unflatten_rows() -> None:
             t_leaves, t_def = jtu.tree_flatten(theirs_of(n))
             count = len(o_leaves)
             timing = paired(
-                lambda: o_spec.unflatten(o_leaves),
-                lambda: jtu.tree_unflatten(t_def, t_leaves),
+                lambda o_spec=o_spec, o_leaves=o_leaves: o_spec.unflatten(o_leaves),
+                lambda t_def=t_def, t_leaves=t_leaves: jtu.tree_unflatten(t_def, t_leaves),
                 number=max(1, 20_000 // count) * per,
                 repeat=11 if n == 100_000 else 21,
             )
@@ -193,9 +199,7 @@ def unflatten_rows() -> None:
             if first is None:
                 first = (o_ns, t_ns)
             growth = f"growth {o_ns / first[0]:.2f}x / {t_ns / first[1]:.2f}x"
-            print(
-                show(f"  {label}, {count} leaves: {o_ns:.0f} / {t_ns:.0f} ns, {growth}", timing)
-            )
+            print(show(f"  {label}, {count} leaves: {o_ns:.0f} / {t_ns:.0f} ns, {growth}", timing))
 
 
 def main() -> None:

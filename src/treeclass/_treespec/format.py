@@ -26,7 +26,7 @@ from .._core.json import (
     loads_strict,
     strict_scanner,
 )
-from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
+from .._core.nodes import NodeType, dropping_node
 from .._core.registry import node_for_name
 from .._core.state import Layout
 from .._core.tree import NONE_ENTRY, TreeSpec
