@@ -437,6 +437,10 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
     need = 1
     leaves = 0
     hits = misses = 0
+    # The last node's start, and the counts there; ``shared``: its auxdata may be shared.
+    mark = -1
+    mark_nodes = mark_entries = mark_leaves = mark_need = 0
+    shared: bool | None = False
     try:
         while True:
             if startswith("null", pos):
@@ -446,6 +450,24 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                 need -= 1
                 pos += 4
             else:
+                if shared and need >= mark_need:
+                    # A deep document repeats itself (a chain: one node and the leaves after
+                    # it, again and again): the text since the last node's start, if it
+                    # comes again, each time followed by a node, is read as it was.
+                    seg = text[mark:pos]
+                    step = len(seg)
+                    end = pos
+                    while startswith(seg, end) and startswith("[", end + step):
+                        end += step
+                    if end > pos:
+                        count = (end - pos) // step
+                        nodes += nodes[mark_nodes:] * count
+                        entries += entries[mark_entries:] * count
+                        leaves += (leaves - mark_leaves) * count
+                        need += (need - mark_need) * count
+                        pos = end
+                mark, mark_nodes, mark_entries = pos, len(nodes), len(entries)
+                mark_leaves, mark_need = leaves, need
                 seen = last
                 same = None
                 key = ""
@@ -486,6 +508,9 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                         shared = seen.shared = _shareable(seen.item[1])
                     if not shared and not seen.load():
                         return None
+                shared = seen.shared
+                if shared is None:
+                    shared = seen.shared = _shareable(seen.item[1])
                 pos += seen.size
                 k = seen.k
                 if startswith(_NULL_RUNS[k], pos) if k <= 64 else _null_run(text, pos, k):
