@@ -408,6 +408,39 @@ def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int)
     return seen if seen.load(first=True) else None
 
 
+#: Node texts read in earlier documents whose auxdata is shared (immutable, no migrate hook),
+#: by the text of their name: the first look of a document for a name it has not read yet.
+_KEPT: dict[str, list[_Seen]] = {}
+_KEPT_NAMES: Final = 256  # names kept at most (forgotten all at once past that)
+_KEPT_SIZE: Final = 1024  # the longest node text kept
+
+
+def _known_before(key: str, text: str, pos: int) -> _Seen | None:
+    """A node text kept from an earlier document (name text ``key``) at ``text[pos]``.
+
+    Only if its name still loads as the node type it was read with (else ``None``).
+    """
+    for seen in _KEPT.get(key, ()):
+        if text.startswith(seen.text, pos) and node_for_name(seen.item[0]) is seen.nt:
+            return seen
+    return None
+
+
+def _keep(key: str, seen: _Seen) -> None:
+    """Keep ``seen`` (a node text whose auxdata is shared) for later documents."""
+    if not key or seen.size > _KEPT_SIZE:
+        return
+    kept = _KEPT.get(key)
+    if kept is None:
+        if len(_KEPT) >= _KEPT_NAMES:
+            _KEPT.clear()
+        _KEPT[key] = [seen]
+    elif len(kept) < 4:
+        kept.append(seen)
+    else:
+        kept[len(seen.text) % 4] = seen
+
+
 def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
     """:func:`loads_spec` of a document in the canonical form :func:`dumps_nodes` writes.
 
@@ -487,6 +520,10 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                             if startswith(s.text, pos):
                                 seen = s
                                 break
+                    else:
+                        seen = _known_before(key, text, pos)
+                        if seen is not None:
+                            known[key] = same = [seen]
                 if seen is None:
                     seen = _read_node(scan, text, pos)
                     if seen is None:
@@ -511,6 +548,8 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                 shared = seen.shared
                 if shared is None:
                     shared = seen.shared = _shareable(seen.item[1])
+                    if shared and not seen.fresh:
+                        _keep(key, seen)
                 pos += seen.size
                 k = seen.k
                 if startswith(_NULL_RUNS[k], pos) if k <= 64 else _null_run(text, pos, k):
