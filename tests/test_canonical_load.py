@@ -376,3 +376,22 @@ def test_a_repeated_node_keeps_its_own_static_values_where_they_are_mutable() ->
     configs = [back.config, back.w.config, back.w.w.config, back.w.w.w.config]
     assert configs == [Config(2)] * 4
     assert len({id(c) for c in configs}) == 4
+
+
+def test_a_node_text_kept_from_an_earlier_document_loads_as_its_name_does_now() -> None:
+    # Node texts read before are kept for later documents; a name that another class took
+    # since (a class statement run again) loads as that class.
+    def define() -> type:
+        @tc.pytree_dataclass(name="tests.canonical.Kept")
+        class Kept:
+            x: Any
+
+        return Kept
+
+    first = define()
+    text = tc.treespec_dumps(tc.tree_structure([first(1), first(2)]))
+    assert [type(x) for x in tc.treespec_loads(text).unflatten([1, 2])] == [first, first]
+    second = define()
+    assert second is not first
+    assert _same_as_general(text)
+    assert [type(x) for x in tc.treespec_loads(text).unflatten([1, 2])] == [second, second]
