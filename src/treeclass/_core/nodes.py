@@ -87,6 +87,8 @@ class NodeType:
         child_keys: ``(aux, k) -> ((key,), ...)``: the treeclass key of each of the ``k``
             children of a node with auxdata ``aux``, each in a 1-tuple (what a key path is
             extended by; see :func:`treeclass._core.tree.tree_flatten_with_path`).
+        field_keys: what :attr:`child_keys` gives whatever the auxdata, where that is so (a
+            class's or namedtuple's fields), else ``None``.
         mixed_seen: see :func:`treeclass._core.tree._shape_fast_path`.
         flatten_into: the embedded registry's fast path, ``(obj, leaves, entries, depth) ->
             None``: flattens ``obj`` into the walker's lists, its node children recursing at
@@ -112,6 +114,7 @@ class NodeType:
         "child_keys",
         "codec",
         "dropped",
+        "field_keys",
         "filled",
         "flatten",
         "flatten_into",
@@ -159,6 +162,7 @@ class NodeType:
         self.flatten = flatten
         self.unflatten = unflatten
         self.child_keys = child_keys
+        self.field_keys: tuple[tuple[KeyEntry], ...] | None = None
         self.flatten_into: Callable[[Any, list[Any], list[Any], int], None] = _loop_into(self)
         #: Makes the state codec on first use of ``codec``, ``getstate`` or ``load_state``,
         #: which stay unset until then (see ``__getattr__``); ``None``: they are set here.
@@ -295,7 +299,7 @@ def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
 
 def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     keys = _sorted_keys(d)
-    return [d[k] for k in keys], keys
+    return list(map(d.__getitem__, keys)), keys
 
 
 def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
@@ -304,7 +308,7 @@ def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]
 
 def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
     keys = _sorted_keys(d)
-    return [d[k] for k in keys], (d.default_factory, keys)
+    return list(map(d.__getitem__, keys)), (d.default_factory, keys)
 
 
 def _dict_keys(aux: tuple[Any, ...], k: int) -> Sequence[tuple[KeyEntry]]:
@@ -560,7 +564,7 @@ def namedtuple_node(cls: type) -> NodeType:
 
     unflatten.__qualname__ = f"{cls.__qualname__}.<treeclass unflatten>"
     codec = make_state_codec(info)
-    return NodeType(
+    node = NodeType(
         cls,
         None,
         "namedtuple",
@@ -574,6 +578,8 @@ def namedtuple_node(cls: type) -> NodeType:
         info=info,
         codec=codec,
     )
+    node.field_keys = keys
+    return node
 
 
 #: The generated functions the embedded registry binds.
@@ -633,6 +639,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
     node.flatten_into = functions["flatten_into"]
+    node.field_keys = keys
     return node
 
 

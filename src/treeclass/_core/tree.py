@@ -220,13 +220,16 @@ def _key_paths(entries: Sequence[Any]) -> list[KeyPath]:
             out.append(path)
             continue
         nt, aux, k, leafy = e
+        keys = nt.field_keys
+        if keys is None:
+            keys = nt.child_keys(aux, k)
         if leafy:
-            out += map(path.__add__, nt.child_keys(aux, k))
+            out += map(path.__add__, keys)
         elif k:
             if len(stack) == _EAGER_DEPTH:
                 return _linked_key_paths(entries)
             stack.append(top)
-            top = map(path.__add__, nt.child_keys(aux, k))
+            top = map(path.__add__, keys)
     return out
 
 
