@@ -544,3 +544,36 @@ def test_key_paths_are_read_off_the_spec_as_the_linked_walk_reads_them() -> None
     assert path[0].key == 1 and path[0].key is not True
     [(path, _)] = tc.tree_leaves_with_path({1.0: 1})
     assert type(path[0].key) is float
+
+
+def test_a_node_added_in_place_by_a_shaped_fast_path_is_walked_as_registered_now() -> None:
+    # A shaped fast path adds a node child of another class whose children were leaves in
+    # place; a node of any other class there (or of that class, not of leaves) must be
+    # walked by its own node type.
+    import dataclasses
+
+    from treeclass._core import tree as tree_module
+    from treeclass._core.registry import registered_node
+
+    Inner = tc.register_dataclass(dataclasses.make_dataclass("Inner", [("x", Any), ("y", Any)]))
+    Outer = tc.register_dataclass(dataclasses.make_dataclass("Outer", [("a", Any), ("b", Any)]))
+    tree = [Outer(1.0, Inner(2.0, 3.0)) for _ in range(tree_module._SHAPE_AFTER + 1)]
+    for _ in range(2):
+        tc.tree_flatten(tree)
+    outer = registered_node(Outer)
+    assert outer is not None and "shaped" in outer.flatten_into.__qualname__
+    for variant in (tree, [Outer(1.0, Inner(2.0, [3.0])), Outer(1.0, Inner("s", None))]):
+        leaves, spec = tc.tree_flatten(variant)
+        assert spec == tc.tree_structure(variant, is_leaf=lambda _: False)
+        assert (leaves, spec._entries) == _stack_walk(variant)
+    # Another class of the same name and fields, with a static field, in that place.
+    Inner2 = dataclasses.make_dataclass(
+        "Inner", [("x", Any), ("y", Any, dataclasses.field(metadata={"static": True}))]
+    )
+    tc.register_dataclass(Inner2)
+    tree = [Outer(1.0, Inner2(2.0, 3.0)) for _ in range(3)]
+    leaves, spec = tc.tree_flatten(tree)
+    assert leaves == [1.0, 2.0] * len(tree)
+    assert spec == tc.tree_structure(tree, is_leaf=lambda _: False)
+    assert spec._entries[2] == (registered_node(Inner2), (3.0,), 1, True)
+    assert spec.unflatten(leaves) == tree

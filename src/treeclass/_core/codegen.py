@@ -24,7 +24,7 @@ import builtins
 import linecache
 import re
 from _thread import RLock
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from types import CodeType, FunctionType
 from typing import Any, Final
 
@@ -461,14 +461,20 @@ def flatten_lines(
     return lines
 
 
-def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
+def _flatten_into(
+    info: ClassInfo, nodes: tuple[int, ...] = (), inline: Mapping[int, ClassInfo] | None = None
+) -> list[str]:
     """The embedded registry's fast path ``flatten_into(obj, leaves, entries, depth)``.
 
     When the data fields at the positions ``nodes`` hold nodes (and ``depth`` allows recursing)
     and every other one a value of a known leaf type, it adds the entry and leaves itself;
     otherwise it hands the node to the walker's loop, ``_mixed``. ``nodes``: ``()`` for the
     class's own fast path, or the positions a walk found nodes at, for one shaped to them.
+    ``inline``: positions among ``nodes`` that held a node of another class whose children
+    were all leaves (its node type ``_c{i}``, its constant entry ``_ce{i}``): such a node is
+    added in place, without a call, when it is of that class and its children are leaves.
     """
+    inline = inline or {}
     local = [f"v{i}" for i in range(len(info.data_fields))]
     # A node child in the last field whose node is of this class (a chain, a linked list) is
     # walked by the loop (``tail``), not by a call: its subtree comes last in both lists.
@@ -513,7 +519,27 @@ def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
                 lines.append(f"{_I * 2}if n{i} is _nt:")
                 lines.append(f"{_I * 3}obj = v{i}")
                 lines.append(f"{_I * 3}continue")
-            lines.append(f"{_I * 2}n{i}.flatten_into(v{i}, leaves, entries, depth - 1)")
+            call = f"n{i}.flatten_into(v{i}, leaves, entries, depth - 1)"
+            child = inline.get(i)
+            if child is None:
+                lines.append(f"{_I * 2}{call}")
+                continue
+            inner = [f"w{i}_{j}" for j in range(len(child.data_fields))]
+            same = [f"n{i} is _c{i}"]
+            same += [
+                f"_type({w} := v{i}.{name}) in _leaf_types"
+                for w, name in zip(inner, child.data_fields)
+            ]
+            lines.append(f"{_I * 2}if {' and '.join(same)}:")
+            if inner:
+                lines.append(f"{_I * 3}leaves += {_tuple(inner)}")
+            if child.static_fields:
+                statics_of = _tuple([f"v{i}.{name}" for name in child.static_fields])
+                lines.append(f"{_I * 3}entries.append((_c{i}, {statics_of}, {len(inner)}, True))")
+            else:
+                lines.append(f"{_I * 3}entries.append(_ce{i})")
+            lines.append(f"{_I * 2}else:")
+            lines.append(f"{_I * 3}{call}")
     lines.append(f"{_I * 2}return None")
     statics = _statics(info)
     lines.append(f"{_I}return _mixed(_nt, {_tuple(local)}, {statics}, leaves, entries, depth)")

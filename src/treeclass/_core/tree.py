@@ -30,6 +30,7 @@ from .._errors import (
     brief,
 )
 from .codegen import _flatten_into, compile_function, flatten_into_entries
+from .fields import ClassInfo
 from .keys import KeyPath
 from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
@@ -125,10 +126,22 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     if info is None or nt.generated is None:  # a built-in container or a namedtuple
         return
     nodes = tuple(i for i, child in enumerate(children) if type(child) not in LEAF_TYPES)
-    source = "\n".join(_flatten_into(info, nodes)) + "\n"
     names: dict[str, Any] = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES}
     names.update(_get=get_node_type, _mixed=_walk)
     names.update(_entries=flatten_into_entries(nt, len(children), nodes))
+    # A node child of another registered class whose children were all leaves is added in
+    # place (a layer's norm), saving a call per node.
+    inline: dict[int, ClassInfo] = {}
+    for i in nodes:
+        child = children[i]
+        cnt = get_node_type(type(child))
+        if cnt is None or cnt is nt or cnt.generated is None or (sub := cnt.info) is None:
+            continue
+        if all(type(getattr(child, name)) in LEAF_TYPES for name in sub.data_fields):
+            inline[i] = sub
+            names[f"_c{i}"] = cnt
+            names[f"_ce{i}"] = flatten_into_entries(cnt, len(sub.data_fields))[0]
+    source = "\n".join(_flatten_into(info, nodes, inline)) + "\n"
     nt.flatten_into = compile_function(
         nt.type, "flatten_into shaped", source, names, "flatten_into"
     )
