@@ -575,5 +575,5 @@ def test_a_node_added_in_place_by_a_shaped_fast_path_is_walked_as_registered_now
     leaves, spec = tc.tree_flatten(tree)
     assert leaves == [1.0, 2.0] * len(tree)
     assert spec == tc.tree_structure(tree, is_leaf=lambda _: False)
-    assert spec._entries[2] == (registered_node(Inner2), (3.0,), 1, True)
+    assert spec._entries[3] == (registered_node(Inner2), (3.0,), 1, True)
     assert spec.unflatten(leaves) == tree
