@@ -107,6 +107,9 @@ TREES: list[Any] = [
     [Cell(Cell(Cell(Cell(1)))), Cell(Cell(Cell(Cell(2, tag="b"), tag="b")))],
     [Cell(Cell(Cell(1, n=1), n=True), n=1), Cell(Cell(2, f=-0.0), f=0.0)],
     Layer(Layer(Layer(Layer(1, Config(2)), Config(2)), Config(2)), Config(3)),
+    [[Pair(1, 2)] * 5] * 3,  # repeats that close their list, then open the next
+    [(1, 2)] * 20 + [Pair(1, 2)],
+    [Pair(1, [2])] * 10,
 ]
 
 
@@ -155,8 +158,9 @@ def _edits(text: str) -> list[str]:
         [(1, 2), (3, 4), ()],
         Pair(0, Pair(1, Pair(2, Pair(3, None)))),
         Pair(Pair(Pair(Pair(0, 1), 2), 3), 4),
+        [[Pair(1, 2)] * 2] * 2,
     ],
-    ids=["classes", "dicts", "tuples", "chain", "chain-first"],
+    ids=["classes", "dicts", "tuples", "chain", "chain-first", "lists"],
 )
 def test_no_edit_of_a_document_is_accepted_unless_the_general_path_loads_it_the_same(
     tree: Any,

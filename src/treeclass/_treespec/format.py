@@ -483,21 +483,26 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                 need -= 1
                 pos += 4
             else:
-                if shared and need >= mark_need:
-                    # A deep document repeats itself (a chain: one node and the leaves after
-                    # it, again and again): the text since the last node's start, if it
-                    # comes again, each time followed by a node, is read as it was.
+                if shared:
+                    # Documents repeat themselves (a chain, a list of instances: one node and
+                    # the leaves after it, again and again): the text since the last node's
+                    # start, if it comes again, each time followed by a node, is read as it
+                    # was. Its node and leaves change ``need`` most at its end, so the tree
+                    # stays open through ``most`` repeats (the loop goes on past them).
                     seg = text[mark:pos]
                     step = len(seg)
+                    change = need - mark_need
+                    most = len(text) if change >= 0 else (need - 1) // -change
+                    stop = pos + step * most
                     end = pos
-                    while startswith(seg, end) and startswith("[", end + step):
+                    while end < stop and startswith(seg, end) and startswith("[", end + step):
                         end += step
                     if end > pos:
                         count = (end - pos) // step
                         nodes += nodes[mark_nodes:] * count
                         entries += entries[mark_entries:] * count
                         leaves += (leaves - mark_leaves) * count
-                        need += (need - mark_need) * count
+                        need += change * count
                         pos = end
                 mark, mark_nodes, mark_entries = pos, len(nodes), len(entries)
                 mark_leaves, mark_need = leaves, need
