@@ -202,6 +202,41 @@ def unflatten_rows() -> None:
             print(show(f"  {label}, {count} leaves: {o_ns:.0f} / {t_ns:.0f} ns, {growth}", timing))
 
 
+def path_costs() -> None:
+    """Where ``tc.tree_flatten_with_path``'s time goes: flatten, key paths, pairing, and
+    JAX's flatten against its flatten_with_path (CPU time, medians of alternating runs)."""
+    import jax
+
+    from treeclass._core import tree as tree_module
+
+    key_paths = getattr(tree_module, "_key_paths", None)
+    if key_paths is None:
+        print("(no _key_paths in this checkout: no split)")
+        return
+    jtu = jax.tree_util
+    print("tree_flatten_with_path split (us): flatten + key paths + pairs; jax: flatten, with path")
+    for label, ours, theirs in (
+        ("chain of 100", chain(Link, 100), chain(JLink, 100)),
+        ("params", params(Layer, Norm), params(JLayer, JNorm)),
+    ):
+        leaves, spec = tc.tree_flatten(ours)
+        entries = spec._entries
+        paths = key_paths(entries)
+        flat = paired(lambda ours=ours: tc.tree_flatten(ours), lambda: None, number=50)
+        walk = paired(lambda entries=entries: key_paths(entries), lambda: None, number=50)
+        pair = paired(lambda p=paths, x=leaves: list(zip(p, x)), lambda: None, number=50)
+        jax_times = paired(
+            lambda theirs=theirs: jtu.tree_flatten(theirs),
+            lambda theirs=theirs: jtu.tree_flatten_with_path(theirs),
+            number=50,
+        )
+        print(
+            f"  {label}: {flat.ours:.1f} + {walk.ours:.1f} + {pair.ours:.1f} "
+            f"({len(entries)} entries: {walk.ours * 1000 / len(entries):.0f} ns each); "
+            f"jax {jax_times.ours:.1f}, {jax_times.theirs:.1f}"
+        )
+
+
 def main() -> None:
     import jax
 
@@ -213,6 +248,7 @@ def main() -> None:
     flatten_rows()
     loads_rows()
     unflatten_rows()
+    path_costs()
 
 
 if __name__ == "__main__":
