@@ -133,7 +133,7 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     # place (a layer's norm), saving a call per node.
     inline: dict[int, ClassInfo] = {}
     for i in nodes:
-        child = children[i]
+        child: object = children[i]
         cnt = get_node_type(type(child))
         if cnt is None or cnt is nt or cnt.generated is None or (sub := cnt.info) is None:
             continue
