@@ -170,18 +170,25 @@ def unflatten_rows() -> None:
 
     jtu = jax.tree_util
     print("unflatten cost per leaf, 1k -> 100k leaves (ns per leaf: treeclass / jax)")
-    for label, ours_of, theirs_of, per in (
+    shared = object()
+    for label, ours_of, theirs_of, one_leaf in (
         (
             "list of Pair(a, b)",
             lambda n: [Pair(i, i) for i in range(n // 2)],
             lambda n: [JPair(i, i) for i in range(n // 2)],
-            1,
+            False,
         ),
         (
             "params trees",
             lambda n: [params(Layer, Norm) for _ in range(n // 97)],
             lambda n: [params(JLayer, JNorm) for _ in range(n // 97)],
-            1,
+            False,
+        ),
+        (  # the same, every leaf one object: no leaf's memory read
+            "params trees, one leaf object",
+            lambda n: [params(Layer, Norm) for _ in range(n // 97)],
+            lambda n: [params(JLayer, JNorm) for _ in range(n // 97)],
+            True,
         ),
     ):
         first: tuple[float, float] | None = None
@@ -189,10 +196,12 @@ def unflatten_rows() -> None:
             o_leaves, o_spec = tc.tree_flatten(ours_of(n))
             t_leaves, t_def = jtu.tree_flatten(theirs_of(n))
             count = len(o_leaves)
+            if one_leaf:
+                o_leaves = t_leaves = [shared] * count
             timing = paired(
                 lambda o_spec=o_spec, o_leaves=o_leaves: o_spec.unflatten(o_leaves),
                 lambda t_def=t_def, t_leaves=t_leaves: jtu.tree_unflatten(t_def, t_leaves),
-                number=max(1, 20_000 // count) * per,
+                number=max(1, 20_000 // count),
                 repeat=11 if n == 100_000 else 21,
             )
             o_ns, t_ns = timing.ours * 1000 / count, timing.theirs * 1000 / count
@@ -200,6 +209,40 @@ def unflatten_rows() -> None:
                 first = (o_ns, t_ns)
             growth = f"growth {o_ns / first[0]:.2f}x / {t_ns / first[1]:.2f}x"
             print(show(f"  {label}, {count} leaves: {o_ns:.0f} / {t_ns:.0f} ns, {growth}", timing))
+
+
+def plain_build(n_trees: int, leaf: object) -> list[dict[str, Any]]:
+    """``n_trees`` params trees made by plain Python code, no walker (the unflatten floor)."""
+    new = object.__new__
+    out = []
+    for _ in range(n_trees):
+        tree: dict[str, Any] = {}
+        for i in range(N_LAYERS):
+            norm = new(Norm)
+            norm.scale, norm.bias, norm.eps = leaf, leaf, 1e-5
+            layer = new(Layer)
+            layer.w, layer.b, layer.norm = leaf, leaf, norm
+            tree[f"layer_{i:02d}"] = layer
+        tree["embed"] = leaf
+        out.append(tree)
+    return out
+
+
+def plain_rows() -> None:
+    """The growth of plain Python code making the same objects: what is left is allocation."""
+    print("plain Python code making params trees' objects (one leaf object), ns per leaf")
+    first: float | None = None
+    leaf = object()
+    for n_trees in (10, 103, 1030):
+        timing = paired(
+            lambda n_trees=n_trees: plain_build(n_trees, leaf),
+            lambda: None,
+            number=max(1, 200 // n_trees),
+            repeat=11,
+        )
+        ns = timing.ours * 1000 / (n_trees * 97)
+        first = first or ns
+        print(f"  {n_trees * 97} leaves: {ns:.0f} ns, growth {ns / first:.2f}x")
 
 
 def path_costs() -> None:
@@ -248,6 +291,7 @@ def main() -> None:
     flatten_rows()
     loads_rows()
     unflatten_rows()
+    plain_rows()
     path_costs()
 
 
