@@ -466,19 +466,23 @@ def test_spec_depth_counts_the_nodes_on_the_longest_path() -> None:
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["no-statics", "statics"])
+@pytest.mark.parametrize(
+    "order", [("v", "w", "nxt"), ("nxt", "v", "w"), ("v", "nxt", "w")], ids="-".join
+)
 def test_a_shaped_fast_path_walking_its_last_field_by_a_loop_gives_the_generic_walks_spec(
-    static: bool,
+    static: bool, order: tuple[str, ...]
 ) -> None:
-    # A class whose last field held a node when its fast path was shaped walks a node of its
-    # own class there by a loop (a chain); anything else there goes the general way. The
-    # entries of a class without static values are made once per shape: specs must still be
-    # the walk's that uses no fast path, and every node its own.
+    # A class whose last node field held a node when its fast path was shaped walks a node
+    # of its own class there by a loop (a chain), keeping the leaves after that field until
+    # the loop ends; anything else there goes the general way. The entries of a class
+    # without static values are made once per shape: specs must still be the walk's that
+    # uses no fast path, and every node its own.
     import dataclasses
 
     from treeclass._core import tree as tree_module
     from treeclass._core.registry import registered_node
 
-    fields: list[Any] = [("v", Any), ("w", Any), ("nxt", Any)]
+    fields: list[Any] = [(name, Any) for name in order]
     if static:
         fields.append(("s", int, dataclasses.field(default=0, metadata={"static": True})))
     Link = tc.register_dataclass(dataclasses.make_dataclass("Link", fields))
@@ -489,7 +493,7 @@ def test_a_shaped_fast_path_walking_its_last_field_by_a_loop_gives_the_generic_w
     def chain(n: int, end: Any = None, **kw: Any) -> Any:
         tree = end
         for i in range(n):
-            tree = Link(float(i), 1.0, tree, **kw)
+            tree = Link(v=float(i), w=1.0, nxt=tree, **kw)
         return tree
 
     for _ in range(2):
@@ -500,7 +504,7 @@ def test_a_shaped_fast_path_walking_its_last_field_by_a_loop_gives_the_generic_w
         chain(30),
         chain(5, Other(1.0, chain(4))),  # another class in the last field, and back again
         chain(5, 2.0),  # a leaf where the node was
-        chain(5, Link(Other(1.0, 2.0), 1.0, chain(3))),  # a node where a leaf was
+        chain(5, Link(v=Other(1.0, 2.0), w=1.0, nxt=chain(3))),  # a node where a leaf was
         chain(5, [chain(2), (chain(3),)]),
         chain(4, chain(3, **({"s": 7} if static else {}))),  # other static values
         chain(2000),  # past the depth the walker recurses (the loop does not recurse)
