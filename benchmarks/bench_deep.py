@@ -46,6 +46,18 @@ class JLink:
 
 
 @dataclasses.dataclass
+class RLink:  # the chain's link, the other way round: the leaf after the node
+    next: Any
+    value: Any
+
+
+@dataclasses.dataclass
+class JRLink:
+    next: Any
+    value: Any
+
+
+@dataclasses.dataclass
 class Norm:
     scale: Any
     bias: Any
@@ -88,9 +100,10 @@ class JPair:
 def register() -> None:
     import jax
 
-    for cls in (Link, Norm, Layer, Pair):
+    for cls in (Link, RLink, Norm, Layer, Pair):
         tc.register_dataclass(cls, name=f"bench.deep.{cls.__name__}")
     jax.tree_util.register_dataclass(JLink, data_fields=["value", "next"], meta_fields=[])
+    jax.tree_util.register_dataclass(JRLink, data_fields=["next", "value"], meta_fields=[])
     jax.tree_util.register_dataclass(JNorm, data_fields=["scale", "bias"], meta_fields=["eps"])
     jax.tree_util.register_dataclass(JLayer, data_fields=["w", "b", "norm"], meta_fields=[])
     jax.tree_util.register_dataclass(JPair, data_fields=["a", "b"], meta_fields=[])
@@ -100,6 +113,13 @@ def chain(link: type, depth: int) -> Any:
     tree = None
     for i in range(depth):
         tree = link(float(i), tree)
+    return tree
+
+
+def rchain(link: type, depth: int) -> Any:
+    tree = None
+    for i in range(depth):
+        tree = link(tree, float(i))
     return tree
 
 
@@ -131,6 +151,11 @@ def flatten_rows() -> None:
         number=50,
     )
     print(show("  tc.tree_flatten_with_path vs jax (C++)", timing, 2.5))
+
+    ours, theirs = rchain(RLink, 100), rchain(JRLink, 100)
+    assert tc.tree_leaves(ours) == jtu.tree_leaves(theirs)
+    timing = paired(lambda: tc.tree_flatten(ours), lambda: jtu.tree_flatten(theirs), number=50)
+    print(show("  the same, RLink(next, value): tc.tree_flatten", timing, 2.5))
 
     ours, theirs = params(Layer, Norm), params(JLayer, JNorm)
     o_pairs = tc.tree_flatten_with_path(ours)[0]
