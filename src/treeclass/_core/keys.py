@@ -141,18 +141,22 @@ def keystr(path: Sequence[object], *, simple: bool = False, separator: str = "")
 
 # --- a node's children's keys, each in a 1-tuple (what a path is extended by) ----------------
 
-_SEQUENCE_KEYS: list[tuple[SequenceKey]] = []
-_SEQUENCE_KEPT: Final = 1024  # positions whose keys are kept (made once, shared)
+#: The keys of the first positions, made once (replaced whole, never changed: threads that
+#: extend it at once each make a consistent tuple).
+_SEQUENCE_KEYS: tuple[tuple[SequenceKey], ...] = ()
+_SEQUENCE_KEPT: Final = 1024  # positions whose keys are kept
 
 
 def sequence_keys(k: int) -> Sequence[tuple[SequenceKey]]:
     """The keys ``(SequenceKey(0),), ...`` of a tuple's or list's ``k`` children."""
+    global _SEQUENCE_KEYS
     kept = _SEQUENCE_KEYS
-    if k > len(kept) and len(kept) < _SEQUENCE_KEPT:
-        kept += [(SequenceKey(i),) for i in range(len(kept), min(k, _SEQUENCE_KEPT))]
     if k <= len(kept):
         return kept[:k]
-    return [*kept, *((SequenceKey(i),) for i in range(len(kept), k))]
+    more = tuple([(SequenceKey(i),) for i in range(len(kept), k)])
+    if len(kept) < _SEQUENCE_KEPT:
+        _SEQUENCE_KEYS = (kept + more)[:_SEQUENCE_KEPT]
+    return kept + more
 
 
 #: ``dict keys -> (those keys, their DictKey 1-tuples)``: the keys of the mappings seen last.
