@@ -83,7 +83,7 @@ def test_positions_keys_are_right_past_the_kept_ones_and_across_threads() -> Non
 
     from treeclass._core import keys
 
-    keys._SEQUENCE_KEYS = ()
+    keys._sequence_keys = ()
     wrong: list[int] = []
 
     def walk(n: int) -> None:
@@ -98,7 +98,7 @@ def test_positions_keys_are_right_past_the_kept_ones_and_across_threads() -> Non
     for t in threads:
         t.join()
     assert wrong == []
-    assert keys._SEQUENCE_KEYS == tuple((tc.SequenceKey(i),) for i in range(1024))
+    assert keys._sequence_keys == tuple((tc.SequenceKey(i),) for i in range(1024))
 
 
 def test_dict_keys_in_paths_are_the_mappings_own_key_objects() -> None:

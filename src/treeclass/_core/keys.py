@@ -143,19 +143,19 @@ def keystr(path: Sequence[object], *, simple: bool = False, separator: str = "")
 
 #: The keys of the first positions, made once (replaced whole, never changed: threads that
 #: extend it at once each make a consistent tuple).
-_SEQUENCE_KEYS: tuple[tuple[SequenceKey], ...] = ()
+_sequence_keys: tuple[tuple[SequenceKey], ...] = ()
 _SEQUENCE_KEPT: Final = 1024  # positions whose keys are kept
 
 
 def sequence_keys(k: int) -> Sequence[tuple[SequenceKey]]:
     """The keys ``(SequenceKey(0),), ...`` of a tuple's or list's ``k`` children."""
-    global _SEQUENCE_KEYS
-    kept = _SEQUENCE_KEYS
+    global _sequence_keys
+    kept = _sequence_keys
     if k <= len(kept):
         return kept[:k]
     more = tuple([(SequenceKey(i),) for i in range(len(kept), k)])
     if len(kept) < _SEQUENCE_KEPT:
-        _SEQUENCE_KEYS = (kept + more)[:_SEQUENCE_KEPT]
+        _sequence_keys = (kept + more)[:_SEQUENCE_KEPT]
     return kept + more
 
 
