@@ -40,6 +40,12 @@ class Config:
 tc.register_static(Config, name="tests.canonical.Config")
 
 
+@tc.pytree_dataclass(name="tests.canonical.Pair")
+class Pair:
+    a: Any
+    b: Any
+
+
 @tc.pytree_dataclass(name="tests.canonical.Layer")
 class Layer:
     w: Any
@@ -90,6 +96,20 @@ TREES: list[Any] = [
     7,
     None,
     [Layer(1, Config(2, ("p",))), Layer(2, Config(2, ("p",))), Layer(3)],
+    # Documents that repeat their last node and the leaves after it (read by comparing the
+    # repeated text): chains, nested lists, a chain in the first field (each repeat's node is
+    # followed by another, but the last one by its leaves: it is a node of leaves), a chain
+    # whose nodes' static values change, and one of mutable statics (not repeated).
+    Pair(0, Pair(1, Pair(2, Pair(3, Pair(4, None))))),
+    [[[[[[[[[[1]]]]]]]]]],
+    Pair(Pair(Pair(Pair(Pair(0, 1), 2), 3), 4), 5),
+    Pair(Pair(Pair(Pair(1, 2), 3), None), [Pair(Pair(Pair(4, 5), 6), 7)] * 3),
+    [Cell(Cell(Cell(Cell(1)))), Cell(Cell(Cell(Cell(2, tag="b"), tag="b")))],
+    [Cell(Cell(Cell(1, n=1), n=True), n=1), Cell(Cell(2, f=-0.0), f=0.0)],
+    Layer(Layer(Layer(Layer(1, Config(2)), Config(2)), Config(2)), Config(3)),
+    [[Pair(1, 2)] * 5] * 3,  # repeats that close their list, then open the next
+    [(1, 2)] * 20 + [Pair(1, 2)],
+    [Pair(1, [2])] * 10,
 ]
 
 
@@ -136,8 +156,11 @@ def _edits(text: str) -> list[str]:
         [Cell(0), Cell(1), Cell(2, tag="b")],
         [{"a": 1, "b": 2}, {"a": 3, "b": 4}, (5, [6])],
         [(1, 2), (3, 4), ()],
+        Pair(0, Pair(1, Pair(2, Pair(3, None)))),
+        Pair(Pair(Pair(Pair(0, 1), 2), 3), 4),
+        [[Pair(1, 2)] * 2] * 2,
     ],
-    ids=["classes", "dicts", "tuples"],
+    ids=["classes", "dicts", "tuples", "chain", "chain-first", "lists"],
 )
 def test_no_edit_of_a_document_is_accepted_unless_the_general_path_loads_it_the_same(
     tree: Any,
@@ -347,3 +370,32 @@ def test_torch_text_with_a_duplicate_key_is_refused(old: str, new: str) -> None:
         tct.treespec_loads(tampered)
     with pytest.raises(tc.TreespecLoadError, match="appears twice"):
         tct.treespec_loads(tampered.encode())
+
+
+def test_a_repeated_node_keeps_its_own_static_values_where_they_are_mutable() -> None:
+    # Each repeat of a node whose statics are decoded per node (a registered static type)
+    # gets its own value, as in a document that does not repeat.
+    tree = Layer(Layer(Layer(Layer(1, Config(2)), Config(2)), Config(2)), Config(2))
+    back = tc.treespec_loads(tc.treespec_dumps(tc.tree_structure(tree))).unflatten([7])
+    configs = [back.config, back.w.config, back.w.w.config, back.w.w.w.config]
+    assert configs == [Config(2)] * 4
+    assert len({id(c) for c in configs}) == 4
+
+
+def test_a_node_text_kept_from_an_earlier_document_loads_as_its_name_does_now() -> None:
+    # Node texts read before are kept for later documents; a name that another class took
+    # since (a class statement run again) loads as that class.
+    def define() -> type:
+        @tc.pytree_dataclass(name="tests.canonical.Kept")
+        class Kept:
+            x: Any
+
+        return Kept
+
+    first = define()
+    text = tc.treespec_dumps(tc.tree_structure([first(1), first(2)]))
+    assert [type(x) for x in tc.treespec_loads(text).unflatten([1, 2])] == [first, first]
+    second = define()
+    assert second is not first
+    assert _same_as_general(text)
+    assert [type(x) for x in tc.treespec_loads(text).unflatten([1, 2])] == [second, second]

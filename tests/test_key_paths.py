@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import pickle
@@ -73,3 +74,38 @@ def test_tensor_names_are_the_leaves_keystrs(tmp_path: Path) -> None:
     assert _tensor_names(tmp_path / "t.safetensors") == sorted(paths)
     got = tc.load(tmp_path / "t.safetensors", paths=["[(1, 'x')]"])
     assert got[(1, "x")].shape == (3,) and got[7] == (None,)
+
+
+def test_positions_keys_are_right_past_the_kept_ones_and_across_threads() -> None:
+    # The keys of the first positions are made once and shared; threads that need more of
+    # them at once each get (and keep) the right ones.
+    import threading
+
+    from treeclass._core import keys
+
+    keys._sequence_keys = ()
+    wrong: list[int] = []
+
+    def walk(n: int) -> None:
+        for size in (n, 3 * n, 2000, 5):
+            paths = [p for p, _ in tc.tree_leaves_with_path(list(range(size)))]
+            if paths != [(tc.SequenceKey(i),) for i in range(size)]:
+                wrong.append(size)
+
+    threads = [threading.Thread(target=walk, args=(n,)) for n in (10, 100, 300, 700)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []
+    assert keys._sequence_keys == tuple((tc.SequenceKey(i),) for i in range(1024))
+
+
+def test_dict_keys_in_paths_are_the_mappings_own_key_objects() -> None:
+    # Keys of mappings seen before are made once; equal keys of another type (1, True, 1.0)
+    # or other objects with the same value get their own.
+    for d in ({1: "a", "b": 2}, {True: "a", "b": 2}, {1.0: "a", "b": 2}, {1: "a", "b": 2}):
+        [(first, _), (second, _)] = tc.tree_leaves_with_path(collections.OrderedDict(d))
+        assert [type(first[0].key), second[0].key] == [type(next(iter(d))), "b"]
+    big = {i: i for i in range(300)}  # (more keys than are kept)
+    assert [p[0].key for p, _ in tc.tree_leaves_with_path(big)] == list(range(300))

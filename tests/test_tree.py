@@ -465,3 +465,121 @@ def test_spec_depth_counts_the_nodes_on_the_longest_path() -> None:
     for _ in range(3000):  # deeper than the recursion limit: still linear, still exact
         chain = [chain, 1]
     assert depth(chain) == 3001
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["no-statics", "statics"])
+@pytest.mark.parametrize(
+    "order", [("v", "w", "nxt"), ("nxt", "v", "w"), ("v", "nxt", "w")], ids="-".join
+)
+def test_a_shaped_fast_path_walking_its_last_field_by_a_loop_gives_the_generic_walks_spec(
+    static: bool, order: tuple[str, ...]
+) -> None:
+    # A class whose last node field held a node when its fast path was shaped walks a node
+    # of its own class there by a loop (a chain), keeping the leaves after that field until
+    # the loop ends; anything else there goes the general way. The entries of a class
+    # without static values are made once per shape: specs must still be the walk's that
+    # uses no fast path, and every node its own.
+    import dataclasses
+
+    from treeclass._core import tree as tree_module
+    from treeclass._core.registry import registered_node
+
+    fields: list[Any] = [(name, Any) for name in order]
+    if static:
+        fields.append(("s", int, dataclasses.field(default=0, metadata={"static": True})))
+    Link = tc.register_dataclass(dataclasses.make_dataclass("Link", fields))
+    Other = tc.register_dataclass(dataclasses.make_dataclass("Other", [("a", Any), ("b", Any)]))
+    node = registered_node(Link)
+    assert node is not None
+
+    def chain(n: int, end: Any = None, **kw: Any) -> Any:
+        tree = end
+        for i in range(n):
+            tree = Link(v=float(i), w=1.0, nxt=tree, **kw)
+        return tree
+
+    for _ in range(2):
+        tc.tree_flatten(chain(tree_module._SHAPE_AFTER + 2))
+    assert "shaped" in node.flatten_into.__qualname__
+
+    others = [
+        chain(30),
+        chain(5, Other(1.0, chain(4))),  # another class in the last field, and back again
+        chain(5, 2.0),  # a leaf where the node was
+        chain(5, Link(v=Other(1.0, 2.0), w=1.0, nxt=chain(3))),  # a node where a leaf was
+        chain(5, [chain(2), (chain(3),)]),
+        chain(4, chain(3, **({"s": 7} if static else {}))),  # other static values
+        chain(2000),  # past the depth the walker recurses (the loop does not recurse)
+    ]
+    for tree in [*others, others, {"a": others, "b": (others, 7)}]:
+        leaves, spec = tc.tree_flatten(tree)
+        generic = tc.tree_structure(tree, is_leaf=lambda _: False)
+        assert spec._entries == generic._entries
+        assert (leaves, spec._entries) == _stack_walk(tree)
+        back = spec.unflatten(leaves)
+        assert tc.tree_flatten(back)[0] == leaves and tc.tree_structure(back) == spec
+
+
+def test_key_paths_are_read_off_the_spec_as_the_linked_walk_reads_them() -> None:
+    # tree_flatten_with_path reads every path off the spec's entries at once; past 256 open
+    # nodes it starts again with paths linked to their parents' (linear memory): both give
+    # the same paths, whose dict keys are the mapping's own key objects.
+    import dataclasses
+
+    from treeclass._core import tree as tree_module
+
+    Cell = tc.register_dataclass(dataclasses.make_dataclass("Cell", [("a", Any), ("b", Any)]))
+
+    def comb(n: int) -> Any:
+        tree: Any = "end"
+        for i in range(n):
+            tree = Cell(tree, {"k": [i, (i,)], 1: None, "e": {}})
+        return tree
+
+    trees = [comb(3), comb(300), [1, {"x": (2, 3)}, None, [], ()], 5, {True: 1}, {1: 1}]
+    for tree in trees:
+        pairs, spec = tc.tree_flatten_with_path(tree)
+        entries = spec._entries
+        assert [p for p, _ in pairs] == tree_module._linked_key_paths(entries)
+        assert [p for p, _ in pairs] == tree_module._key_paths(entries)
+        assert [x for _, x in pairs] == tc.tree_leaves(tree)
+    assert tc.tree_flatten_with_path(comb(2))[0][0][0] == (tc.GetAttrKey("a"),) * 2
+    [(path, _)] = tc.tree_leaves_with_path({True: 1})
+    assert path[0].key is True
+    [(path, _)] = tc.tree_leaves_with_path({1: 1})
+    assert path[0].key == 1 and path[0].key is not True
+    [(path, _)] = tc.tree_leaves_with_path({1.0: 1})
+    assert type(path[0].key) is float
+
+
+def test_a_node_added_in_place_by_a_shaped_fast_path_is_walked_as_registered_now() -> None:
+    # A shaped fast path adds a node child of another class whose children were leaves in
+    # place; a node of any other class there (or of that class, not of leaves) must be
+    # walked by its own node type.
+    import dataclasses
+
+    from treeclass._core import tree as tree_module
+    from treeclass._core.registry import registered_node
+
+    Inner = tc.register_dataclass(dataclasses.make_dataclass("Inner", [("x", Any), ("y", Any)]))
+    Outer = tc.register_dataclass(dataclasses.make_dataclass("Outer", [("a", Any), ("b", Any)]))
+    tree = [Outer(1.0, Inner(2.0, 3.0)) for _ in range(tree_module._SHAPE_AFTER + 1)]
+    for _ in range(2):
+        tc.tree_flatten(tree)
+    outer = registered_node(Outer)
+    assert outer is not None and "shaped" in outer.flatten_into.__qualname__
+    for variant in (tree, [Outer(1.0, Inner(2.0, [3.0])), Outer(1.0, Inner("s", None))]):
+        leaves, spec = tc.tree_flatten(variant)
+        assert spec == tc.tree_structure(variant, is_leaf=lambda _: False)
+        assert (leaves, spec._entries) == _stack_walk(variant)
+    # Another class of the same name and fields, with a static field, in that place.
+    Inner2 = dataclasses.make_dataclass(
+        "Inner", [("x", Any), ("y", Any, dataclasses.field(metadata={"static": True}))]
+    )
+    tc.register_dataclass(Inner2)
+    tree = [Outer(1.0, Inner2(2.0, 3.0)) for _ in range(3)]
+    leaves, spec = tc.tree_flatten(tree)
+    assert leaves == [1.0, 2.0] * len(tree)
+    assert spec == tc.tree_structure(tree, is_leaf=lambda _: False)
+    assert spec._entries[3] == (registered_node(Inner2), (3.0,), 1, True)
+    assert spec.unflatten(leaves) == tree

@@ -24,7 +24,7 @@ import builtins
 import linecache
 import re
 from _thread import RLock
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from types import CodeType, FunctionType
 from typing import Any, Final
 
@@ -461,38 +461,121 @@ def flatten_lines(
     return lines
 
 
-def _flatten_into(info: ClassInfo, nodes: tuple[int, ...] = ()) -> list[str]:
+def _flatten_into(
+    info: ClassInfo, nodes: tuple[int, ...] = (), inline: Mapping[int, ClassInfo] | None = None
+) -> list[str]:
     """The embedded registry's fast path ``flatten_into(obj, leaves, entries, depth)``.
 
     When the data fields at the positions ``nodes`` hold nodes (and ``depth`` allows recursing)
     and every other one a value of a known leaf type, it adds the entry and leaves itself;
     otherwise it hands the node to the walker's loop, ``_mixed``. ``nodes``: ``()`` for the
     class's own fast path, or the positions a walk found nodes at, for one shaped to them.
+    ``inline``: positions among ``nodes`` that held a node of another class whose children
+    were all leaves (its node type ``_c{i}``, its constant entry ``_ce{i}``): such a node is
+    added in place, without a call, when it is of that class and its children are leaves.
+
+    A shaped path walks a node of its own class in its last node field (a chain, a linked
+    list) by a loop, not a call: the leaves after that field (``trailing``) come after the
+    whole subtree, so they are kept (``trail``) and added, innermost first, when it ends.
     """
+    inline = inline or {}
     local = [f"v{i}" for i in range(len(info.data_fields))]
+    last = nodes[-1] if nodes else -1
+    trailing = local[last + 1 :] if nodes else []
+    p1, p2, p3 = (_I * 2, _I * 3, _I * 4) if nodes else (_I, _I * 2, _I * 3)
     lines = ["def flatten_into(obj, leaves, entries, depth):"]
-    lines += [f"{_I}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
+    if nodes:
+        if trailing:
+            lines.append(f"{_I}trail = None")
+        lines.append(f"{_I}while True:")
+    lines += [f"{p1}{v} = obj.{name}" for v, name in zip(local, info.data_fields)]
     checks = ["depth"] if nodes else []
     checks += [f"_type({v}) in _leaf_types" for i, v in enumerate(local) if i not in nodes]
     checks += [f"(n{i} := _get(_type(v{i}))) is not None" for i in nodes]
-    lines.append(f"{_I}if {' and '.join(checks) or 'True'}:")
-    lines.append(f"{_I * 2}entries.append((_nt, {_statics(info)}, {len(local)}, {not nodes}))")
+    lines.append(f"{p1}if {' and '.join(checks) or 'True'}:")
+    # The node's entry, then a None entry per leaf child before its first node child, added
+    # at once; with no static values, that is one tuple made once per class and shape
+    # (``_entries``: see :func:`flatten_into_entries`), not per node.
+    head = nodes[0] if nodes else 0
+    pending: list[str] = []  # entries not added yet
+    if info.static_fields:
+        pending.append(f"(_nt, {_statics(info)}, {len(local)}, {not nodes})")
+    else:
+        lines.append(f"{p2}entries += _entries")
     run: list[str] = []  # leaf values not added yet
     for i in range(len(local) + 1):
         if i < len(local) and i not in nodes:
             run.append(local[i])
             continue
         if run:
-            lines.append(f"{_I * 2}leaves += {_tuple(run)}")
-            if nodes:
-                lines.append(f"{_I * 2}entries += {_tuple(['None'] * len(run))}")
+            one = len(run) == 1
+            lines.append(f"{p2}leaves{f'.append({run[0]})' if one else f' += {_tuple(run)}'}")
+            if nodes and (info.static_fields or i > head):
+                pending += ["None"] * len(run)
             run = []
-        if i < len(local):
-            lines.append(f"{_I * 2}n{i}.flatten_into(v{i}, leaves, entries, depth - 1)")
-    lines.append(f"{_I * 2}return None")
+        if pending:
+            one = len(pending) == 1
+            more = f".append({pending[0]})" if one else f" += {_tuple(pending)}"
+            lines.append(f"{p2}entries{more}")
+            pending = []
+        if i == len(local):
+            break
+        if i == last:
+            lines.append(f"{p2}if n{i} is _nt:")
+            if trailing:
+                kept = _tuple(trailing)
+                lines.append(f"{p3}if trail is None:")
+                lines.append(f"{p3}{_I}trail = [{kept}]")
+                lines.append(f"{p3}else:")
+                lines.append(f"{p3}{_I}trail.append({kept})")
+            lines.append(f"{p3}obj = v{i}")
+            lines.append(f"{p3}continue")
+        call = f"n{i}.flatten_into(v{i}, leaves, entries, depth - 1)"
+        child = inline.get(i)
+        if child is None:
+            lines.append(f"{p2}{call}")
+            continue
+        inner = [f"w{i}_{j}" for j in range(len(child.data_fields))]
+        same = [f"n{i} is _c{i}"]
+        same += [
+            f"_type({w} := v{i}.{name}) in _leaf_types" for w, name in zip(inner, child.data_fields)
+        ]
+        lines.append(f"{p2}if {' and '.join(same)}:")
+        if inner:
+            lines.append(f"{p3}leaves += {_tuple(inner)}")
+        if child.static_fields:
+            statics_of = _tuple([f"v{i}.{name}" for name in child.static_fields])
+            lines.append(f"{p3}entries.append((_c{i}, {statics_of}, {len(inner)}, True))")
+        else:
+            lines.append(f"{p3}entries.append(_ce{i})")
+        lines.append(f"{p2}else:")
+        lines.append(f"{p3}{call}")
     statics = _statics(info)
-    lines.append(f"{_I}return _mixed(_nt, {_tuple(local)}, {statics}, leaves, entries, depth)")
+    mixed = f"_mixed(_nt, {_tuple(local)}, {statics}, leaves, entries, depth)"
+    if not nodes:
+        lines.append(f"{p2}return None")
+        lines.append(f"{p1}return {mixed}")
+        return lines
+    lines.append(f"{p2}break")
+    lines.append(f"{p1}{mixed}")
+    lines.append(f"{p1}break")
+    if trailing:
+        lines.append(f"{_I}if trail is not None:")
+        lines.append(f"{_I * 2}for kept in reversed(trail):")
+        lines.append(f"{_I * 3}leaves += kept")
+        lines.append(f"{_I * 2}entries += {_tuple(['None'] * len(trailing))} * len(trail)")
+    lines.append(f"{_I}return None")
     return lines
+
+
+def flatten_into_entries(nt: Any, n_data: int, nodes: tuple[int, ...] = ()) -> tuple[Any, ...]:
+    """``_entries`` of :func:`_flatten_into` for a class with no static fields.
+
+    The entry of a node of ``nt`` (``n_data`` children; leafy unless ``nodes``), and a ``None``
+    entry for each leaf child before the first node child.
+    """
+    head = nodes[0] if nodes else 0
+    return ((nt, (), n_data, not nodes), *(None,) * head)
 
 
 def _store(how: str, name: str, value: str, slot_index: dict[str, int]) -> str:

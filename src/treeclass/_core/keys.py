@@ -10,7 +10,8 @@ so the tensor names of :func:`treeclass.save` files all use them.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import Any, ClassVar
+from operator import is_
+from typing import Any, ClassVar, Final
 
 __all__ = [
     "DictKey",
@@ -19,8 +20,11 @@ __all__ = [
     "KeyPath",
     "SequenceKey",
     "attr_entry",
+    "field_keys",
     "index_entry",
     "keystr",
+    "mapping_keys",
+    "sequence_keys",
 ]
 
 
@@ -133,3 +137,52 @@ def keystr(path: Sequence[object], *, simple: bool = False, separator: str = "")
     if simple:
         return separator.join(str(k._value()) if isinstance(k, _Key) else str(k) for k in path)
     return separator.join(map(str, path))
+
+
+# --- a node's children's keys, each in a 1-tuple (what a path is extended by) ----------------
+
+#: The keys of the first positions, made once (replaced whole, never changed: threads that
+#: extend it at once each make a consistent tuple).
+_sequence_keys: tuple[tuple[SequenceKey], ...] = ()
+_SEQUENCE_KEPT: Final = 1024  # positions whose keys are kept
+
+
+def sequence_keys(k: int) -> Sequence[tuple[SequenceKey]]:
+    """The keys ``(SequenceKey(0),), ...`` of a tuple's or list's ``k`` children."""
+    global _sequence_keys
+    kept = _sequence_keys
+    if k <= len(kept):
+        return kept[:k]
+    more = tuple([(SequenceKey(i),) for i in range(len(kept), k)])
+    if len(kept) < _SEQUENCE_KEPT:
+        _sequence_keys = (kept + more)[:_SEQUENCE_KEPT]
+    return kept + more
+
+
+#: ``dict keys -> (those keys, their DictKey 1-tuples)``: the keys of the mappings seen last.
+_MAPPING_KEYS: dict[tuple[Any, ...], tuple[tuple[Any, ...], tuple[tuple[DictKey], ...]]] = {}
+_MAPPING_KEPT: Final = 256  # mappings whose keys are kept (forgotten all at once past that)
+_MAPPING_SIZE: Final = 256  # keys at most in a mapping whose keys are kept
+
+
+def mapping_keys(keys: tuple[Any, ...]) -> Sequence[tuple[DictKey]]:
+    """The keys ``(DictKey(k),), ...`` of a mapping's children, ``keys`` its keys in order.
+
+    The keys of a mapping seen before (the very same key objects: ``1`` and ``True`` are
+    equal but make different keys) are made once.
+    """
+    if len(keys) > _MAPPING_SIZE:
+        return [(DictKey(k),) for k in keys]
+    known = _MAPPING_KEYS.get(keys)
+    if known is not None and all(map(is_, known[0], keys)):
+        return known[1]
+    made = tuple([(DictKey(k),) for k in keys])
+    if len(_MAPPING_KEYS) >= _MAPPING_KEPT:
+        _MAPPING_KEYS.clear()
+    _MAPPING_KEYS[keys] = (keys, made)
+    return made
+
+
+def field_keys(names: Sequence[str]) -> tuple[tuple[GetAttrKey], ...]:
+    """The keys ``(GetAttrKey(name),), ...`` of a class's or namedtuple's fields ``names``."""
+    return tuple([(GetAttrKey(name),) for name in names])

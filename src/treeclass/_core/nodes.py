@@ -13,7 +13,6 @@ import functools
 from _thread import allocate_lock
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterable, Sequence
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from .._errors import (
@@ -25,9 +24,9 @@ from .._errors import (
     qualname,
     superseded_class,
 )
-from .codegen import Family, Generated, generate
+from .codegen import Family, Generated, flatten_into_entries, generate
 from .fields import ClassInfo, describe
-from .keys import DictKey, GetAttrKey, KeyEntry, SequenceKey
+from .keys import GetAttrKey, KeyEntry, field_keys, mapping_keys, sequence_keys
 from .names import DEFAULT_DICT, DICT, LIST, NONE, ORDERED_DICT, TUPLE, Origin
 from .state import Layout, StateCodec, decode_for, encode_for, make_state_codec
 from .statics import BadStatic, check_hash_spread
@@ -85,7 +84,11 @@ class NodeType:
             pytrees (elsewhere they always are).
         flatten: ``obj -> (children, aux)``.
         unflatten: ``(aux, children) -> obj``.
-        flatten_with_keys: ``obj -> (((key, child), ...), aux)`` with treeclass keys.
+        child_keys: ``(aux, k) -> ((key,), ...)``: the treeclass key of each of the ``k``
+            children of a node with auxdata ``aux``, each in a 1-tuple (what a key path is
+            extended by; see :func:`treeclass._core.tree.tree_flatten_with_path`).
+        field_keys: what :attr:`child_keys` gives whatever the auxdata, where that is so (a
+            class's or namedtuple's fields), else ``None``.
         mixed_seen: see :func:`treeclass._core.tree._shape_fast_path`.
         flatten_into: the embedded registry's fast path, ``(obj, leaves, entries, depth) ->
             None``: flattens ``obj`` into the walker's lists, its node children recursing at
@@ -108,12 +111,13 @@ class NodeType:
         "_make_codec",
         "aliases",
         "arity_of",
+        "child_keys",
         "codec",
         "dropped",
+        "field_keys",
         "filled",
         "flatten",
         "flatten_into",
-        "flatten_with_keys",
         "generated",
         "getstate",
         "info",
@@ -139,7 +143,7 @@ class NodeType:
         *,
         flatten: Callable[[Any], tuple[Sequence[Any], Any]],
         unflatten: Callable[[Any, Sequence[Any]], Any],
-        flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[KeyEntry, Any]], Any]],
+        child_keys: Callable[[Any, int], Sequence[tuple[KeyEntry]]],
         getstate: Callable[[Any], Any] | None,
         load_state: Callable[[Any], tuple[Any, tuple[bool, ...] | Layout | None]] | None,
         arity_of: Callable[[Any], int | None],
@@ -157,7 +161,8 @@ class NodeType:
         self.return_none_fields = return_none_fields
         self.flatten = flatten
         self.unflatten = unflatten
-        self.flatten_with_keys = flatten_with_keys
+        self.child_keys = child_keys
+        self.field_keys: tuple[tuple[KeyEntry], ...] | None = None
         self.flatten_into: Callable[[Any, list[Any], list[Any], int], None] = _loop_into(self)
         #: Makes the state codec on first use of ``codec``, ``getstate`` or ``load_state``,
         #: which stay unset until then (see ``__getattr__``); ``None``: they are set here.
@@ -281,8 +286,8 @@ def _tuple_flatten(t: tuple[Any, ...]) -> tuple[tuple[Any, ...], None]:
     return t, None
 
 
-def _seq_flatten_keys(t: Sequence[Any]) -> tuple[list[tuple[KeyEntry, Any]], None]:
-    return [(SequenceKey(i), c) for i, c in enumerate(t)], None
+def _seq_keys(aux: None, k: int) -> Sequence[tuple[KeyEntry]]:
+    return sequence_keys(k)
 
 
 def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
@@ -294,7 +299,7 @@ def _sorted_keys(d: dict[Any, Any]) -> tuple[Any, ...]:
 
 def _dict_flatten(d: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
     keys = _sorted_keys(d)
-    return [d[k] for k in keys], keys
+    return list(map(d.__getitem__, keys)), keys
 
 
 def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
@@ -303,23 +308,19 @@ def _odict_flatten(d: OrderedDict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]
 
 def _ddict_flatten(d: defaultdict[Any, Any]) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
     keys = _sorted_keys(d)
-    return [d[k] for k in keys], (d.default_factory, keys)
+    return list(map(d.__getitem__, keys)), (d.default_factory, keys)
 
 
-def _keyed(
-    flatten: Callable[[Any], tuple[list[Any], Any]], keys_of: Callable[[Any], Iterable[Any]]
-) -> Callable[[Any], tuple[list[tuple[KeyEntry, Any]], Any]]:
-    """A mapping's ``flatten_with_keys``: its ``flatten``, each child keyed by its dict key."""
-
-    def flatten_with_keys(d: Any) -> tuple[list[tuple[KeyEntry, Any]], Any]:
-        children, aux = flatten(d)
-        return [(DictKey(k), c) for k, c in zip(keys_of(aux), children)], aux
-
-    return flatten_with_keys
+def _dict_keys(aux: tuple[Any, ...], k: int) -> Sequence[tuple[KeyEntry]]:
+    return mapping_keys(aux)
 
 
-def _same(aux: Any) -> Any:
-    return aux
+def _ddict_keys(aux: tuple[Any, tuple[Any, ...]], k: int) -> Sequence[tuple[KeyEntry]]:
+    return mapping_keys(aux[1])
+
+
+def _no_keys(aux: None, k: int) -> tuple[()]:
+    return ()
 
 
 def _none_flatten(_: None) -> tuple[tuple[()], None]:
@@ -466,7 +467,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_tuple_flatten,
             unflatten=lambda aux, children: tuple(children),
-            flatten_with_keys=_seq_flatten_keys,
+            child_keys=_seq_keys,
             getstate=_no_state,
             load_state=_plain(_null_state(TUPLE)),
             arity_of=_any_arity,
@@ -478,7 +479,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=lambda t: (t, None),
             unflatten=lambda aux, children: list(children),
-            flatten_with_keys=_seq_flatten_keys,
+            child_keys=_seq_keys,
             getstate=_no_state,
             load_state=_plain(_null_state(LIST)),
             arity_of=_any_arity,
@@ -490,7 +491,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_dict_flatten,
             unflatten=lambda aux, children: dict(zip(aux, children)),
-            flatten_with_keys=_keyed(_dict_flatten, _same),
+            child_keys=_dict_keys,
             getstate=partial(_keys_state, "a dict"),
             load_state=_plain(partial(_load_keys, DICT, sorted_order=True)),
             arity_of=len,
@@ -502,7 +503,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_odict_flatten,
             unflatten=lambda aux, children: OrderedDict(zip(aux, children)),
-            flatten_with_keys=_keyed(_odict_flatten, _same),
+            child_keys=_dict_keys,
             getstate=partial(_keys_state, "an OrderedDict"),
             load_state=_plain(partial(_load_keys, ORDERED_DICT, sorted_order=False)),
             arity_of=len,
@@ -514,7 +515,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_ddict_flatten,
             unflatten=lambda aux, children: defaultdict(aux[0], zip(aux[1], children)),
-            flatten_with_keys=_keyed(_ddict_flatten, itemgetter(1)),
+            child_keys=_ddict_keys,
             getstate=_ddict_state,
             load_state=_plain(_ddict_setstate),
             arity_of=lambda aux: len(aux[1]),
@@ -526,7 +527,7 @@ def _builtins() -> dict[type, NodeType]:
             "builtin",
             flatten=_none_flatten,
             unflatten=lambda aux, children: None,
-            flatten_with_keys=_none_flatten,
+            child_keys=_no_keys,
             getstate=_no_state,
             load_state=_plain(_null_state(NONE)),
             arity_of=lambda aux: 0,
@@ -551,25 +552,25 @@ def namedtuple_node(cls: type) -> NodeType:
     info = describe(cls)
     new: Callable[[type, Iterable[Any]], Any] = getattr(tuple, "__new__")  # noqa: B009
     fields = info.data_fields
-    keys = tuple(GetAttrKey(f) for f in fields)
+    keys = field_keys(fields)
     n_fields = len(fields)
     label = cls.__name__
 
     def unflatten(aux: None, children: Iterable[Any]) -> Any:
         return new(cls, children)
 
-    def flatten_with_keys(t: tuple[Any, ...]) -> tuple[tuple[tuple[KeyEntry, Any], ...], None]:
-        return tuple(zip(keys, t)), None
+    def child_keys(aux: None, k: int) -> tuple[tuple[KeyEntry], ...]:
+        return keys
 
     unflatten.__qualname__ = f"{cls.__qualname__}.<treeclass unflatten>"
     codec = make_state_codec(info)
-    return NodeType(
+    node = NodeType(
         cls,
         None,
         "namedtuple",
         flatten=_tuple_flatten,
         unflatten=unflatten,
-        flatten_with_keys=flatten_with_keys,
+        child_keys=child_keys,
         getstate=codec.getstate,
         load_state=codec.load,
         arity_of=lambda aux: n_fields,
@@ -577,10 +578,12 @@ def namedtuple_node(cls: type) -> NodeType:
         info=info,
         codec=codec,
     )
+    node.field_keys = keys
+    return node
 
 
 #: The generated functions the embedded registry binds.
-_EMBEDDED: Final = ("flatten", "unflatten", "flatten_with_keys", "flatten_into")
+_EMBEDDED: Final = ("flatten", "unflatten", "flatten_into")
 
 
 def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> NodeType:
@@ -593,6 +596,10 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
     n_data = len(info.data_fields)
     label = info.cls.__name__
     fields = info.fields
+    keys = field_keys(info.data_fields)
+
+    def child_keys(aux: Any, k: int) -> tuple[tuple[KeyEntry], ...]:
+        return keys
 
     def show(aux: Any, parts: list[str]) -> str:
         children = iter(parts)
@@ -609,7 +616,7 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         info.kind,
         flatten=_placeholder,
         unflatten=_placeholder,
-        flatten_with_keys=_placeholder,
+        child_keys=child_keys,
         getstate=None,  # the state codec is made on first use (making it checks nothing)
         load_state=None,
         arity_of=_fixed_arity(n_data),
@@ -625,13 +632,14 @@ def class_node(info: ClassInfo, name: str | None, return_none_fields: bool) -> N
         functions=_EMBEDDED,
         in_class_globals=True,
         _nt=node,
+        _entries=flatten_into_entries(node, n_data),
         _leaf_types=LEAF_TYPES,
         _mixed=_mixed_loop,
     )
     node.flatten = functions["flatten"]
     node.unflatten = functions["unflatten"]
-    node.flatten_with_keys = functions["flatten_with_keys"]
     node.flatten_into = functions["flatten_into"]
+    node.field_keys = keys
     return node
 
 
@@ -724,7 +732,7 @@ def dropping_node(base: NodeType, layout: Layout) -> NodeType:
         base.kind,
         flatten=base.flatten,
         unflatten=unflatten,
-        flatten_with_keys=base.flatten_with_keys,
+        child_keys=base.child_keys,
         getstate=getstate,
         load_state=base.load_state,
         arity_of=lambda aux: n_children,

@@ -10,14 +10,16 @@ An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy``
 ``arity`` children are leaves, which then have no entries of their own. Two walkers make them,
 deciding each child once: ``tree_flatten``'s recursive loop (:func:`_walk`, with the classes'
 generated fast paths), which goes on with the iterative one (:func:`_flatten_stack`) past a
-bounded depth, keeping its work; ``is_leaf=`` and key paths use the iterative one. Either way,
-time is linear in the tree's size.
+bounded depth, keeping its work; ``is_leaf=`` uses the iterative one. Either way, time is
+linear in the tree's size. Key paths are read off a spec's entries afterwards, all at once
+(:func:`_key_paths`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
+from operator import itemgetter
 from sys import getrecursionlimit
 from typing import Any, Final, overload
 
@@ -28,9 +30,10 @@ from .._errors import (
     brief,
     unhashable_static,
 )
-from .codegen import _flatten_into, compile_function
+from .codegen import _flatten_into, compile_function, flatten_into_entries
+from .fields import ClassInfo
 from .keys import KeyPath
-from .nodes import LEAF_TYPES, NodeType, set_mixed_loop
+from .nodes import BUILTIN_NODE_TYPES, LEAF_TYPES, NodeType, set_mixed_loop
 from .registry import get_node_type, node_type_for
 
 __all__ = [
@@ -124,15 +127,39 @@ def _shape_fast_path(nt: NodeType, children: Sequence[Any]) -> None:
     if info is None or nt.generated is None:  # a built-in container or a namedtuple
         return
     nodes = tuple(i for i, child in enumerate(children) if type(child) not in LEAF_TYPES)
-    source = "\n".join(_flatten_into(info, nodes)) + "\n"
     names: dict[str, Any] = {"_nt": nt, "_type": type, "_leaf_types": LEAF_TYPES}
     names.update(_get=get_node_type, _mixed=_walk)
+    names.update(_entries=flatten_into_entries(nt, len(children), nodes))
+    # A node child of another registered class whose children were all leaves is added in
+    # place (a layer's norm), saving a call per node.
+    inline: dict[int, ClassInfo] = {}
+    for i in nodes:
+        child: object = children[i]
+        cnt = get_node_type(type(child))
+        if cnt is None or cnt is nt or cnt.generated is None or (sub := cnt.info) is None:
+            continue
+        if all(type(getattr(child, name)) in LEAF_TYPES for name in sub.data_fields):
+            inline[i] = sub
+            names[f"_c{i}"] = cnt
+            names[f"_ce{i}"] = flatten_into_entries(cnt, len(sub.data_fields))[0]
+    source = "\n".join(_flatten_into(info, nodes, inline)) + "\n"
     nt.flatten_into = compile_function(
         nt.type, "flatten_into shaped", source, names, "flatten_into"
     )
 
 
 set_mixed_loop(_walk)
+
+#: The entry of a ``None`` node (no children): what every walker adds for it.
+NONE_ENTRY: Final = (BUILTIN_NODE_TYPES[type(None)], None, 0, True)
+
+
+def _none_into(node: None, leaves: list[Any], entries: list[Any], depth: int) -> None:
+    """``None``'s fast path (an optional field's usual value): its entry, nothing else."""
+    entries.append(NONE_ENTRY)
+
+
+BUILTIN_NODE_TYPES[type(None)].flatten_into = _none_into
 
 
 def _node_type(x: object, is_leaf: Callable[[Any], bool] | None) -> NodeType | None:
@@ -145,44 +172,29 @@ def _flatten_stack(
     is_leaf: Callable[[Any], bool] | None,
     leaves: list[Any],
     entries: list[Any],
-    with_path: bool = False,
 ) -> None:
     """Flatten ``tree`` into the lists with an explicit stack: the iterative walker.
 
-    For ``is_leaf``, key paths (``with_path``: ``leaves`` gets ``(key_path, leaf)`` pairs)
-    and subtrees deeper than :func:`_walk` recurses. Gives exactly its entries, deciding
-    each child once (:func:`_node_type`), in time and memory linear in the tree's size plus
-    the key paths returned (a node's path becomes a tuple only when a leaf child needs it).
+    For ``is_leaf`` and subtrees deeper than :func:`_walk` recurses. Gives exactly its
+    entries, deciding each child once (:func:`_node_type`), in time and memory linear in the
+    tree's size.
     """
     leaf_types = LEAF_TYPES
     get = get_node_type
     # Items: (subtree, its node type -- None: a leaf, or without is_leaf a type not seen yet).
     stack: list[tuple[Any, NodeType | None]] = [(tree, _node_type(tree, is_leaf))]
-    # With paths, in step with the stack: (the path of the item's parent, the item's key).
-    paths: list[tuple[_Path | None, Any]] = [(None, None)]
-    parent: _Path | None = None
-    key: Any = None
     node: object
     while stack:
         node, nt = stack.pop()
-        if with_path:
-            parent, key = paths.pop()
         if nt is None and (
             is_leaf is not None
             or type(node) in leaf_types
             or (nt := node_type_for(type(node))) is None
         ):
-            leaves.append((_path_of(parent, key), node) if with_path else node)
+            leaves.append(node)
             entries.append(None)
             continue
-        children: Sequence[object]
-        keys: Sequence[Any]
-        if with_path:
-            keyed, aux = nt.flatten_with_keys(node)
-            keys, children = zip(*keyed) if keyed else ((), ())
-        else:
-            children, aux = nt.flatten(node)
-            keys = children  # (not used)
+        children, aux = nt.flatten(node)
         if is_leaf is not None:
             kinds = [_node_type(c, is_leaf) for c in children]
             mixed = any(kinds)
@@ -194,17 +206,80 @@ def _flatten_stack(
                 mixed = any(kinds)
         if not mixed:
             entries.append((nt, aux, len(kinds), True))
-            if not with_path:
-                leaves += children
-            elif kinds:
-                own = _path_of(parent, key)
-                leaves += [((*own, ck), c) for ck, c in zip(keys, children)]
+            leaves += children
             continue
         entries.append((nt, aux, len(kinds), False))
         stack += zip(reversed(children), reversed(kinds))
-        if with_path:
-            where = _Path(parent, key)
-            paths += zip(repeat(where), reversed(keys))
+
+
+def _key_paths(entries: Sequence[Any]) -> list[KeyPath]:
+    """The key path of every leaf of a spec's ``entries``, in order: all at once.
+
+    One pass over the entries, a node's path extended by each child's key (its node type's
+    :attr:`~treeclass._core.nodes.NodeType.child_keys`), so each path is one tuple made from
+    its parent's; a node whose children are all leaves gives theirs in one step. Past
+    ``_EAGER_DEPTH`` open nodes, where every open node's path would cost memory quadratic in
+    the depth, it starts again with :func:`_linked_key_paths`.
+    """
+    out: list[KeyPath] = []
+    stack: list[Iterator[KeyPath]] = []  # the paths of open nodes' children still to come
+    top: Iterator[KeyPath] = iter(((),))
+    path: KeyPath | None
+    for e in entries:
+        path = next(top, None)
+        while path is None:  # (that node's children are done)
+            top = stack.pop()
+            path = next(top, None)
+        if e is None:
+            out.append(path)
+            continue
+        nt, aux, k, leafy = e
+        keys = nt.field_keys
+        if keys is None:
+            keys = nt.child_keys(aux, k)
+        if leafy:
+            out += map(path.__add__, keys)
+        elif k:
+            if len(stack) == _EAGER_DEPTH:
+                return _linked_key_paths(entries)
+            stack.append(top)
+            top = map(path.__add__, keys)
+    return out
+
+
+#: How many nodes deep :func:`_key_paths` keeps every open node's path as a tuple.
+_EAGER_DEPTH: Final = 256
+
+
+def _linked_key_paths(entries: Sequence[Any]) -> list[KeyPath]:
+    """:func:`_key_paths` in memory linear in the depth.
+
+    A node's path is a link to its parent's (:class:`_Path`), made a tuple only when a leaf
+    child needs it.
+    """
+    out: list[KeyPath] = []
+    first = itemgetter(0)
+    stack: list[Iterator[tuple[_Path | None, Any]]] = []
+    top: Iterator[tuple[_Path | None, Any]] = iter(((None, None),))  # (parent, key)
+    item: tuple[_Path | None, Any] | None
+    for e in entries:
+        item = next(top, None)
+        while item is None:
+            top = stack.pop()
+            item = next(top, None)
+        parent, key = item
+        if e is None:
+            out.append(_path_of(parent, key))
+            continue
+        nt, aux, k, leafy = e
+        if leafy:
+            if k:
+                own = _path_of(parent, key)
+                out += map(own.__add__, nt.child_keys(aux, k))
+        elif k:
+            stack.append(top)
+            top = zip(repeat(_Path(parent, key)), map(first, nt.child_keys(aux, k)))
+    return out
 
 
 class _Path:
@@ -325,10 +400,8 @@ def tree_flatten_with_path(
         >>> [tc.keystr(p) for p, _ in pairs]
         ["['k'][0]", "['k'][1]"]
     """
-    out: list[tuple[KeyPath, Any]] = []
-    entries: list[Any] = []
-    _flatten_stack(tree, is_leaf, out, entries, with_path=True)
-    return out, TreeSpec._make(tuple(entries), len(out))
+    leaves, spec = tree_flatten(tree, is_leaf)
+    return list(zip(_key_paths(spec._entries), leaves)), spec
 
 
 def tree_leaves_with_path(

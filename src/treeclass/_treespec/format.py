@@ -26,10 +26,10 @@ from .._core.json import (
     loads_strict,
     strict_scanner,
 )
-from .._core.nodes import BUILTIN_NODE_TYPES, NodeType, dropping_node
+from .._core.nodes import NodeType, dropping_node
 from .._core.registry import node_for_name
 from .._core.state import Layout
-from .._core.tree import TreeSpec
+from .._core.tree import NONE_ENTRY, TreeSpec
 from .._core.unnamed import unnamed_error
 from .._errors import TreespecLoadError, UnnamedClassError, brief, unregistered_name
 
@@ -155,9 +155,6 @@ def _node_type(name: str, nodes: Sequence[Node]) -> NodeType:
     return nt
 
 
-_NONE_ENTRY: Final = (BUILTIN_NODE_TYPES[type(None)], None, 0, True)
-
-
 def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
     """Build the embedded registry's :class:`~treeclass.TreeSpec` from a node list.
 
@@ -188,7 +185,7 @@ def nodes_to_spec(nodes: Sequence[Node]) -> TreeSpec:
             if not frame[2]:
                 frames.pop()
             elif not frame[0][frame[1]]:
-                append(_NONE_ENTRY)
+                append(NONE_ENTRY)
                 frame[1] += 1
                 frame[2] -= 1
             else:
@@ -422,6 +419,39 @@ def _read_node(scan: Callable[[str, int], tuple[Any, int]], text: str, pos: int)
     return seen if seen.load(first=True) else None
 
 
+#: Node texts read in earlier documents whose auxdata is shared (immutable, no migrate hook),
+#: by the text of their name: the first look of a document for a name it has not read yet.
+_KEPT: dict[str, list[_Seen]] = {}
+_KEPT_NAMES: Final = 256  # names kept at most (forgotten all at once past that)
+_KEPT_SIZE: Final = 1024  # the longest node text kept
+
+
+def _known_before(key: str, text: str, pos: int) -> _Seen | None:
+    """A node text kept from an earlier document (name text ``key``) at ``text[pos]``.
+
+    Only if its name still loads as the node type it was read with (else ``None``).
+    """
+    for seen in _KEPT.get(key, ()):
+        if text.startswith(seen.text, pos) and node_for_name(seen.item[0]) is seen.nt:
+            return seen
+    return None
+
+
+def _keep(key: str, seen: _Seen) -> None:
+    """Keep ``seen`` (a node text whose auxdata is shared) for later documents."""
+    if not key or seen.size > _KEPT_SIZE:
+        return
+    kept = _KEPT.get(key)
+    if kept is None:
+        if len(_KEPT) >= _KEPT_NAMES:
+            _KEPT.clear()
+        _KEPT[key] = [seen]
+    elif len(kept) < 4:
+        kept.append(seen)
+    else:
+        kept[len(seen.text) % 4] = seen
+
+
 def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
     """:func:`loads_spec` of a document in the canonical form :func:`dumps_nodes` writes.
 
@@ -451,6 +481,10 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
     need = 1
     leaves = 0
     hits = misses = 0
+    # The last node's start, and the counts there; ``shared``: its auxdata may be shared.
+    mark = -1
+    mark_nodes = mark_entries = mark_leaves = mark_need = 0
+    shared: bool | None = False
     try:
         while True:
             if startswith("null", pos):
@@ -460,6 +494,29 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                 need -= 1
                 pos += 4
             else:
+                if shared:
+                    # Documents repeat themselves (a chain, a list of instances: one node and
+                    # the leaves after it, again and again): the text since the last node's
+                    # start, if it comes again, each time followed by a node, is read as it
+                    # was. Its node and leaves change ``need`` most at its end, so the tree
+                    # stays open through ``most`` repeats (the loop goes on past them).
+                    seg = text[mark:pos]
+                    step = len(seg)
+                    change = need - mark_need
+                    most = len(text) if change >= 0 else (need - 1) // -change
+                    stop = pos + step * most
+                    end = pos
+                    while end < stop and startswith(seg, end) and startswith("[", end + step):
+                        end += step
+                    if end > pos:
+                        count = (end - pos) // step
+                        nodes += nodes[mark_nodes:] * count
+                        entries += entries[mark_entries:] * count
+                        leaves += (leaves - mark_leaves) * count
+                        need += change * count
+                        pos = end
+                mark, mark_nodes, mark_entries = pos, len(nodes), len(entries)
+                mark_leaves, mark_need = leaves, need
                 seen = last
                 same = None
                 key = ""
@@ -479,6 +536,10 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                             if startswith(s.text, pos):
                                 seen = s
                                 break
+                    else:
+                        seen = _known_before(key, text, pos)
+                        if seen is not None:
+                            known[key] = same = [seen]
                 if seen is None:
                     seen = _read_node(scan, text, pos)
                     if seen is None:
@@ -500,6 +561,11 @@ def _loads_canonical(text: str) -> tuple[list[Node], TreeSpec] | None:
                         shared = seen.shared = _shareable(seen.item[1])
                     if not shared and not seen.load():
                         return None
+                shared = seen.shared
+                if shared is None:
+                    shared = seen.shared = _shareable(seen.item[1])
+                    if shared and not seen.fresh:
+                        _keep(key, seen)
                 pos += seen.size
                 k = seen.k
                 if startswith(_NULL_RUNS[k], pos) if k <= 64 else _null_run(text, pos, k):
