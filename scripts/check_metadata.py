@@ -20,8 +20,8 @@ from __future__ import annotations
 import sys
 import tarfile
 import zipfile
-from email.parser import HeaderParser
 from email.message import Message
+from email.parser import HeaderParser
 from pathlib import Path
 from typing import Any, cast
 

@@ -160,10 +160,7 @@ DISTRIBUTION: Final = "stable-pytrees"
 #: ``python_version >= ...`` (tests/test_release.py holds the two in step), and the install
 #: hint says so on an older Python.
 EXTRA_PYTHON: Final[dict[str, tuple[int, int]]] = {
-    # orbax-checkpoint 0.12 saves from several processes with `with jax.sharding.set_mesh()`,
-    # a context manager from jax 0.7.1, which needs Python 3.11.
-    "orbax": (3, 11),
-    # mkdocs-material 9.8 and mkdocstrings-python 2.0 need Python 3.11.
+    # mkdocs-material 9.8 and mkdocstrings-python 2.0 (the documentation site) need 3.11.
     "docs": (3, 11),
 }
 
@@ -177,8 +174,8 @@ def install_hint(extra: str, python: tuple[int, int] | None = None) -> str:
     Example:
         >>> install_hint("torch")
         "pip install 'stable-pytrees[torch]'"
-        >>> install_hint("orbax", python=(3, 10))
-        "pip install 'stable-pytrees[orbax]' on Python 3.11 or newer (this is Python 3.10)"
+        >>> install_hint("docs", python=(3, 10))
+        "pip install 'stable-pytrees[docs]' on Python 3.11 or newer (this is Python 3.10)"
     """
     command = f"pip install '{DISTRIBUTION}[{extra}]'"
     oldest = EXTRA_PYTHON.get(extra)
@@ -205,8 +202,8 @@ def missing_framework(
 'torch'); install it with pip install 'stable-pytrees[torch]'.")
     """
     return MissingDependencyError(
-        f"{feature} needs {extra}, which is not installed ({error}); install it with "
-        f"{install_hint(extra)}{otherwise}."
+        f"{feature} needs {extra}, which is not installed ({error}); "
+        f"install it with {install_hint(extra)}{otherwise}."
     )
 
 
