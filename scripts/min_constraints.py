@@ -14,7 +14,8 @@ becomes ``==`` (the highest, where two extras bound one package). Two sets, beca
 cannot share one venv: the ``[orbax]`` extra needs jax>=0.7.1 (and so numpy>=1.26), while
 the ``[jax]`` extra's floor is 0.4.36 with numpy 1.24. Not pinned at their floor:
 
-- the ``dev`` extra's tools (pytest, mypy, ...), which the job takes at the versions of
+- the ``dev`` extra's tools (pytest, mypy, ...; and ruff, which the ``docs`` extra also
+  names: mkdocstrings formats signatures with it), which the job takes at the versions of
   ``scripts/constraints.txt`` (the test suite's expected mypy/pyright errors are those
   versions'); ``safetensors`` in ``dev`` is a framework the tests interoperate with, so its
   floor is pinned;
@@ -67,6 +68,25 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split("."))
 
 
+#: The Python the minimum-versions job runs (.ci/run min_versions): a requirement whose
+#: environment marker excludes it (a Python 3.10-only line) is not that job's to pin.
+JOB_PYTHON = "3.11"
+
+
+def applies(marker: str | None) -> bool:
+    """Whether a requirement with this environment marker is installed on the job's Python.
+
+    ``marker``: what follows the requirement's ``;`` (``"python_version < '3.11'"``), or None.
+    """
+    if not marker:
+        return True
+    from packaging.markers import Marker
+
+    return Marker(marker.lstrip(";").strip()).evaluate(
+        {"python_version": JOB_PYTHON, "python_full_version": f"{JOB_PYTHON}.0"}
+    )
+
+
 def floors(
     extras: tuple[str, ...] | None = None, pyproject: Path = ROOT / "pyproject.toml"
 ) -> dict[str, str]:
@@ -85,7 +105,9 @@ def floors(
             if match is None:
                 raise SystemExit(f"cannot read requirement {requirement!r} of extra {group!r}")
             name = _canonical(match.group(1))
-            if group == "dev" and name in TOOLS:
+            if not applies(match.group(4)):
+                continue
+            if name in TOOLS:  # dev's tools, and the docs extra's ruff
                 continue
             bounds = re.findall(r">=\s*([^,\s]+)", match.group(3))
             if not bounds:

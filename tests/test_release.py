@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 import treeclass as tc
-from treeclass._errors import DISTRIBUTION, install_hint
+from treeclass._errors import DISTRIBUTION, EXTRA_PYTHON, install_hint
 from treeclass._io.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,11 +45,20 @@ _REPORT = (
         ("torch", "import treeclass.torch", "torch"),
         ("orbax", "import treeclass.orbax", "orbax"),
         ("optree", "import treeclass as tc; tc.optree.register_namespace('x')", "optree"),
+        # tc.load's frameworks (the tree is read first: a file with an array leaf).
+        ("jax", "import treeclass as tc; tc.load(PATH, to='jax')", "jax"),
+        ("torch", "import treeclass as tc; tc.load(PATH, to='torch')", "torch"),
     ],
 )
 def test_a_missing_framework_names_the_install_command(
-    blocked: str, action: str, extra: str
+    blocked: str, action: str, extra: str, tmp_path: Path
 ) -> None:
+    pytest.importorskip("numpy")
+    import numpy as np
+
+    path = tmp_path / "tree.safetensors"
+    tc.save(path, {"w": np.ones(2, np.float32)})
+    action = action.replace("PATH", repr(str(path)))
     code = f"import sys; sys.modules[{blocked!r}] = None\n" + _REPORT.format(action=action)
     result = json.loads(run_script(code, timeout=300).checked().stdout.strip().splitlines()[-1])
     assert result is not None, f"{action} worked without {blocked}"
@@ -57,7 +66,70 @@ def test_a_missing_framework_names_the_install_command(
     assert name == "MissingDependencyError"
     assert is_import_error
     assert re.search(rf"needs {extra}, which is not installed", message)
-    assert f"pip install '{DISTRIBUTION}[{extra}]'" in message
+    assert message.endswith(f"install it with pip install '{DISTRIBUTION}[{extra}]'.")
+
+
+def test_a_treespec_for_a_missing_framework_names_the_install_command() -> None:
+    code = (
+        "import sys; sys.modules['jax'] = None\n"
+        "import treeclass as tc\n"
+        "text = tc.treespec_dumps(tc.tree_structure([1, 2]))\n"
+        + _REPORT.format(action="tc.treespec_loads(text, to='jax')")
+    )
+    result = json.loads(run_script(code, timeout=300).checked().stdout.strip().splitlines()[-1])
+    assert result is not None
+    name, _, message = result
+    assert name == "TreespecLoadError"
+    assert re.fullmatch(
+        r"treespec_loads\(to='jax'\) needs jax, which is not installed \(.*\); install it "
+        rf"with pip install '{DISTRIBUTION}\[jax\]', or load with to=None\.",
+        message,
+    )
+
+
+def test_an_extra_that_needs_a_newer_python_says_so() -> None:
+    assert install_hint("docs", python=(3, 10)) == (
+        f"pip install '{DISTRIBUTION}[docs]' on Python 3.11 or newer (this is Python 3.10)"
+    )
+    assert install_hint("docs", python=(3, 11)) == f"pip install '{DISTRIBUTION}[docs]'"
+    assert install_hint("orbax", python=(3, 10)) == f"pip install '{DISTRIBUTION}[orbax]'"
+    # pyproject.toml's markers say the same: every requirement of such an extra is for
+    # python_version >= that version, and no other extra's is.
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra, requirements in extras.items():
+        oldest = EXTRA_PYTHON.get(extra, (3, 10))
+        for minor in range(10, 15):
+            python = {"python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0"}
+            installed = [
+                r
+                for r in map(Requirement, requirements)
+                if not r.marker or r.marker.evaluate(python)
+            ]
+            assert bool(installed) == ((3, minor) >= oldest), (extra, minor)
+
+
+# --- URLs: none to a place the project does not own (docs/contributing.md, release checklist) --
+
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def test_no_url_points_to_a_place_the_project_does_not_own() -> None:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "urls" not in meta["project"]
+    mkdocs = (ROOT / "mkdocs.yml").read_text()
+    for key in ("repo_url", "repo_name", "edit_uri", "site_url"):
+        assert not re.search(rf"^{key}:", mkdocs, re.M), key
+    assert re.search(r"^theme:\n  name: material\n(?:  #.*\n)*  font: false$", mkdocs, re.M)
+    # The README's links are relative to the repository, and each names a file that exists.
+    readme = (ROOT / "README.md").read_text()
+    links = _LINK.findall(readme)
+    assert len(links) > 20
+    for link in links:
+        assert "://" not in link, link
+        assert (ROOT / link.split("#", 1)[0]).exists(), link
 
 
 def test_an_old_torch_is_refused_with_the_version_it_needs() -> None:
@@ -128,7 +200,8 @@ def test_the_minimum_versions_job_pins_every_declared_floor() -> None:
     mc = _min_constraints()
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    # Every extra but dev's tools and torch is installed by one of the job's venvs.
+    # Every extra but dev's tools and torch is installed by one of the job's venvs; lines for
+    # another Python than the job's (mc.applies) are not its to pin.
     assert set().union(*mc.SETS.values()) == set(extras) - {"dev", "torch"}
     checked = set()
     for set_name, chosen in mc.SETS.items():
@@ -137,6 +210,8 @@ def test_the_minimum_versions_job_pins_every_declared_floor() -> None:
         groups = [project["dependencies"], extras["dev"], *(extras[g] for g in chosen)]
         for text in (t for group in groups for t in group):
             requirement = Requirement(text)
+            if not mc.applies(str(requirement.marker) if requirement.marker else None):
+                continue
             name = _name(text)
             if name in mc.TOOLS:
                 continue  # test tools: at scripts/constraints.txt's versions
@@ -147,11 +222,17 @@ def test_the_minimum_versions_job_pins_every_declared_floor() -> None:
             if pinned[name] == floors[0]:
                 checked.add(text)
     # Each declared floor is some set's pin.
-    declared = {t for g, reqs in extras.items() if g != "torch" for t in reqs}
+    declared = {
+        t
+        for g, reqs in extras.items()
+        if g != "torch"
+        for t in reqs
+        if mc.applies(str(Requirement(t).marker) if Requirement(t).marker else None)
+    }
     declared |= set(project["dependencies"])
     assert {t for t in declared if _name(t) not in mc.TOOLS} == checked
     # The build backend's floor.
-    assert mc.main(["--build"]) == "hatchling==1.26.3"
+    assert mc.main(["--build"]) == "hatchling==1.27.0"
     assert mc.main(["--sets"]).split() == list(mc.SETS)
 
 

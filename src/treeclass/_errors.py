@@ -7,6 +7,7 @@ that catch the built-in keep working.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DISTRIBUTION",
+    "EXTRA_PYTHON",
     "FileLoadError",
     "FileSaveError",
     "MissingDependencyError",
@@ -159,13 +161,46 @@ class MissingDependencyError(TreeclassError, ImportError):
 DISTRIBUTION: Final = "stable-pytrees"
 
 
-def install_hint(extra: str) -> str:
-    """The install command of an extra, quoted for a shell: ``pip install 'NAME[extra]'``."""
-    return f"pip install '{DISTRIBUTION}[{extra}]'"
+#: The oldest Python each extra installs on, where it is newer than the package's own
+#: (``Requires-Python``): pyproject.toml declares these extras' requirements only for
+#: ``python_version >= ...`` (tests/test_release.py holds the two in step), and the install
+#: hint says so on an older Python.
+EXTRA_PYTHON: Final[dict[str, tuple[int, int]]] = {
+    # mkdocs-material 9.8 and mkdocstrings-python 2.0 (the documentation site) need 3.11.
+    "docs": (3, 11),
+}
 
 
-def missing_framework(feature: str, extra: str, error: ImportError) -> MissingDependencyError:
-    """The error of a treeclass module imported without the framework its extra installs.
+def install_hint(extra: str, python: tuple[int, int] | None = None) -> str:
+    """The install command of an extra, quoted for a shell: ``pip install 'NAME[extra]'``.
+
+    On a Python older than the extra needs (``python``: this one), the command is given for
+    that Python.
+
+    Example:
+        >>> install_hint("torch")
+        "pip install 'stable-pytrees[torch]'"
+        >>> install_hint("docs", python=(3, 10))
+        "pip install 'stable-pytrees[docs]' on Python 3.11 or newer (this is Python 3.10)"
+    """
+    command = f"pip install '{DISTRIBUTION}[{extra}]'"
+    oldest = EXTRA_PYTHON.get(extra)
+    if python is None:
+        python = (sys.version_info[0], sys.version_info[1])
+    if oldest is not None and python < oldest:
+        return (
+            f"{command} on Python {oldest[0]}.{oldest[1]} or newer "
+            f"(this is Python {python[0]}.{python[1]})"
+        )
+    return command
+
+
+def missing_framework(
+    feature: str, extra: str, error: ImportError, *, otherwise: str = ""
+) -> MissingDependencyError:
+    """The error of a treeclass feature used without the framework its extra installs.
+
+    ``otherwise`` is what else works (``", or load with to=None"``), said after the command.
 
     Example:
         >>> missing_framework("treeclass.torch", "torch", ModuleNotFoundError("No module 'torch'"))
@@ -173,8 +208,8 @@ def missing_framework(feature: str, extra: str, error: ImportError) -> MissingDe
 'torch'); install it with pip install 'stable-pytrees[torch]'.")
     """
     return MissingDependencyError(
-        f"{feature} needs {extra}, which is not installed ({error}); install it with "
-        f"{install_hint(extra)}."
+        f"{feature} needs {extra}, which is not installed ({error}); "
+        f"install it with {install_hint(extra)}{otherwise}."
     )
 
 

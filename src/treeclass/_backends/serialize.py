@@ -20,6 +20,7 @@ from .._errors import (
     TreeclassTypeError,
     TreespecLoadError,
     brief,
+    missing_framework,
     qualname,
 )
 from .._treespec.convert import refuse_dropping
@@ -141,10 +142,10 @@ def treespec_loads(text: str | bytes | bytearray, *, to: FrameworkName | None = 
     try:
         module = adapter(framework)
     except ImportError as e:
-        raise TreespecLoadError(
-            f"treespec_loads(to={to!r}) needs {framework.module}, which cannot be imported here "
-            f"({brief(str(e), 200)}); install it, or load with to=None."
-        ) from e
+        missing = missing_framework(
+            f"treespec_loads(to={to!r})", framework.name, e, otherwise=", or load with to=None"
+        )
+        raise TreespecLoadError(str(missing)) from e
     except RegistrationError as e:
         raise TreespecLoadError(
             f"treespec_loads(to={to!r}) cannot build a {framework.name} structure: {e}"

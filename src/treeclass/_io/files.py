@@ -29,6 +29,7 @@ from .._errors import (
     TreespecLoadError,
     UnregisteredNameError,
     install_hint,
+    missing_framework,
     qualname,
 )
 from .._treespec.format import dumps_nodes, loads_nodes, loads_spec, spec_to_nodes
@@ -169,9 +170,7 @@ def _framework(name: str) -> Any:
     try:
         return _module("torch" if name == "torch" else "jax.numpy")
     except ImportError as e:
-        raise MissingDependencyError(
-            f'treeclass.load(..., to="{name}") needs {name}, which is not installed.'
-        ) from e
+        raise missing_framework(f'treeclass.load(..., to="{name}")', name, e) from e
 
 
 # --- saving -----------------------------------------------------------------------------------
