@@ -47,6 +47,12 @@ class Model:
     width: {Q}Width{Q} = tc.field(static=True, default=4)
 
 
+@tc.pytree_dataclass(name=NAME + ".Slotted", frozen=True, slots=True)
+class Slotted:
+    body: {Q}Body{Q}
+    kind: {Q}Kind{Q} = tc.field(static=True, default="dense")
+
+
 class Head(tc.PytreeNode, name=NAME + ".Head"):
     out: {Q}Body{Q}
     act: {Q}Act{Q} = tc.field(static=True, default="relu")
@@ -114,6 +120,7 @@ def test_the_module_is_written_with_unquoted_forward_references_on_3_14(mod: Mod
 def test_classes_annotated_with_later_names_register_and_round_trip(mod: ModuleType) -> None:
     for obj in (
         mod.Model(mod.Body(1.0), kind="sparse", width=8),
+        mod.Slotted(mod.Body(1.5), kind="sparse"),
         mod.Head(mod.Body(2.0), act="gelu"),
         mod.Pair(mod.Body(3.0), unit=2),
         mod.Loose(4.0, tag="b"),
@@ -130,10 +137,11 @@ def test_classes_annotated_with_later_names_register_and_round_trip(mod: ModuleT
     [
         (lambda m: m.Model(m.Body(1.0), kind="diagonal"), r"'diagonal' is not one of the field"),
         (lambda m: m.Model(m.Body(1.0), width="4"), r"the value is a str, but the field is int"),
+        (lambda m: m.Slotted(m.Body(1.0), kind="diagonal"), r"'diagonal' is not one of the"),
         (lambda m: m.Head(m.Body(1.0), act="tanh"), r"'tanh' is not one of the field"),
         (lambda m: m.Pair(m.Body(1.0), unit=1.5), r"the value is a float, but the field is int"),
     ],
-    ids=["literal-alias", "type-alias", "pytree-node", "attrs"],
+    ids=["literal-alias", "type-alias", "slots", "pytree-node", "attrs"],
 )
 def test_static_checks_resolve_names_defined_after_the_class(
     mod: ModuleType, make: object, message: str
