@@ -21,6 +21,9 @@ without tearing the modules down: that took a fresh process with torch a third o
 CPU, a few seconds of every run. So the objects alive at exit are not finalized: a script
 closes what it writes. (That file lists the few differences from the interpreter.)
 
+Where no process can be started (CPython on WebAssembly: ``CAN_START_PROCESSES``), every run
+skips the test that asked for it.
+
 ``preload=FRAMEWORKS`` (run_script, run_module, report_in) starts the process by forking a
 zygote (``tests/_zygote.py``, one per test process and preload list, started on first use)
 that has imported those frameworks and nothing else: the child is the fresh process described
@@ -61,6 +64,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 SRC = str(Path(__file__).resolve().parent.parent / "src")
 
@@ -187,6 +192,8 @@ def _run(
     preload: Sequence[str] = (),
 ) -> Outcome:
     assert "PYTHONPATH" not in (env or {}), "pass the folders to put on the path as path="
+    if not CAN_START_PROCESSES:
+        pytest.skip(NO_PROCESSES)
     full_env = _environment(path, env)
     # Only what is installed is preloaded (a run at minimum versions may lack torch): the
     # script imports the rest itself, or fails as it would in a fresh process.
@@ -230,6 +237,13 @@ def _environment(path: Sequence[Path | str], env: Mapping[str, str] | None) -> d
         **(env or {}),
     }
 
+
+#: Whether this interpreter can start a process: not CPython built for WebAssembly (Pyodide, in
+#: CI's py314 job). A test that runs one is skipped there at its first ``run_script``,
+#: ``run_module`` or ``report_in`` (what it checked before ran); one that starts processes
+#: otherwise is marked ``processes`` (``tests/conftest.py`` skips it with this reason).
+CAN_START_PROCESSES = sys.platform not in ("emscripten", "wasi")
+NO_PROCESSES = f"starts a process, which CPython on WebAssembly ({sys.platform}) cannot"
 
 #: The frameworks a test usually preloads (one zygote per test process serves all their uses).
 FRAMEWORKS = ("numpy", "jax", "torch")

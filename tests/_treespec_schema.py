@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import importlib.util
 import json
 from typing import Any
 
@@ -15,6 +16,14 @@ def validator() -> jsonschema.Draft202012Validator:
     text = (importlib.resources.files("treeclass") / "treespec.schema.json").read_text("utf-8")
     schema = json.loads(text)
     jsonschema.Draft202012Validator.check_schema(schema)
+    if importlib.util.find_spec("referencing") is None:
+        # jsonschema 4.17, the newest with no compiled dependency (CI's py314 job, on
+        # WebAssembly): it joins a "#/$defs/..." reference to the "urn:" $id as the bare
+        # fragment, so a reference inside a referenced definition is looked up under the
+        # empty URI. The schema is that document too. (Later releases resolve with the
+        # `referencing` package, and deprecate RefResolver.)
+        resolver = jsonschema.RefResolver.from_schema(schema, store={"": schema})
+        return jsonschema.Draft202012Validator(schema, resolver=resolver)
     return jsonschema.Draft202012Validator(schema)
 
 

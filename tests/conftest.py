@@ -4,6 +4,10 @@ Backend tests skip when their framework is not installed. In CI (``TREECLASS_REQ
 set by ``.ci/run``) every skip is turned into a failure of the session, so a missing jax, torch,
 optree, transformers or ray can never pass unnoticed.
 
+CPython built for WebAssembly (Pyodide: CI's py314 job) starts no process and no thread: the
+tests marked ``processes`` or ``threads`` are skipped there, with the reason, and so is every
+test that runs a fresh Python (``tests/_subproc.py``, at its first run).
+
 ``TREECLASS_ALLOW_MISSING=torch`` (comma-separated top-level packages) lets that run skip the
 tests of the listed frameworks only: a skip passes when it is ``pytest.importorskip``'s of a
 module of a listed package *and* that package is not installed (CI's Python matrix, where torch
@@ -13,11 +17,13 @@ installs on one Python only). Every other skip still fails the run.
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from typing import Any
 
 import pytest
 from _skips import allowed_missing, allowed_skip
+from _subproc import CAN_START_PROCESSES, NO_PROCESSES
 
 REQUIRE_BACKENDS = os.environ.get("TREECLASS_REQUIRE_BACKENDS") == "1"
 ALLOW_MISSING = allowed_missing()
@@ -28,6 +34,34 @@ ALLOW_MISSING = allowed_missing()
 collect_ignore_glob = ["_*.py"]
 
 _skipped: list[str] = []
+
+#: Whether this interpreter can start a thread: not CPython on WebAssembly, unless built with
+#: pthreads (Pyodide is not).
+_wasm = getattr(sys, "_emscripten_info", None)
+CAN_START_THREADS = sys.platform != "wasi" and (_wasm is None or bool(_wasm.pthreads))
+NO_THREADS = f"starts a thread, which CPython on WebAssembly ({sys.platform}) cannot"
+
+#: The markers of what some interpreters cannot do: (name, possible, skip reason).
+_CAPABILITIES = (
+    ("processes", CAN_START_PROCESSES, NO_PROCESSES),
+    ("threads", CAN_START_THREADS, NO_THREADS),
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, _, _ in _CAPABILITIES:
+        config.addinivalue_line(
+            "markers", f"{name}: the test starts {name}; skipped where the interpreter cannot"
+        )
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``processes`` / ``threads`` where the interpreter cannot."""
+    for name, possible, reason in _CAPABILITIES:
+        if not possible:
+            for item in items:
+                if item.get_closest_marker(name) is not None:
+                    item.add_marker(pytest.mark.skip(reason=reason))
 
 
 def _record_skip(report: Any) -> None:

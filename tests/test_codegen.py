@@ -51,6 +51,7 @@ def test_registering_compiles_nothing_and_the_first_call_compiles_the_family() -
     assert node.unflatten((), [3.0, 4.0]) == Late(3.0, 4.0)
 
 
+@pytest.mark.threads
 def test_first_calls_in_many_threads_compile_once() -> None:
     import threading
 

@@ -245,6 +245,7 @@ def page_runs(
         }
 
 
+@pytest.mark.processes  # (each page in a fresh process, two at a time from threads)
 @pytest.mark.parametrize("page", sorted(NEEDS))
 def test_every_python_block_runs(
     page: str, page_runs: dict[str, concurrent.futures.Future[Outcome]]

@@ -10,7 +10,6 @@ import sys
 import textwrap
 import types
 import typing
-import venv
 from typing import Any
 
 import pytest
@@ -834,6 +833,8 @@ def test_private_tree_node_check_fallback(monkeypatch: pytest.MonkeyPatch) -> No
 def test_adapter_type_checks_without_jax(tmp_path: pathlib.Path) -> None:
     """``mypy --strict`` checks the adapter against stubs/jax with a Python that has no jax."""
     pytest.importorskip("mypy")
+    import venv  # (here: CPython on WebAssembly has no venv, and collects this module)
+
     bare = tmp_path / "bare"
     venv.create(bare, with_pip=False)
     python = bare / ("Scripts" if sys.platform == "win32" else "bin") / "python"

@@ -160,6 +160,7 @@ def work(spec, leaves, tree):
 
 
 @pytest.mark.slow
+@pytest.mark.processes
 def test_spawn_workers_receive_and_return_specs_and_instances(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uname: str
 ) -> None:

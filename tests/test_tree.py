@@ -395,6 +395,7 @@ def test_a_fast_path_shaped_to_a_class_gives_the_generic_walks_spec_for_any_node
         assert spec.unflatten(leaves) == tree
 
 
+@pytest.mark.threads
 def test_a_class_registered_while_a_walk_decides_its_type_is_a_node_for_good() -> None:
     # Issue 28, item 4: node_type_for looked a class up, then recorded it as a leaf type; a
     # registration in another thread in between left the class registered *and* a leaf for
