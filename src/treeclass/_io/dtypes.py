@@ -123,9 +123,12 @@ def torch_dtype(torch: Any, name: str) -> Any:
         ImportError: this torch release lacks it (``float4_e2m1fn_x2`` is new in torch 2.8).
 
     Example:
-        >>> import torch  # doctest: +SKIP
-        >>> torch_dtype(torch, "bfloat16")  # doctest: +SKIP
-        torch.bfloat16
+        >>> import types
+        >>> old_torch = types.SimpleNamespace(__version__="2.7.0")  # what it lacks, as a module
+        >>> torch_dtype(old_torch, "float4_e2m1fn_x2")
+        Traceback (most recent call last):
+        ...
+        ImportError: torch 2.7.0 has no dtype float4_e2m1fn_x2
     """
     found = getattr(torch, name, None)
     if found is None:
