@@ -5,6 +5,7 @@
     pip install -c min.txt -e ".[$(python scripts/min_constraints.py SET --extras)]"
     python scripts/min_constraints.py SET --names        # its pinned names, as a regex
     python scripts/min_constraints.py --build            # the build backend's floor
+    python scripts/min_constraints.py --torch            # the torch extra's floor: torch==N.N
 
 The minimum-versions CI job (``.ci/run``) makes one venv per set, installs it with these
 constraints and runs the test suite, so the bounds users read in pyproject.toml and the
@@ -19,10 +20,10 @@ the ``[jax]`` extra's floor is 0.4.36 with numpy 1.24. Not pinned at their floor
   ``scripts/constraints.txt`` (the test suite's expected mypy/pyright errors are those
   versions'); ``safetensors`` in ``dev`` is a framework the tests interoperate with, so its
   floor is pinned;
-- torch (no set has the ``[torch]`` extra): only torch 2.13.0 installs on the CI machine, and
-  it needs typing-extensions>=4.10; its floor (2.7) is checked by the adapter's feature
-  detection (``treeclass._backends.torch.MIN_TORCH_VERSION``), which raises
-  a treeclass error naming the version on an older torch.
+- torch (no set has the ``[torch]`` extra): its floor (``--torch``) is CI's ``torch_floor``
+  job's, which installs it alone with the torch suite (the registry's build of an older torch
+  is a CUDA build of several GB); the adapter refuses an older torch naming the version
+  (``treeclass._backends.torch.MIN_TORCH_VERSION``).
 
 ``CAPS`` below adds bounds on packages the floors pull in, only where the resolver's choice
 breaks the floors (each with its reason).
@@ -162,6 +163,8 @@ def main(args: list[str]) -> str:
         return "\n".join(SETS)
     if args == ["--build"]:
         return "\n".join(build_floors())
+    if args == ["--torch"]:
+        return f"torch=={floors(('torch',))['torch']}"
     if args and args[0] in SETS and len(args) <= 2:
         set_name, option = args[0], (args[1:] or [None])[0]
         if option is None:
@@ -172,7 +175,7 @@ def main(args: list[str]) -> str:
             names = floors(("dev", *SETS[set_name]))
             return "|".join(n.replace("-", "[-_.]") for n in sorted(names))
     raise SystemExit(
-        f"usage: min_constraints.py (--sets | --build | SET [--extras | --names]), "
+        f"usage: min_constraints.py (--sets | --build | --torch | SET [--extras | --names]), "
         f"SET one of {', '.join(SETS)}; got {args}"
     )
 

@@ -322,6 +322,25 @@ def test_float4_packs_two_values_a_byte_as_torch_does(tmp_path: Path) -> None:
     assert t.view(torch.uint8).tolist() == [[0x20, 0x54]]
 
 
+def test_float4_on_a_torch_without_it_names_the_dtype_and_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch.float4_e2m1fn_x2 is new in torch 2.8: a torch without it (the attribute taken
+    # away, as before 2.8) gives treeclass's error, not torch's bare AttributeError.
+    torch = pytest.importorskip("torch")
+    values = np.array([[0.0, 1.0, 2.0, 3.0]], np.float32).astype(ml_dtypes.float4_e2m1fn)
+    tc.save(tmp_path / "f4.safetensors", {"w": values, "b": np.ones(2, np.float32)})
+    monkeypatch.delattr(torch, "float4_e2m1fn_x2")
+    with pytest.raises(
+        tc.MissingDependencyError,
+        match=r"tensor \"\['w'\]\" of '.*f4\.safetensors' has dtype F4, which needs a newer "
+        r"torch \(torch \S+ has no dtype float4_e2m1fn_x2\); upgrade it with "
+        r"pip install 'stable-pytrees\[torch\]'\.",
+    ):
+        tc.load(tmp_path / "f4.safetensors", to="torch")
+    assert tc.load(tmp_path / "f4.safetensors", to="numpy")["w"].dtype == values.dtype
+
+
 @pytest.mark.parametrize(
     ("value", "match"),
     [

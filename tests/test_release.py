@@ -132,15 +132,25 @@ def test_no_url_points_to_a_place_the_project_does_not_own() -> None:
         assert (ROOT / link.split("#", 1)[0]).exists(), link
 
 
-def test_an_old_torch_is_refused_with_the_version_it_needs() -> None:
+@pytest.mark.parametrize(
+    ("make_old", "says"),
+    [
+        # torch 2.5 and 2.6 have no torch.utils._pytree.CONSTANT_NODES: take it away from torch
+        # (the external party) before treeclass sees it.
+        ("import torch.utils._pytree as p\ndel p.CONSTANT_NODES\n", "lacks CONSTANT_NODES"),
+        # A release below the floor that has every name the adapter reads (torch 2.7.0).
+        ("import torch\ntorch.__version__ = '2.7.0'\n", "but torch 2.7.0 is installed"),
+    ],
+    ids=["private-name-missing", "release-below-floor"],
+)
+def test_an_old_torch_is_refused_with_the_version_it_needs(make_old: str, says: str) -> None:
     pytest.importorskip("torch")
-    # torch 2.5 and 2.6 have no torch.utils._pytree.CONSTANT_NODES: take it away from torch
-    # (the external party) before treeclass sees it.
+    from treeclass._backends.torch import MIN_TORCH_VERSION
+
     code = (
-        "import torch.utils._pytree as p\n"
-        "del p.CONSTANT_NODES\n"
-        "import warnings; warnings.simplefilter('ignore')\n"
-        "import treeclass as tc\n"
+        make_old
+        + "import warnings; warnings.simplefilter('ignore')\n"
+        + "import treeclass as tc\n"
         + _REPORT.format(
             action="tc.pytree_dataclass(name='old.A')(type('A', (), {'__annotations__': {}}))"
         )
@@ -150,8 +160,8 @@ def test_an_old_torch_is_refused_with_the_version_it_needs() -> None:
     assert result is not None
     name, _, message = result
     assert name == "RegistrationError"
-    assert "needs torch>=2.7" in message
-    assert "lacks CONSTANT_NODES" in message
+    assert f"needs torch>={MIN_TORCH_VERSION}" in message
+    assert says in message
     assert install_hint("torch") in message
 
 

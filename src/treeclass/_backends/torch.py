@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import importlib
 import operator
+import re
 import threading
 from collections.abc import Callable
 from typing import Any, Final, NamedTuple, cast
@@ -70,9 +71,13 @@ _NAMEDTUPLE: Final = collections.namedtuple  # torch's node type for every named
 # --- private torch state: one accessor per fact (docs/contributing.md) ---------------------
 
 
-#: The first torch release with every name of ``torch.utils._pytree`` this module reads (the
-#: floor of the ``torch`` extra; ``CONSTANT_NODES`` is the newest of them).
-MIN_TORCH_VERSION: Final = "2.7"
+#: The oldest torch release treeclass supports (the floor of the ``torch`` extra): the oldest
+#: whose whole torch suite passes (CI's ``torch_floor`` job runs it there). Checked on 2.7.0,
+#: 2.8.0, 2.9.0, 2.10.0, 2.11.0 and 2.12.0: Dynamo refuses to trace the generated unflatten of
+#: every kind of class (``object.__new__``, and a class's first call, which Dynamo runs as a
+#: constant, takes arguments that are not constants); 2.7 also lacks
+#: ``torch.float4_e2m1fn_x2``, ``torch.export.pt2_archive`` and ``treespec_leaf``.
+MIN_TORCH_VERSION: Final = "2.13"
 
 _PRIVATE_STATE: Final = (
     "_NODE_REGISTRY_LOCK",
@@ -88,13 +93,29 @@ _PRIVATE_STATE: Final = (
 )
 
 
+def _release(version: str) -> tuple[int, ...] | None:
+    """The release numbers of a torch version (``"2.13.0+cpu"`` -> ``(2, 13, 0)``), or ``None``."""
+    match = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if match is None:
+        return None
+    return tuple(int(part) for part in match.groups(default="0"))
+
+
 def _check_torch_version() -> None:
-    """Raise :class:`RegistrationError` if ``torch.utils._pytree`` lacks a name read here."""
+    """Raise :class:`RegistrationError` on a torch below the floor or lacking a name read here."""
+    import sys
+
+    version = str(getattr(sys.modules.get("torch"), "__version__", "of unknown version"))
+    release = _release(version)
+    floor = _release(MIN_TORCH_VERSION)
+    if release is not None and floor is not None and release < floor:
+        raise RegistrationError(
+            f"treeclass's torch backend needs torch>={MIN_TORCH_VERSION}, but torch {version} is "
+            f"installed, whose torch.compile and torch.export cannot trace treeclass classes; "
+            f"upgrade torch, e.g. with {install_hint('torch')}."
+        )
     missing = [name for name in _PRIVATE_STATE if not hasattr(pytree, name)]
     if missing:
-        import sys
-
-        version = getattr(sys.modules.get("torch"), "__version__", "of unknown version")
         raise RegistrationError(
             f"treeclass's torch backend needs torch>={MIN_TORCH_VERSION}, but torch {version} is "
             f"installed, whose torch.utils._pytree lacks {', '.join(missing)}; upgrade torch, "

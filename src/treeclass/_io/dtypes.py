@@ -22,6 +22,7 @@ __all__ = [
     "SAFETENSORS_NAMES",
     "max_dims",
     "numpy_dtype",
+    "torch_dtype",
 ]
 
 #: ``(numpy name, from ml_dtypes, safetensors code, bits, torch name, stored by orbax)``, a
@@ -113,6 +114,27 @@ def numpy_dtype(name: str) -> Any:
         dtype = np.dtype(found)
     _MADE[name] = dtype
     return dtype
+
+
+def torch_dtype(torch: Any, name: str) -> Any:
+    """The dtype ``torch.<name>`` of the table's torch name ``name``, from the module ``torch``.
+
+    Raises:
+        ImportError: this torch release lacks it (``float4_e2m1fn_x2`` is new in torch 2.8).
+
+    Example:
+        >>> import types
+        >>> old_torch = types.SimpleNamespace(__version__="2.7.0")  # what it lacks, as a module
+        >>> torch_dtype(old_torch, "float4_e2m1fn_x2")
+        Traceback (most recent call last):
+        ...
+        ImportError: torch 2.7.0 has no dtype float4_e2m1fn_x2
+    """
+    found = getattr(torch, name, None)
+    if found is None:
+        version = getattr(torch, "__version__", "?")
+        raise ImportError(f"torch {version} has no dtype {name}")
+    return found
 
 
 @functools.cache

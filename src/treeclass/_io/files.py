@@ -34,7 +34,7 @@ from .._errors import (
 )
 from .._treespec.format import dumps_nodes, loads_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
-from .dtypes import DTYPES, FILE_DTYPES, max_dims, numpy_dtype
+from .dtypes import DTYPES, FILE_DTYPES, max_dims, numpy_dtype, torch_dtype
 from .safetensors import EXTENT, MAX_HEADER_BYTES, Header, TensorInfo, read_header, write_file
 from .scalars import (
     ScalarDecodeError,
@@ -819,7 +819,13 @@ class _Reader:
             torch = self.torch
             if torch is None:
                 torch = self.torch = _framework("torch")
-            dtype = getattr(torch, torch_name)
+            try:
+                dtype = torch_dtype(torch, torch_name)
+            except ImportError as e:
+                raise MissingDependencyError(
+                    f"tensor {info.name!r:.200} of {source} has dtype {info.dtype}, which needs "
+                    f"a newer torch ({e}); upgrade it with {install_hint('torch')}."
+                ) from e
             shape = list(info.shape)
             if info.dtype == "F4":
                 shape[-1] //= 2

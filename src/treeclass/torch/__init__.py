@@ -57,7 +57,7 @@ from .._io.torchspec import Where, arity, json_context, parse_json, read, where
 from ._state import StatefulTree, load_state_dict, state_dict
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Generator
+    from collections.abc import Generator
 
 __all__ = [
     "StatefulTree",
@@ -130,8 +130,9 @@ def _resolve(name: str, context: Any, at: Where, k: int) -> tuple[Any, Any]:
 
 
 def _leaf() -> pytree.TreeSpec:
-    make: Callable[[], pytree.TreeSpec] | None = getattr(pytree, "treespec_leaf", None)
-    return make() if make is not None else pytree.TreeSpec(None, None, [])
+    # torch's one leaf spec (public from torch 2.10; the floor has it). A TreeSpec(None, None,
+    # []) is no leaf: it counts 0 leaves (torch 2.7 to 2.9 had a LeafSpec class instead).
+    return pytree.treespec_leaf()
 
 
 def treespec_loads(serialized: str | bytes) -> pytree.TreeSpec:
