@@ -12,14 +12,16 @@ deciding each child once: ``tree_flatten``'s recursive loop (:func:`_walk`, with
 generated fast paths), which goes on with the iterative one (:func:`_flatten_stack`) past a
 bounded depth, keeping its work; ``is_leaf=`` uses the iterative one. Either way, time is
 linear in the tree's size. Key paths are read off a spec's entries afterwards, all at once
-(:func:`_key_paths`).
+(:func:`_key_paths`),
+and kept for a structure seen before.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from sys import getrecursionlimit
 from typing import Any, Final, overload
 
@@ -212,7 +214,112 @@ def _flatten_stack(
         stack += zip(reversed(children), reversed(kinds))
 
 
-def _key_paths(entries: Sequence[Any]) -> list[KeyPath]:
+def _key_paths(entries: tuple[Any, ...]) -> list[KeyPath]:
+    """The key path of every leaf of a spec's ``entries``, in order (a list not to change).
+
+    Read off the entries (:func:`_read_key_paths`), or, for a structure seen before, the paths
+    read then: a structure seen twice gets its entries' pattern (:func:`_paths_pattern`), and
+    entries equal to it have the same paths. Kept for :data:`_PATHS_MAX` structures of
+    different root node types or sizes (one per both: another structure takes its place).
+    """
+    root = entries[0]
+    slot = (None if root is None else root[0], len(entries))
+    kept = _PATHS_KEPT.get(slot)
+    if kept.__class__ is tuple and kept[0] == entries:  # type: ignore[index]
+        return kept[1]  # type: ignore[index]
+    paths = _read_key_paths(entries)
+    if kept is None or kept.__class__ is tuple:  # seen once, or another structure's kept
+        if len(_PATHS_KEPT) >= _PATHS_MAX:
+            _PATHS_KEPT.clear()
+        _PATHS_KEPT[slot] = _SEEN
+    elif kept == _SEEN:  # seen twice: its pattern, if it has one
+        pattern = _paths_pattern(entries)
+        if pattern is None or sum(map(len, paths)) > _PATHS_SIZE:
+            _PATHS_KEPT[slot] = _NO_PATTERN
+        else:
+            _PATHS_KEPT[slot] = (pattern, paths)
+    return paths
+
+
+#: ``(root node type, number of entries) -> (pattern, key paths)`` of the structures whose key
+#: paths are kept (see :func:`_key_paths`), or :data:`_SEEN` or :data:`_NO_PATTERN`.
+_PATHS_KEPT: dict[tuple[Any, int], tuple[tuple[Any, ...], list[KeyPath]] | int] = {}
+_SEEN: Final = 1  # a structure seen once in the slot: no pattern made yet
+_NO_PATTERN: Final = 0  # the slot's structure has none (a node of another type, long paths)
+_PATHS_MAX: Final = 64  # slots kept (forgotten all at once past that)
+_PATHS_SIZE: Final = 1 << 16  # key entries at most in a kept structure's paths
+
+
+class _AnyAux:
+    """Equal to anything: a pattern's auxdata where a node's keys do not depend on it."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_ANY_AUX: Final = _AnyAux()
+
+
+class _SameKeys:
+    """Equal to a mapping's auxdata holding the very same keys (``1`` and ``True`` differ)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[Any, ...]) -> None:
+        self.keys = keys
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            other.__class__ is tuple
+            and len(other) == len(self.keys)  # type: ignore[arg-type]
+            and all(map(is_, self.keys, other))  # type: ignore[call-overload]
+        )
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+#: The node types whose children's keys depend on their number only (auxdata ``None``).
+_POSITIONAL: Final = frozenset(BUILTIN_NODE_TYPES[t] for t in (tuple, list, type(None)))
+#: The node types whose auxdata is their keys, in order (see :func:`mapping_keys`).
+_KEYED: Final = frozenset(BUILTIN_NODE_TYPES[t] for t in (dict, OrderedDict))
+
+
+def _paths_pattern(entries: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """What entries equal to have the key paths of ``entries``, or ``None``.
+
+    Each entry as it is, but with :data:`_ANY_AUX` for a class's static values (its keys are
+    its fields') and :class:`_SameKeys` for a mapping's keys: comparing it to entries runs no
+    user code, and it keeps no static value alive. ``None`` if a node is of another type.
+    """
+    pattern: list[Any] = []
+    for e in entries:
+        if e is None:
+            pattern.append(None)
+            continue
+        nt, aux, k, leafy = e
+        if nt.field_keys is not None:  # a class or namedtuple
+            plain = aux is None or (aux.__class__ is tuple and not aux)
+            pattern.append(e if plain else (nt, _ANY_AUX, k, leafy))
+        elif nt in _POSITIONAL and aux is None:
+            pattern.append(e)
+        elif nt in _KEYED and aux.__class__ is tuple:
+            pattern.append((nt, _SameKeys(aux), k, leafy))
+        else:
+            return None
+    return tuple(pattern)
+
+
+def _read_key_paths(entries: Sequence[Any]) -> list[KeyPath]:
     """The key path of every leaf of a spec's ``entries``, in order: all at once.
 
     One pass over the entries, a node's path extended by each child's key (its node type's
@@ -247,12 +354,12 @@ def _key_paths(entries: Sequence[Any]) -> list[KeyPath]:
     return out
 
 
-#: How many nodes deep :func:`_key_paths` keeps every open node's path as a tuple.
+#: How many nodes deep :func:`_read_key_paths` keeps every open node's path as a tuple.
 _EAGER_DEPTH: Final = 256
 
 
 def _linked_key_paths(entries: Sequence[Any]) -> list[KeyPath]:
-    """:func:`_key_paths` in memory linear in the depth.
+    """:func:`_read_key_paths` in memory linear in the depth.
 
     A node's path is a link to its parent's (:class:`_Path`), made a tuple only when a leaf
     child needs it.
