@@ -646,8 +646,8 @@ def test_kept_key_paths_keep_no_static_value_alive() -> None:
     for _ in range(4):
         paths = [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(tree)]
         assert paths == ["['m'].w[0]", "['m'].w[1]"]
-    other = {"m": Model([3.0, 4.0], Config())}  # another static value: the paths kept
-    assert [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(other)] == paths
     del tree, cfg
     gc.collect()
     assert gone() is None
+    other = {"m": Model([3.0, 4.0], Config())}  # another static value: the paths kept
+    assert [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(other)] == paths
