@@ -610,7 +610,8 @@ def test_key_paths_kept_for_a_structure_seen_before_are_its_own() -> None:
             pairs, spec = tc.tree_flatten_with_path(tree)
             assert [p for p, _ in pairs] == tree_module._read_key_paths(spec._entries)
             # (DictKey(1) == DictKey(True): their keys' types tell them apart)
-            assert {type(p[0].key) for p, _ in pairs} == {type(k) for k in tree if tree[k] is not None}
+            keyed = {type(k) for k in tree if tree[k] is not None}
+            assert {type(p[0].key) for p, _ in pairs} == keyed
     for tree in trees:
         for _ in range(3):
             pairs, spec = tc.tree_flatten_with_path(tree)

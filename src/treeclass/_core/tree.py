@@ -225,10 +225,10 @@ def _key_paths(entries: tuple[Any, ...]) -> list[KeyPath]:
     root = entries[0]
     slot = (None if root is None else root[0], len(entries))
     kept = _PATHS_KEPT.get(slot)
-    if kept.__class__ is tuple and kept[0] == entries:  # type: ignore[index]
-        return kept[1]  # type: ignore[index]
+    if isinstance(kept, tuple) and kept[0] == entries:
+        return kept[1]
     paths = _read_key_paths(entries)
-    if kept is None or kept.__class__ is tuple:  # seen once, or another structure's kept
+    if kept is None or isinstance(kept, tuple):  # seen once, or another structure's kept
         if len(_PATHS_KEPT) >= _PATHS_MAX:
             _PATHS_KEPT.clear()
         _PATHS_KEPT[slot] = _SEEN
@@ -276,11 +276,10 @@ class _SameKeys:
         self.keys = keys
 
     def __eq__(self, other: object) -> bool:
-        return (
-            other.__class__ is tuple
-            and len(other) == len(self.keys)  # type: ignore[arg-type]
-            and all(map(is_, self.keys, other))  # type: ignore[call-overload]
-        )
+        if not isinstance(other, tuple):
+            return False
+        keys: tuple[Any, ...] = other  # pyright: ignore[reportUnknownVariableType]
+        return len(keys) == len(self.keys) and all(map(is_, self.keys, keys))
 
     def __ne__(self, other: object) -> bool:
         return not self == other
