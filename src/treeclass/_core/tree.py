@@ -233,11 +233,9 @@ def _key_paths(entries: tuple[Any, ...]) -> list[KeyPath]:
             _PATHS_KEPT.clear()
         _PATHS_KEPT[slot] = _SEEN
     elif kept == _SEEN:  # seen twice: its pattern, if it has one
-        pattern = _paths_pattern(entries)
-        if pattern is None or sum(map(len, paths)) > _PATHS_SIZE:
-            _PATHS_KEPT[slot] = _NO_PATTERN
-        else:
-            _PATHS_KEPT[slot] = (pattern, paths)
+        small = len(entries) + sum(map(len, paths)) <= _PATHS_SIZE
+        pattern = _paths_pattern(entries) if small else None
+        _PATHS_KEPT[slot] = _NO_PATTERN if pattern is None else (pattern, paths)
     return paths
 
 
@@ -247,7 +245,7 @@ _PATHS_KEPT: dict[tuple[Any, int], tuple[tuple[Any, ...], list[KeyPath]] | int] 
 _SEEN: Final = 1  # a structure seen once in the slot: no pattern made yet
 _NO_PATTERN: Final = 0  # the slot's structure has none (a node of another type, long paths)
 _PATHS_MAX: Final = 64  # slots kept (forgotten all at once past that)
-_PATHS_SIZE: Final = 1 << 16  # key entries at most in a kept structure's paths
+_PATHS_SIZE: Final = 1 << 16  # entries and key entries in its paths at most, for one kept
 
 
 class _AnyAux:
