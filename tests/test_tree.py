@@ -586,7 +586,7 @@ def test_a_node_added_in_place_by_a_shaped_fast_path_is_walked_as_registered_now
 
 
 def test_key_paths_kept_for_a_structure_seen_before_are_its_own() -> None:
-    # A structure seen twice has its key paths kept, found again by a pattern of its entries
+    # A structure used again has its key paths kept, found again by a pattern of its entries
     # (same root node type and size): keys equal but not the same (1, True, 1.0) are told
     # apart, another class of the same size or other dict keys get their own paths, and the
     # kept paths are the ones read off the entries.
@@ -605,7 +605,7 @@ def test_key_paths_kept_for_a_structure_seen_before_are_its_own() -> None:
         {2: A(1, [2, 3]), "t": None},
         collections.OrderedDict([("s", None), (1, A(1, [2, 3]))]),
     ]
-    for _ in range(3):  # seen once, twice (pattern made), then kept paths
+    for _ in range(3):  # read, then patterns made and kept paths found
         for tree in trees * 3 + trees[::-1]:
             pairs, spec = tc.tree_flatten_with_path(tree)
             assert [p for p, _ in pairs] == tree_module._read_key_paths(spec._entries)
@@ -613,9 +613,13 @@ def test_key_paths_kept_for_a_structure_seen_before_are_its_own() -> None:
             keyed = {type(k) for k in tree if tree[k] is not None}
             assert {type(p[0].key) for p, _ in pairs} == keyed
     for tree in trees:
-        for _ in range(3):
+        for _ in range(6):  # (a pattern is made at every fourth miss)
             pairs, spec = tc.tree_flatten_with_path(tree)
             assert [p for p, _ in pairs] == tree_module._read_key_paths(spec._entries)
+            keyed = {type(k) for k in tree if tree[k] is not None}
+            assert {type(p[0].key) for p, _ in pairs} == keyed
+        entries = spec._entries
+        assert tree_module._key_paths(entries) is tree_module._key_paths(entries)  # kept
     [(path, _), *_] = tc.tree_leaves_with_path(trees[1])
     assert path[0].key is True
     assert [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(trees[3])] == [

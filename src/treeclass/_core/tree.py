@@ -218,34 +218,47 @@ def _key_paths(entries: tuple[Any, ...]) -> list[KeyPath]:
     """The key path of every leaf of a spec's ``entries``, in order (a list not to change).
 
     Read off the entries (:func:`_read_key_paths`), or, for a structure seen before, the paths
-    read then: a structure seen twice gets its entries' pattern (:func:`_paths_pattern`), and
-    entries equal to it have the same paths. Kept for :data:`_PATHS_MAX` structures of
-    different root node types or sizes (one per both: another structure takes its place).
+    read then: the entries' pattern (:func:`_paths_pattern`) is made at every
+    :data:`_PATHS_EVERY`-th miss of their slot (their root node type and size), so a structure
+    used again gets one, and entries equal to it have the same paths; structures that are
+    always new pay for a pattern every few calls. Kept for :data:`_PATHS_PER_SLOT` structures
+    in each of :data:`_PATHS_MAX` slots.
     """
     root = entries[0]
     slot = (None if root is None else root[0], len(entries))
     kept = _PATHS_KEPT.get(slot)
-    if isinstance(kept, tuple) and kept[0] == entries:
-        return kept[1]
+    if kept is not None:
+        for pattern, paths in kept[0]:
+            if pattern == entries:
+                return paths
     paths = _read_key_paths(entries)
-    if kept is None or isinstance(kept, tuple):  # seen once, or another structure's kept
+    if kept is None:
         if len(_PATHS_KEPT) >= _PATHS_MAX:
             _PATHS_KEPT.clear()
-        _PATHS_KEPT[slot] = _SEEN
-    elif kept == _SEEN:  # seen twice: its pattern, if it has one
-        small = len(entries) + sum(map(len, paths)) <= _PATHS_SIZE
-        pattern = _paths_pattern(entries) if small else None
-        _PATHS_KEPT[slot] = _NO_PATTERN if pattern is None else (pattern, paths)
+        _PATHS_KEPT[slot] = [(), 1]
+        return paths
+    misses = kept[1] + 1
+    if misses < _PATHS_EVERY:
+        kept[1] = misses
+        return paths
+    small = len(entries) + sum(map(len, paths)) <= _PATHS_SIZE
+    pattern = _paths_pattern(entries) if small else None
+    if pattern is None:  # (a node of another type, or too long: not tried again soon)
+        kept[1] = -_PATHS_BACKOFF
+    else:
+        kept[:] = [(*kept[0][1 - _PATHS_PER_SLOT :], (pattern, paths)), 0]
     return paths
 
 
-#: ``(root node type, number of entries) -> (pattern, key paths)`` of the structures whose key
-#: paths are kept (see :func:`_key_paths`), or :data:`_SEEN` or :data:`_NO_PATTERN`.
-_PATHS_KEPT: dict[tuple[Any, int], tuple[tuple[Any, ...], list[KeyPath]] | int] = {}
-_SEEN: Final = 1  # a structure seen once in the slot: no pattern made yet
-_NO_PATTERN: Final = 0  # the slot's structure has none (a node of another type, long paths)
+#: ``(root node type, number of entries) -> [((pattern, key paths), ...), misses]``: the
+#: structures whose key paths are kept (see :func:`_key_paths`), and the misses since the
+#: last pattern was made.
+_PATHS_KEPT: dict[tuple[Any, int], list[Any]] = {}
 _PATHS_MAX: Final = 64  # slots kept (forgotten all at once past that)
+_PATHS_PER_SLOT: Final = 4  # structures kept in a slot (the oldest goes)
+_PATHS_EVERY: Final = 4  # misses in a slot for each pattern made
 _PATHS_SIZE: Final = 1 << 16  # entries and key entries in its paths at most, for one kept
+_PATHS_BACKOFF: Final = 16  # misses after a structure with no pattern before trying again
 
 
 class _AnyAux:
