@@ -227,6 +227,7 @@ def _key_paths(entries: tuple[Any, ...]) -> list[KeyPath]:
     root = entries[0]
     slot = (None if root is None else root[0], len(entries))
     kept = _PATHS_KEPT.get(slot)
+    paths: list[KeyPath]
     if kept is not None:
         for pattern, paths in kept[0]:
             if pattern == entries:
