@@ -6,6 +6,8 @@
 2. ``tc.tree_flatten_with_path`` against ``jax.tree_util.tree_flatten_with_path`` on the chain
    (target at most 2.5x) and on the params tree (target at most 1.5x): a ``dict`` of 24
    ``Layer(w, b, norm=Norm(scale, bias, eps static))`` plus an ``embed`` array, 97 leaves.
+   The same tree flattened again, as a training loop does: its key paths are kept. Each row
+   is followed by the same with a structure not seen before (no key paths kept), untargeted.
 3. ``tc.treespec_loads`` of the chain's document at depth 10, 30 and 100 against
    ``pickle.loads`` of JAX's ``PyTreeDef`` of the same chain. Target: at most 1.5x.
 4. Unflatten cost per leaf from 1,000 to 100,000 leaves (a list of ``Pair(a, b)`` instances,
@@ -317,7 +319,10 @@ def path_costs() -> None:
         print("(no _key_paths in this checkout: no split)")
         return
     jtu = jax.tree_util
-    print("tree_flatten_with_path split (us): flatten + key paths + pairs; jax: flatten, with path")
+    print(
+        "tree_flatten_with_path split (us): flatten + key paths read (kept) + pairs; "
+        "jax: flatten, with path"
+    )
     for label, ours, theirs in (
         ("chain of 100", chain(Link, 100), chain(JLink, 100)),
         ("params", params(Layer, Norm), params(JLayer, JNorm)),
@@ -333,8 +338,14 @@ def path_costs() -> None:
             lambda theirs=theirs: jtu.tree_flatten_with_path(theirs),
             number=50,
         )
+        kept = ""
+        if hasattr(tree_module, "_read_key_paths"):  # paths kept for a structure seen before
+            for _ in range(8):
+                tree_module._key_paths(entries)
+            found = paired(lambda e=entries: tree_module._key_paths(e), lambda: None, number=50)
+            kept = f" (kept: {found.ours:.1f})"
         print(
-            f"  {label}: {flat.ours:.1f} + {walk.ours:.1f} + {pair.ours:.1f} "
+            f"  {label}: {flat.ours:.1f} + {walk.ours:.1f}{kept} + {pair.ours:.1f} "
             f"({len(entries)} entries: {walk.ours * 1000 / len(entries):.0f} ns each); "
             f"jax {jax_times.ours:.1f}, {jax_times.theirs:.1f}"
         )
