@@ -11,9 +11,8 @@ An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy``
 deciding each child once: ``tree_flatten``'s recursive loop (:func:`_walk`, with the classes'
 generated fast paths), which goes on with the iterative one (:func:`_flatten_stack`) past a
 bounded depth, keeping its work; ``is_leaf=`` uses the iterative one. Either way, time is
-linear in the tree's size. Key paths are read off a spec's entries afterwards, all at once
-(:func:`_key_paths`),
-and kept for a structure seen before.
+linear in the tree's size. Key paths are read off a spec's entries afterwards, all at once,
+and kept for a structure used again (:func:`_key_paths`).
 """
 
 from __future__ import annotations
