@@ -6,6 +6,8 @@
 2. ``tc.tree_flatten_with_path`` against ``jax.tree_util.tree_flatten_with_path`` on the chain
    (target at most 2.5x) and on the params tree (target at most 1.5x): a ``dict`` of 24
    ``Layer(w, b, norm=Norm(scale, bias, eps static))`` plus an ``embed`` array, 97 leaves.
+   The same tree flattened again, as a training loop does: its key paths are kept. Each row
+   is followed by the same with a structure not seen before (no key paths kept), untargeted.
 3. ``tc.treespec_loads`` of the chain's document at depth 10, 30 and 100 against
    ``pickle.loads`` of JAX's ``PyTreeDef`` of the same chain. Target: at most 1.5x.
 4. Unflatten cost per leaf from 1,000 to 100,000 leaves (a list of ``Pair(a, b)`` instances,
@@ -151,6 +153,7 @@ def flatten_rows() -> None:
         number=50,
     )
     print(show("  tc.tree_flatten_with_path vs jax (C++)", timing, 2.5))
+    cold_rows(ours, theirs)
 
     ours, theirs = rchain(RLink, 100), rchain(JRLink, 100)
     assert tc.tree_leaves(ours) == jtu.tree_leaves(theirs)
@@ -171,6 +174,26 @@ def flatten_rows() -> None:
         number=50,
     )
     print(show("  tc.tree_flatten_with_path vs jax (C++)", timing, 1.5))
+    cold_rows(ours, theirs)
+
+
+def cold_rows(ours: Any, theirs: Any) -> None:
+    """``tc.tree_flatten_with_path`` of a structure not seen before: its key paths read off
+    the spec, none kept (the rows above: a structure seen before, its paths kept)."""
+    import jax
+
+    from treeclass._core import tree as tree_module
+
+    kept = getattr(tree_module, "_PATHS_KEPT", None)
+    if kept is None:  # (a checkout that keeps none)
+        return
+
+    def cold() -> Any:
+        kept.clear()
+        return tc.tree_flatten_with_path(ours)
+
+    timing = paired(cold, lambda: jax.tree_util.tree_flatten_with_path(theirs), number=50)
+    print(show("    the same, a structure not seen before (no paths kept)", timing))
 
 
 def loads_rows() -> None:
@@ -284,18 +307,22 @@ def plain_rows() -> None:
 
 
 def path_costs() -> None:
-    """Where ``tc.tree_flatten_with_path``'s time goes: flatten, key paths, pairing, and
-    JAX's flatten against its flatten_with_path (CPU time, medians of alternating runs)."""
+    """Where ``tc.tree_flatten_with_path``'s time goes: flatten, key paths read off the spec
+    (a structure not seen before), pairing, and JAX's flatten against its flatten_with_path
+    (CPU time, medians of alternating runs)."""
     import jax
 
     from treeclass._core import tree as tree_module
 
-    key_paths = getattr(tree_module, "_key_paths", None)
+    key_paths = getattr(tree_module, "_read_key_paths", getattr(tree_module, "_key_paths", None))
     if key_paths is None:
         print("(no _key_paths in this checkout: no split)")
         return
     jtu = jax.tree_util
-    print("tree_flatten_with_path split (us): flatten + key paths + pairs; jax: flatten, with path")
+    print(
+        "tree_flatten_with_path split (us): flatten + key paths read (kept) + pairs; "
+        "jax: flatten, with path"
+    )
     for label, ours, theirs in (
         ("chain of 100", chain(Link, 100), chain(JLink, 100)),
         ("params", params(Layer, Norm), params(JLayer, JNorm)),
@@ -311,8 +338,14 @@ def path_costs() -> None:
             lambda theirs=theirs: jtu.tree_flatten_with_path(theirs),
             number=50,
         )
+        kept = ""
+        if hasattr(tree_module, "_read_key_paths"):  # paths kept for a structure seen before
+            for _ in range(8):
+                tree_module._key_paths(entries)
+            found = paired(lambda e=entries: tree_module._key_paths(e), lambda: None, number=50)
+            kept = f" (kept: {found.ours:.1f})"
         print(
-            f"  {label}: {flat.ours:.1f} + {walk.ours:.1f} + {pair.ours:.1f} "
+            f"  {label}: {flat.ours:.1f} + {walk.ours:.1f}{kept} + {pair.ours:.1f} "
             f"({len(entries)} entries: {walk.ours * 1000 / len(entries):.0f} ns each); "
             f"jax {jax_times.ours:.1f}, {jax_times.theirs:.1f}"
         )

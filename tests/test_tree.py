@@ -584,3 +584,76 @@ def test_a_node_added_in_place_by_a_shaped_fast_path_is_walked_as_registered_now
     assert spec == tc.tree_structure(tree, is_leaf=lambda _: False)
     assert spec._entries[3] == (registered_node(Inner2), (3.0,), 1, True)
     assert spec.unflatten(leaves) == tree
+
+
+def test_key_paths_kept_for_a_structure_seen_before_are_its_own() -> None:
+    # A structure used again has its key paths kept, found again by a pattern of its entries
+    # (same root node type and size): keys equal but not the same (1, True, 1.0) are told
+    # apart, another class of the same size or other dict keys get their own paths, and the
+    # kept paths are the ones read off the entries.
+    import dataclasses
+
+    from treeclass._core import tree as tree_module
+
+    A = tc.register_dataclass(dataclasses.make_dataclass("KeptA", [("x", Any), ("y", Any)]))
+    B = tc.register_dataclass(dataclasses.make_dataclass("KeptB", [("p", Any), ("q", Any)]))
+    trees = [
+        {1: A(1, [2, 3]), "s": None},
+        {True: A(1, [2, 3]), "s": None},
+        {1.0: A(1, [2, 3]), "s": None},
+        {1: B(1, [2, 3]), "s": None},
+        {1: A(1, (2, 3)), "s": None},
+        {2: A(1, [2, 3]), "t": None},
+        collections.OrderedDict([("s", None), (1, A(1, [2, 3]))]),
+    ]
+    for _ in range(3):  # read, then patterns made and kept paths found
+        for tree in trees * 3 + trees[::-1]:
+            pairs, spec = tc.tree_flatten_with_path(tree)
+            assert [p for p, _ in pairs] == tree_module._read_key_paths(spec._entries)
+            # (DictKey(1) == DictKey(True): their keys' types tell them apart)
+            keyed = {type(k) for k in tree if tree[k] is not None}
+            assert {type(p[0].key) for p, _ in pairs} == keyed
+    for tree in trees:
+        for _ in range(6):  # (a pattern is made at every fourth miss)
+            pairs, spec = tc.tree_flatten_with_path(tree)
+            assert [p for p, _ in pairs] == tree_module._read_key_paths(spec._entries)
+            keyed = {type(k) for k in tree if tree[k] is not None}
+            assert {type(p[0].key) for p, _ in pairs} == keyed
+        entries = spec._entries
+        assert tree_module._key_paths(entries) is tree_module._key_paths(entries)  # kept
+    [(path, _), *_] = tc.tree_leaves_with_path(trees[1])
+    assert path[0].key is True
+    assert [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(trees[3])] == [
+        "[1].p",
+        "[1].q[0]",
+        "[1].q[1]",
+    ]
+
+
+def test_kept_key_paths_keep_no_static_value_alive() -> None:
+    # The pattern a structure's key paths are found by holds node types and keys, never a
+    # class's static values (a class's keys do not depend on them).
+    import dataclasses
+    import gc
+    import weakref
+
+    class Config:  # hashable by identity, as a static value may be
+        pass
+
+    Model = tc.register_dataclass(
+        dataclasses.make_dataclass(
+            "KeptModel",
+            [("w", Any), ("cfg", Any, dataclasses.field(metadata={"static": True}))],
+        )
+    )
+    cfg = Config()
+    gone = weakref.ref(cfg)
+    tree = {"m": Model([1.0, 2.0], cfg)}
+    for _ in range(4):
+        paths = [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(tree)]
+        assert paths == ["['m'].w[0]", "['m'].w[1]"]
+    del tree, cfg
+    gc.collect()
+    assert gone() is None
+    other = {"m": Model([3.0, 4.0], Config())}  # another static value: the paths kept
+    assert [tc.keystr(p) for p, _ in tc.tree_leaves_with_path(other)] == paths

@@ -11,15 +11,16 @@ An entry is ``None`` for a leaf or ``(node_type, aux, arity, leafy)``; ``leafy``
 deciding each child once: ``tree_flatten``'s recursive loop (:func:`_walk`, with the classes'
 generated fast paths), which goes on with the iterative one (:func:`_flatten_stack`) past a
 bounded depth, keeping its work; ``is_leaf=`` uses the iterative one. Either way, time is
-linear in the tree's size. Key paths are read off a spec's entries afterwards, all at once
-(:func:`_key_paths`).
+linear in the tree's size. Key paths are read off a spec's entries afterwards, all at once,
+and kept for a structure used again (:func:`_key_paths`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import repeat
-from operator import itemgetter
+from operator import is_, itemgetter
 from sys import getrecursionlimit
 from typing import Any, Final, overload
 
@@ -212,7 +213,123 @@ def _flatten_stack(
         stack += zip(reversed(children), reversed(kinds))
 
 
-def _key_paths(entries: Sequence[Any]) -> list[KeyPath]:
+def _key_paths(entries: tuple[Any, ...]) -> list[KeyPath]:
+    """The key path of every leaf of a spec's ``entries``, in order (a list not to change).
+
+    Read off the entries (:func:`_read_key_paths`), or, for a structure seen before, the paths
+    read then: the entries' pattern (:func:`_paths_pattern`) is made at every
+    :data:`_PATHS_EVERY`-th miss of their slot (their root node type and size), so a structure
+    used again gets one, and entries equal to it have the same paths; structures that are
+    always new pay for a pattern every few calls. Kept for :data:`_PATHS_PER_SLOT` structures
+    in each of :data:`_PATHS_MAX` slots.
+    """
+    root = entries[0]
+    slot = (None if root is None else root[0], len(entries))
+    kept = _PATHS_KEPT.get(slot)
+    paths: list[KeyPath]
+    if kept is not None:
+        for pattern, paths in kept[0]:
+            if pattern == entries:
+                return paths
+    paths = _read_key_paths(entries)
+    if kept is None:
+        if len(_PATHS_KEPT) >= _PATHS_MAX:
+            _PATHS_KEPT.clear()
+        _PATHS_KEPT[slot] = [(), 1]
+        return paths
+    misses = kept[1] + 1
+    if misses < _PATHS_EVERY:
+        kept[1] = misses
+        return paths
+    small = len(entries) + sum(map(len, paths)) <= _PATHS_SIZE
+    pattern = _paths_pattern(entries) if small else None
+    if pattern is None:  # (a node of another type, or too long: not tried again soon)
+        kept[1] = -_PATHS_BACKOFF
+    else:
+        kept[:] = [(*kept[0][1 - _PATHS_PER_SLOT :], (pattern, paths)), 0]
+    return paths
+
+
+#: ``(root node type, number of entries) -> [((pattern, key paths), ...), misses]``: the
+#: structures whose key paths are kept (see :func:`_key_paths`), and the misses since the
+#: last pattern was made.
+_PATHS_KEPT: dict[tuple[Any, int], list[Any]] = {}
+_PATHS_MAX: Final = 64  # slots kept (forgotten all at once past that)
+_PATHS_PER_SLOT: Final = 4  # structures kept in a slot (the oldest goes)
+_PATHS_EVERY: Final = 4  # misses in a slot for each pattern made
+_PATHS_SIZE: Final = 1 << 16  # entries and key entries in its paths at most, for one kept
+_PATHS_BACKOFF: Final = 16  # misses after a structure with no pattern before trying again
+
+
+class _AnyAux:
+    """Equal to anything: a pattern's auxdata where a node's keys do not depend on it."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __ne__(self, other: object) -> bool:
+        return False
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+_ANY_AUX: Final = _AnyAux()
+
+
+class _SameKeys:
+    """Equal to a mapping's auxdata holding the very same keys (``1`` and ``True`` differ)."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: tuple[Any, ...]) -> None:
+        self.keys = keys
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, tuple):
+            return False
+        keys: tuple[Any, ...] = other  # pyright: ignore[reportUnknownVariableType]
+        return len(keys) == len(self.keys) and all(map(is_, self.keys, keys))
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+#: The node types whose children's keys depend on their number only (auxdata ``None``).
+_POSITIONAL: Final = frozenset(BUILTIN_NODE_TYPES[t] for t in (tuple, list, type(None)))
+#: The node types whose auxdata is their keys, in order (see :func:`mapping_keys`).
+_KEYED: Final = frozenset(BUILTIN_NODE_TYPES[t] for t in (dict, OrderedDict))
+
+
+def _paths_pattern(entries: tuple[Any, ...]) -> tuple[Any, ...] | None:
+    """What entries equal to have the key paths of ``entries``, or ``None``.
+
+    Each entry as it is, but with :data:`_ANY_AUX` for a class's static values (its keys are
+    its fields') and :class:`_SameKeys` for a mapping's keys: comparing it to entries runs no
+    user code, and it keeps no static value alive. ``None`` if a node is of another type.
+    """
+    pattern: list[Any] = []
+    for e in entries:
+        if e is None:
+            pattern.append(None)
+            continue
+        nt, aux, k, leafy = e
+        if nt.field_keys is not None:  # a class or namedtuple
+            plain = aux is None or (aux.__class__ is tuple and not aux)
+            pattern.append(e if plain else (nt, _ANY_AUX, k, leafy))
+        elif nt in _POSITIONAL and aux is None:
+            pattern.append(e)
+        elif nt in _KEYED and aux.__class__ is tuple:
+            pattern.append((nt, _SameKeys(aux), k, leafy))
+        else:
+            return None
+    return tuple(pattern)
+
+
+def _read_key_paths(entries: Sequence[Any]) -> list[KeyPath]:
     """The key path of every leaf of a spec's ``entries``, in order: all at once.
 
     One pass over the entries, a node's path extended by each child's key (its node type's
@@ -247,12 +364,12 @@ def _key_paths(entries: Sequence[Any]) -> list[KeyPath]:
     return out
 
 
-#: How many nodes deep :func:`_key_paths` keeps every open node's path as a tuple.
+#: How many nodes deep :func:`_read_key_paths` keeps every open node's path as a tuple.
 _EAGER_DEPTH: Final = 256
 
 
 def _linked_key_paths(entries: Sequence[Any]) -> list[KeyPath]:
-    """:func:`_key_paths` in memory linear in the depth.
+    """:func:`_read_key_paths` in memory linear in the depth.
 
     A node's path is a link to its parent's (:class:`_Path`), made a tuple only when a leaf
     child needs it.
