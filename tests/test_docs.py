@@ -55,7 +55,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "docs/migrating/register-dataclass.md": ("jax", "torch"),
     "docs/optree.md": ("optree",),
     "docs/parity.md": ("jax", "torch", "optree"),
-    "docs/schema.md": (),
+    "docs/schema.md": ("jax", "torch"),  # its verdicts of compiled programs need them
     "docs/testing.md": ("hypothesis", "numpy"),
     "docs/torch.md": ("torch", "transformers"),
 }
