@@ -76,6 +76,7 @@ def test_tensor_names_are_the_leaves_keystrs(tmp_path: Path) -> None:
     assert got[(1, "x")].shape == (3,) and got[7] == (None,)
 
 
+@pytest.mark.threads
 def test_positions_keys_are_right_past_the_kept_ones_and_across_threads() -> None:
     # The keys of the first positions are made once and shared; threads that need more of
     # them at once each get (and keep) the right ones.

@@ -235,12 +235,11 @@ def assert_schema_compatible(
         SchemaLockError: the lock cannot be read, or ``mode`` is not one of the three.
 
     Example:
-        >>> import subprocess, sys
+        >>> from treeclass.__main__ import main  # the command line, in this process
         >>> from treeclass.testing import assert_schema_compatible
         >>> lock = tmp / "treeclass.lock.json"  # (in a repository: its root)
-        >>> _ = subprocess.run(
-        ...     [sys.executable, "-m", "treeclass", "schema", "dump", "treeclass._io.demo",
-        ...      "-o", str(lock)], check=True)
+        >>> main(["schema", "dump", "treeclass._io.demo", "-o", str(lock)])
+        0
         >>> assert_schema_compatible(lock, modules=["treeclass._io.demo"])
     """
     locked = schema.read_lock_file(os.fspath(lock))
