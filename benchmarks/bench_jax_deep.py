@@ -92,25 +92,11 @@ def _dataclass(name: str, fields: list[tuple[str, bool]]) -> type:
 def _callbacks_register(cls: type) -> type:
     """Register ``cls`` with JAX the way treeclass did before issue 32 (generated callbacks,
     ``unflatten_calls_init=True``), without registering it with treeclass."""
-    import jax
-
-    from treeclass._backends.jax import _Callbacks
+    from treeclass._backends.jax import register_callbacks
     from treeclass._core.fields import describe
     from treeclass._core.nodes import class_node
 
-    node = class_node(describe(cls, rebuild="init"), None, False)
-    functions = node.bind(
-        "jax",
-        jax.tree_util.GetAttrKey,
-        functions=("flatten_with_keys", "unflatten_hashed"),
-        _check_aux=_Callbacks(node).check_aux,
-    )
-    jax.tree_util.register_pytree_with_keys(
-        cls,
-        functions["flatten_with_keys"],
-        functions["unflatten_hashed"],
-        flatten_func=node.flatten,
-    )
+    register_callbacks(class_node(describe(cls, rebuild="init"), None, False))
     return cls
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "JaxBackend",
     "native_data_fields",
     "nodes_from_spec",
+    "register_callbacks",
     "spec_from_spec",
 ]
 
@@ -362,19 +363,24 @@ def _register_tree_util(node: NodeType) -> None:
     if data_fields is not None:
         jax.tree_util.register_dataclass(cls, data_fields=list(data_fields), meta_fields=[])
     else:
-        functions = node.bind(
-            "jax",
-            jax.tree_util.GetAttrKey,
-            functions=("flatten_with_keys", "unflatten_hashed"),
-            _check_aux=_Callbacks(node).check_aux,
-        )
-        jax.tree_util.register_pytree_with_keys(
-            cls,
-            functions["flatten_with_keys"],
-            functions["unflatten_hashed"],
-            flatten_func=node.flatten,
-        )
+        register_callbacks(node)
     _TREE_UTIL[cls] = node
+
+
+def register_callbacks(node: NodeType) -> None:
+    """Register ``node``'s class with ``jax.tree_util`` by treeclass's generated callbacks."""
+    functions = node.bind(
+        "jax",
+        jax.tree_util.GetAttrKey,
+        functions=("flatten_with_keys", "unflatten_hashed"),
+        _check_aux=_Callbacks(node).check_aux,
+    )
+    jax.tree_util.register_pytree_with_keys(
+        node.type,
+        functions["flatten_with_keys"],
+        functions["unflatten_hashed"],
+        flatten_func=node.flatten,
+    )
 
 
 def _add_names(change: Change, name: str) -> None:
