@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 import uuid
@@ -157,6 +158,8 @@ _CALLABLE_FIX = (
         (print, r"the builtin_function_or_method 'print'"),
         (Holder, r"the class 'Holder'"),
         (((1, _double)), r"the function '_double' \(inside its tuple value\)"),
+        # A callable wrapping a function (functools.wraps; jax.jit's objects alike).
+        (functools.lru_cache(_double), r"the [\w.]+ '_double'"),
     ],
 )
 def test_a_static_callable_says_it_cannot_be_saved(value: Any, what: str) -> None:
@@ -372,6 +375,19 @@ def test_assigning_a_new_attribute_to_a_frozen_instance_names_the_class() -> Non
         r"Frozen is frozen, and its instances hold only their fields\.$",
     ):
         Frozen(1.0).extra = 1  # type: ignore[attr-defined]
+
+
+class PlainSubclassOfFrozen(Frozen):
+    """A plain (not dataclass) subclass: it keeps the base's frozen ``__setattr__``."""
+
+
+def test_the_frozen_refusal_names_the_instance_s_class() -> None:
+    with pytest.raises(
+        dataclasses.FrozenInstanceError,
+        match=r"^cannot assign to field 'x' of (tests\.)?test_errors_fix\.PlainSubclassOfFrozen: "
+        r"PlainSubclassOfFrozen is frozen",
+    ):
+        PlainSubclassOfFrozen(1.0).x = 2.0  # type: ignore[misc]
 
 
 def test_a_frozen_class_still_rebuilds_pickles_and_copies() -> None:

@@ -248,9 +248,15 @@ CALLABLE_FIX: Final = (
 
 
 def _is_code(value: Any) -> bool:
+    """Whether ``value`` is code: a function, method, ``functools.partial`` or class.
+
+    Also a callable wrapping a function (``functools.wraps``, ``jax.jit``: ``__wrapped__``).
+    """
     import functools
     import types
 
+    if callable(value) and not isinstance(value, type) and hasattr(value, "__wrapped__"):
+        return True
     return isinstance(
         value,
         (
