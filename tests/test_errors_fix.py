@@ -400,3 +400,25 @@ def test_a_frozen_class_still_rebuilds_pickles_and_copies() -> None:
     assert pickle.loads(pickle.dumps(obj)) == obj
     assert copy.deepcopy(obj) == obj
     assert obj.replace(y=3.0) == FrozenChild(1.0, mode="b", y=3.0)
+
+
+@pytest.mark.threads
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this platform")
+def test_a_pipe_that_is_not_safetensors_is_a_load_error(tmp_path: Path) -> None:
+    # A file that cannot seek (a pipe) is never read past its header for the other kinds.
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(b"X" * 64)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        with pytest.raises(tc.FileLoadError, match="header"):
+            tc.load(fifo)
+    finally:
+        writer.join()

@@ -110,3 +110,25 @@ def test_dict_keys_in_paths_are_the_mappings_own_key_objects() -> None:
         assert [type(first[0].key), second[0].key] == [type(next(iter(d))), "b"]
     big = {i: i for i in range(300)}  # (more keys than are kept)
     assert [p[0].key for p, _ in tc.tree_leaves_with_path(big)] == list(range(300))
+
+
+def test_mapping_keys_never_run_a_key_s_own_eq() -> None:
+    # Key paths of dicts whose keys are equal but not the same objects: no key's __eq__ runs.
+    class Key:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        def __hash__(self) -> int:
+            return hash(self.n)
+
+        def __lt__(self, other: Key) -> bool:
+            return self.n < other.n
+
+        def __eq__(self, other: object) -> bool:
+            if self is other:
+                return True
+            raise AssertionError("a key's __eq__ ran")
+
+    for _ in range(3):
+        key = Key(1)
+        assert tc.tree_flatten_with_path({key: 1.0})[0] == [((tc.DictKey(key),), 1.0)]

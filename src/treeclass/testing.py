@@ -33,7 +33,7 @@ from ._core.tree import TreeSpec, tree_flatten, tree_leaves, tree_structure
 from ._errors import MissingDependencyError, UnnamedClassError, brief, qualname
 from ._io import schema
 from ._io.files import load, save
-from ._pickle import is_installed
+from ._pickle import _find_by_path, is_installed
 
 __all__ = ["assert_roundtrip", "assert_schema_compatible", "pytree_classes", "trees"]
 
@@ -184,10 +184,10 @@ def assert_roundtrip(obj: Any) -> None:
 
 def _by_module_path(cls: type) -> bool:
     """Whether pickle finds ``cls`` by its module path (``module.QualName``), as it looks."""
-    obj: Any = sys.modules.get(cls.__module__)
-    for part in cls.__qualname__.split("."):
-        obj = getattr(obj, part, None)
-    return obj is cls
+    try:
+        return _find_by_path(cls.__module__, cls.__qualname__) is cls
+    except Exception:  # (what pickle's lookup raises: the class is not found there)
+        return False
 
 
 def _pickle_failure(obj: Any, spec: TreeSpec, leaves: list[Any], e: Exception) -> str:

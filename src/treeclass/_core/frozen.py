@@ -57,13 +57,13 @@ def guard_frozen(cls: type) -> None:
         try:
             setattr_(self, name, value)
         except FrozenInstanceError:
-            raise FrozenInstanceError(frozen_message(type(self), name, False, names)) from None
+            raise FrozenInstanceError(frozen_message(self.__class__, name, False, names)) from None
 
     def __delattr__(self: Any, name: str) -> None:
         try:
             delattr_(self, name)
         except FrozenInstanceError:
-            raise FrozenInstanceError(frozen_message(type(self), name, True, names)) from None
+            raise FrozenInstanceError(frozen_message(self.__class__, name, True, names)) from None
 
     for fn in (__setattr__, __delattr__):
         fn.__qualname__ = f"{cls.__qualname__}.{fn.__name__}"

@@ -173,13 +173,16 @@ def mapping_keys(keys: tuple[Any, ...]) -> Sequence[tuple[DictKey]]:
     """
     if len(keys) > _MAPPING_SIZE:
         return [(DictKey(k),) for k in keys]
-    known = _MAPPING_KEYS.get(keys)
+    # Looked up by the keys' ids, so that no key's own __hash__ or __eq__ runs (the stored
+    # tuple keeps the keys alive, so their ids stay theirs while it is kept).
+    ids = tuple(map(id, keys))
+    known = _MAPPING_KEYS.get(ids)
     if known is not None and all(map(is_, known[0], keys)):
         return known[1]
     made = tuple([(DictKey(k),) for k in keys])
     if len(_MAPPING_KEYS) >= _MAPPING_KEPT:
         _MAPPING_KEYS.clear()
-    _MAPPING_KEYS[keys] = (keys, made)
+    _MAPPING_KEYS[ids] = (keys, made)
     return made
 
 

@@ -808,7 +808,7 @@ def load_problem(art: Artifact) -> str | None:
         except Exception as e:  # the user's classes' code runs too: report what it raised
             return _raised(e)
     if art.torch_specs:
-        return _torch_problem(art.torch_specs)
+        return _torch_problem(art.torch_specs, sorted(art.names))
     if art.jax_nodes:
         return _jax_problem(art.jax_nodes)
     return None
@@ -837,12 +837,32 @@ def _raised(e: Exception) -> str:
     return f"{type(e).__name__}: {_short(str(e), 500)}"
 
 
-def _torch_problem(specs: list[tuple[str, str]]) -> str | None:
+def held_by_treeclass(adapter: ModuleType | None, name: str) -> bool:
+    """Whether the framework (its ``adapter``) loads ``name`` as treeclass's class of the name.
+
+    Only then do inspect and ``schema check`` run the framework's loading callbacks on data
+    from a file: a class another library registered under the name has its own code, which
+    they never run on data they read.
+    """
+    known = node_for_name(name)
+    if adapter is None or known is None:
+        return False
+    lookup: Any = getattr(adapter, "class_for_serialized_name")  # noqa: B009 (every adapter's)
+    return lookup(name) is known.type
+
+
+def _torch_problem(specs: list[tuple[str, str]], names: list[str]) -> str | None:
     import importlib
 
     active = _adapter("torch", "torch.export.load")
     if isinstance(active, str):
         return active
+    foreign = [n for n in names if not held_by_treeclass(active, n)]
+    if foreign:
+        return (
+            f"not checked: torch loads {_short(', '.join(foreign), 300)} with code that "
+            "treeclass did not register (or with nothing), which inspect never runs on a file"
+        )
     # The public module (above this one): what torch.export.load does with a spec's nodes.
     treespec_loads = importlib.import_module("treeclass.torch").treespec_loads
     for label, text in specs:
@@ -875,8 +895,7 @@ def _jax_problem(nodes: list[tuple[str, str, bytes, int]]) -> str | None:
                 "the module that registers it (--import MODULE)"
             )
         cls, deserialize_auxdata, from_children = entry
-        known = node_for_name(name)
-        if known is None or known.type is not cls:
+        if not held_by_treeclass(active, name):
             continue  # registered with jax.export by other code: inspect runs none of it
         inputs = [_Input() for _ in range(k)]
         try:

@@ -348,7 +348,7 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
     for node in registered_nodes():
         if node.info is None:  # pragma: no cover - registered classes are described
             continue
-        if not args.all and not _registered_by(node, args.modules):
+        if not args.all and not schema.registered_by(node.origin, node.type, args.modules):
             continue
         flags: list[str] = []
         if node.name is None:
@@ -418,26 +418,6 @@ def _check(args: argparse.Namespace, out: IO[str], err: IO[str]) -> int:
         err.write(f"treeclass: {problems} problem(s) found.\n")
         return MISSING
     return OK
-
-
-def _within(module: object, modules: Sequence[str]) -> bool:
-    """Whether ``module`` (a module's name) is one of ``modules`` or inside one of them."""
-    return isinstance(module, str) and any(
-        module == m or module.startswith(f"{m}.") for m in modules
-    )
-
-
-def _registered_by(node: NodeType, modules: Sequence[str]) -> bool:
-    """Whether the given modules register ``node``'s class (what ``check`` lists).
-
-    The registration call was made by code in one of the modules or their submodules (a
-    class defined elsewhere, such as a library's, registered with ``register_dataclass``
-    counts), or the class is defined in one of them. Classes registered by other code the
-    modules import -- treeclass's optax adapter naming optax's states, another library --
-    are left out (``--all`` lists them).
-    """
-    caller = None if node.origin is None else node.origin.caller
-    return _within(caller, modules) or _within(getattr(node.type, "__module__", None), modules)
 
 
 # --- entry point ------------------------------------------------------------------------------

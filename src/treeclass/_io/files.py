@@ -9,7 +9,9 @@ imported only for array leaves; jax and torch only to make their arrays.
 
 from __future__ import annotations
 
+import mmap
 import os
+import re
 import sys
 from bisect import bisect_right
 from itertools import chain, compress, count, groupby, repeat
@@ -32,7 +34,7 @@ from .._errors import (
     missing_framework,
     qualname,
 )
-from .._treespec.format import dumps_nodes, loads_nodes, loads_spec, spec_to_nodes
+from .._treespec.format import FORMAT_ID, dumps_nodes, loads_spec, spec_to_nodes
 from .._treespec.treedoc import child_entries, current_child_entries, leaf_paths, walk
 from .dtypes import DTYPES, FILE_DTYPES, max_dims, numpy_dtype, torch_dtype
 from .safetensors import EXTENT, MAX_HEADER_BYTES, Header, TensorInfo, read_header, write_file
@@ -464,6 +466,10 @@ def save(
 ZIP_MAGIC: Final = b"PK\x03\x04"
 #: The first bytes of MLIR bytecode, which every ``jax.export`` blob holds (its module).
 _MLIR_MAGIC: Final = b"ML\xefR"
+#: The start of a treespec document as treespec_dumps writes it (its first member, by key order).
+_TREESPEC_START: Final = re.compile(
+    rb'\s*\{\s*"format"\s*:\s*' + re.escape(f'"{FORMAT_ID}"'.encode())
+)
 
 
 def _read_header(f: BufferedReader, path: str | os.PathLike[str], source: str) -> Header:
@@ -480,36 +486,34 @@ def _read_header(f: BufferedReader, path: str | os.PathLike[str], source: str) -
 def _other_kind(f: BufferedReader, path: str, source: str) -> FileLoadError | None:
     """The error of a file that is not safetensors at all, saying what reads it (else ``None``).
 
-    Recognised by its first bytes; a JSON text is parsed as a treespec document, and other
-    bytes searched for the MLIR bytecode every ``jax.export`` blob holds (linear, never
-    importing); ``treeclass inspect`` reads each kind fully.
+    Recognised by its first bytes (a treespec document by its leading ``"format"`` member, as
+    treespec_dumps writes it), a ``jax.export`` blob by the MLIR bytecode it holds, searched in
+    place (``mmap``: no copy; files past ``MAX_HEADER_BYTES`` and pipes are not searched);
+    ``treeclass inspect`` reads each kind fully.
     """
+    if not f.seekable():
+        return None
     f.seek(0)
-    head = f.read(16)
+    head = f.read(64)
     if head[8:9] == b"{":  # a safetensors file, however broken: its own error says what
         return None
     if head.startswith(ZIP_MAGIC):
-        if path.endswith(".pt2"):
+        if path.lower().endswith(".pt2"):
             kind = "torch.export archive (.pt2)"
             loader = "treeclass.torch.load (or torch.export.load)"
         else:
             kind = "zip archive"
             loader = "torch.load (a torch.save file) or treeclass.torch.load (a .pt2 archive)"
+    elif _TREESPEC_START.match(head):
+        kind, loader = "treespec document", "treeclass.treespec_loads"
     else:
-        if os.fstat(f.fileno()).st_size > MAX_HEADER_BYTES:
+        size = os.fstat(f.fileno()).st_size
+        if not 4 < size <= MAX_HEADER_BYTES or int.from_bytes(head[:4], "little") >= size:
             return None
-        f.seek(0)
-        data = f.read()
-        if head.lstrip()[:1] == b"{":
-            try:
-                loads_nodes(data)
-            except TreespecLoadError:
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            if data.find(_MLIR_MAGIC) < 0:
                 return None
-            kind, loader = "treespec document", "treeclass.treespec_loads"
-        elif int.from_bytes(head[:4], "little") < len(data) and _MLIR_MAGIC in data:
-            kind, loader = "jax.export blob", "jax.export.deserialize"
-        else:
-            return None
+        kind, loader = "jax.export blob", "jax.export.deserialize"
     return FileLoadError(
         f"{source} is a {kind}, not a safetensors file (what treeclass.save writes): load it "
         f"with {loader}."

@@ -44,6 +44,7 @@ from .._core.fields import (
     FieldInfo,
     Kind,
     RebuildPlan,
+    check_field_names,
     describe,
     is_attrs_class,
     is_dataclass_class,
@@ -68,9 +69,17 @@ from .._core.statics import (
     static_for_name,
     static_for_type,
 )
-from .._errors import SchemaLockError, TreeclassError, brief
+from .._errors import (
+    RegistrationError,
+    RegistrationTypeError,
+    SchemaLockError,
+    TreeclassError,
+    brief,
+    unregistered_name,
+)
 from .._pickle import rebuild_registered
 from .._treespec.format import dumps_nodes
+from .artifacts import held_by_treeclass
 
 __all__ = ["FAMILIES", "LOCK_FORMAT", "LOCK_VERSION", "Report", "check", "dumps_lock", "lock_of"]
 
@@ -115,13 +124,18 @@ _UNION: Final[Any] = typing.Union
 # --- writing a lock -------------------------------------------------------------------------------
 
 
-def _from(origin: Origin | None, modules: Sequence[str]) -> bool:
-    """Whether a registration was made in (or for a class of) one of ``modules``."""
-    if origin is None:
-        return False
+def registered_by(origin: Origin | None, cls: type, modules: Sequence[str]) -> bool:
+    """Whether ``modules`` register ``cls`` (what ``treeclass check`` and ``schema`` take).
+
+    The registering call ran in one of the modules or a submodule (a class defined elsewhere,
+    such as a library's, registered with ``register_dataclass`` counts), or the class is
+    defined in one of them. Classes registered by other code the modules import --
+    treeclass's optax adapter naming optax's states, another library -- are left out.
+    """
+    caller = None if origin is None else origin.caller
     return any(
-        m is not None and any(m == x or m.startswith(x + ".") for x in modules)
-        for m in (origin.caller, origin.module)
+        isinstance(m, str) and any(m == x or m.startswith(f"{x}.") for x in modules)
+        for m in (caller, getattr(cls, "__module__", None))
     )
 
 
@@ -217,13 +231,17 @@ def lock_of(modules: Sequence[str]) -> dict[str, Any]:
     """
     classes: dict[str, Any] = {}
     for node in registered_nodes():
-        if node.name is not None and node.info is not None and _from(node.origin, modules):
+        if (
+            node.name is not None
+            and node.info is not None
+            and registered_by(node.origin, node.type, modules)
+        ):
             classes[node.name] = _class_entry(node)
     named = {t for c in classes.values() for s in c.get("static", ()) for t in s["holds"]["types"]}
     types = {
         st.name: _static_type_entry(st)
         for st in list(_STATIC_TYPES.values())
-        if st.name in named or _from(st.origin, modules)
+        if st.name in named or registered_by(st.origin, st.cls, modules)
     }
     return {
         "format": LOCK_FORMAT,
@@ -305,6 +323,27 @@ _CLASS: Final = {
 }
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is no JSON number")
+
+
+def _check_class_entry(entry: dict[str, Any], where: str) -> None:
+    """A class block's kind and names: what a class can have (the rules registration uses)."""
+    kinds = typing.get_args(Kind)
+    if entry["kind"] not in kinds:
+        raise _bad(where, f"its kind {brief(entry['kind'], 40)} is not one of {kinds}")
+    if entry["kind"] == "namedtuple" and entry.get("static"):
+        raise _bad(where, "a namedtuple has no static fields")
+    fields = [*entry["data"], *entry.get("static", ())]
+    try:
+        check_field_names([f["name"] for f in fields], "fields", where)
+        for f in fields:
+            check_field_names(f["aliases"], "aliases=", where)
+        check_field_names(entry["removed_fields"], "removed_fields=", where)
+    except (RegistrationError, RegistrationTypeError) as e:
+        raise _bad(where, str(e).split(". ")[0].rstrip(".")) from None
+
+
 def read_lock(text: str | bytes) -> dict[str, Any]:
     """Parse and check a lock's text.
 
@@ -312,8 +351,8 @@ def read_lock(text: str | bytes) -> dict[str, Any]:
         SchemaLockError: it is not a lock this version of treeclass writes.
     """
     try:
-        lock = json.loads(text)
-    except ValueError as e:
+        lock = json.loads(text, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
         raise _bad("the lock", f"it is not JSON ({brief(str(e), 120)})") from None
     _shaped(lock, {"format": str, "version": int, "classes": dict, "static_types": dict}, "lock")
     if lock["format"] != LOCK_FORMAT or lock["version"] != LOCK_VERSION:
@@ -323,7 +362,9 @@ def read_lock(text: str | bytes) -> dict[str, Any]:
             f"version {LOCK_VERSION}",
         )
     for name, entry in lock["classes"].items():
-        _shaped(entry, _CLASS, f"lock.classes[{name!r}]")
+        where = f"lock.classes[{name!r}]"
+        _shaped(entry, _CLASS, where)
+        _check_class_entry(entry, where)
     for name, entry in lock["static_types"].items():
         _shaped(entry, {"kind": str, "members?": dict, "fields?": [str]}, f"static type {name!r}")
     return typing.cast("dict[str, Any]", lock)
@@ -345,9 +386,11 @@ def _annotation(holds: dict[str, Any], types: dict[str, Any]) -> Any:
     literal: list[Any] = []
     for v in holds["values"]:
         try:
-            literal.append(decode_static(v))
-        except (BadStatic, RecursionError):
+            value = decode_static(v)
+            hash(value)  # (a Literal's values; a static value is hashable)
+        except (BadStatic, RecursionError, TypeError):
             continue
+        literal.append(value)
     for name in holds["types"]:
         st = static_for_name(name)
         locked = types.get(name, {})
@@ -501,14 +544,16 @@ def _backward(name: str, entry: dict[str, Any], types: dict[str, Any]) -> dict[s
 
     def jax_export(state: Any) -> None:
         entry_ = jax._export_registries()[1].get(name) if jax is not None else None
-        if entry_ is None:
-            raise ValueError(f"jax.export has no class registered under the name {name!r}")
+        if entry_ is None or not held_by_treeclass(jax, name):
+            raise unregistered_name(name, "jax.export (as a class treeclass registered)")
         aux_bytes = json.dumps(list(data)) if namedtuple_kind else dumps_canonical(state)
         aux = entry_[1](aux_bytes.encode("utf-8"))
         if namedtuple_kind:  # (jax's own rebuild of a namedtuple checks its fields)
             entry_[2](aux, leaves)
 
     def torch_export(state: Any) -> None:
+        if not held_by_treeclass(torch, name):
+            raise unregistered_name(name, "torch (as a class treeclass registered)")
         pytree: Any = getattr(torch, "pytree", None)
         leaf: dict[str, Any] = {"type": None, "context": None, "children_spec": []}
         if namedtuple_kind:
